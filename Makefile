@@ -1,0 +1,35 @@
+# Two commands on a fresh machine:  make up  (install and run)  ·  make test  (the whole suite)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: up test lint install bench-scheduler clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+install: $(STAMP)
+
+up: $(STAMP)
+	$(BIN)/crondepot up $(ARGS)
+
+# The whole suite: lint, types, then tests in parallel against a real PostgreSQL
+# (CRONDEPOT_TEST_DATABASE_URL if set, else the embedded one).
+test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest -n 2 -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+bench-scheduler: $(STAMP)
+	$(BIN)/python bench/scheduler.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

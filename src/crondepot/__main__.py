@@ -1,0 +1,5 @@
+import sys
+
+from crondepot.cli import main
+
+sys.exit(main())

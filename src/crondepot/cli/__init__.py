@@ -1,0 +1,49 @@
+"""The ``crondepot`` command: one module per command group, each adding its sub-commands.
+
+Every command that prints data takes ``--json``; every option that names a database also
+reads ``CRONDEPOT_*`` variables, so a deployment can configure processes by environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import psycopg
+
+from crondepot.cli import db, migrate, next_fires, scheduler, up
+from crondepot.cli.output import fail
+from crondepot.errors import CrondepotError
+
+_GROUPS = (up, migrate, scheduler, next_fires, db)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crondepot",
+        description="Cron at scale on PostgreSQL: no run lost to a crash, no run sent twice.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in _GROUPS:
+        group.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except CrondepotError as exc:
+        return fail(str(exc), as_json=getattr(args, "json", False))
+    except psycopg.OperationalError as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return fail(f"database connection failed: {detail}",
+                    as_json=getattr(args, "json", False), code=3)
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""``crondepot migrate``: bring the schema up to date (safe to run any number of times)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from crondepot.cli.options import add_database, add_json, database
+from crondepot.cli.output import print_json
+from crondepot.db import connect, migrations
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("migrate", help="apply pending schema migrations")
+    add_database(parser)
+    add_json(parser)
+    parser.add_argument("--check", action="store_true",
+                        help="apply nothing; exit 1 if migrations are pending")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with database(args) as db, connect(db.url, application_name="crondepot-migrate") as conn:
+        if args.check:
+            todo = migrations.pending(conn)
+            _report([m.version for m in todo], args.json, verb="pending")
+            return 1 if todo else 0
+        done = migrations.migrate(conn)
+        _report([m.version for m in done], args.json, verb="applied")
+        return 0
+
+
+def _report(versions: list[int], as_json: bool, *, verb: str) -> None:
+    if as_json:
+        print_json({verb: versions})
+    elif versions:
+        print(f"{verb}: " + ", ".join(f"{v:04d}" for v in versions))
+    else:
+        print("schema is up to date" if verb == "applied" else "nothing pending")

@@ -1,0 +1,86 @@
+"""``crondepot next CRON --tz ZONE``: preview a timetable, with the fires DST moved or merged."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+
+from crondepot.cli.output import print_json
+from crondepot.timetable import Fire, Timetable
+
+_NOTES = {
+    "moved": "DST gap: scheduled {scheduled}, fired at the change",
+    "merged": "DST gap: {scheduled} and others fired once, at the change",
+    "repeated-once": "DST repeat: fired on the first pass only",
+    "second-pass": "DST repeat: second pass",
+}
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("next", help="show the next fire times of a cron expression")
+    parser.add_argument("cron", help='five fields, e.g. "30 1 * * *", or an alias like @daily')
+    parser.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
+    parser.add_argument("--after", type=_instant, default=None,
+                        help="ISO-8601 instant to start after (default: now)")
+    parser.add_argument("-n", "--count", type=_count, default=5, help="how many (default 5)")
+    parser.add_argument("--key", default=None, help="job key that H fields hash on")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON list of ISO-8601 UTC instants")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    timetable = Timetable(args.cron, args.tz, hash_key=args.key)
+    after = args.after or datetime.now(UTC)
+    fires = _take(timetable, after, args.count)
+    if args.json:
+        print_json([_iso_utc(f.at) for f in fires])
+        return 0
+    if timetable.expanded != timetable.cron:
+        print(f"# {args.cron} = {timetable.expanded}")
+    if not fires:
+        print("no fire after", _iso_utc(after))
+    for fire in fires:
+        line = f"{fire.local.isoformat()}  {_iso_utc(fire.at)}"
+        if fire.note:
+            line += "  # " + _NOTES[fire.note].format(scheduled=fire.scheduled_local.isoformat())
+        print(line)
+    return 0
+
+
+def _take(timetable: Timetable, after: datetime, count: int) -> list[Fire]:
+    fires: list[Fire] = []
+    for fire in timetable.fires_after(after):
+        if len(fires) >= count:
+            break
+        fires.append(fire)
+    return fires
+
+
+def _iso_utc(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO-8601 instant like 2026-10-31T12:00:00Z, got {text!r}"
+        ) from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no UTC offset; add Z or +HH:MM so the instant is exact"
+        )
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 1 <= value <= 10000:
+        raise argparse.ArgumentTypeError(f"expected a count from 1 to 10000, got {text!r}")
+    return value

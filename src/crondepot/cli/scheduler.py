@@ -1,0 +1,74 @@
+"""``crondepot scheduler``: one scheduler copy. Run as many as you like, on any hosts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from crondepot import logs, metrics
+from crondepot.cli.options import add_database, database
+from crondepot.db import connect
+from crondepot.db.migrations import require_current
+from crondepot.scheduler.loop import Scheduler, SchedulerConfig
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("scheduler", help="run a scheduler copy (claims due jobs, "
+                                                   "writes their runs)")
+    add_database(parser)
+    parser.add_argument("--tick", type=_seconds, metavar="DURATION",
+                        default=os.environ.get("CRONDEPOT_TICK", "2s"),
+                        help="longest sleep between ticks, e.g. 2s or 500ms (default 2s)")
+    parser.add_argument("--batch", type=_positive, metavar="N",
+                        default=int(os.environ.get("CRONDEPOT_BATCH", "2000")),
+                        help="due jobs claimed per transaction (default 2000)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        default=int(os.environ.get("CRONDEPOT_METRICS_PORT", "0")),
+                        help="serve Prometheus /metrics on this port (default: off)")
+    parser.add_argument("--name", default=os.environ.get("CRONDEPOT_NAME", "scheduler"),
+                        help="name shown in pg_stat_activity and logs")
+    parser.add_argument("--log-json", action="store_true", default=None,
+                        help="log one JSON object per line")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.setup(as_json=args.log_json)
+    metrics.serve(args.metrics_port)
+    with database(args) as db:
+        with connect(db.url, application_name="crondepot-scheduler-check") as conn:
+            require_current(conn)
+        scheduler = Scheduler(SchedulerConfig(url=db.url, tick_seconds=args.tick,
+                                              batch=args.batch, name=args.name))
+        scheduler.install_signal_handlers()
+        scheduler.run()
+    return 0
+
+
+def _seconds(text: str) -> float:
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for suffix in ("ms", "s", "m"):
+        if text.endswith(suffix):
+            number, scale = text[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, scale = text, 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        value = -1.0
+    if not 0.01 <= value <= 3600:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration from 10ms to 60m like 2s or 500ms, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 100000, got {text!r}")
+    return value

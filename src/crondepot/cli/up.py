@@ -1,0 +1,118 @@
+"""``crondepot up``: the whole system in one command, under one supervisor.
+
+Resolves the database (starting the embedded PostgreSQL when no URL is given), migrates,
+then runs the scheduler copies as child processes. A child that dies is restarted (with a
+short, growing pause so a crash loop does not spin); Ctrl-C or SIGTERM stops them all and
+waits for them. Children get the database URL explicitly, so they never start a server of
+their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from crondepot import logs
+from crondepot.cli.options import add_database, database
+from crondepot.db import connect, migrate
+
+log = logging.getLogger("crondepot.up")
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("up", help="migrate, then run scheduler copies under one "
+                                            "supervisor (embedded PostgreSQL without --db)")
+    add_database(parser)
+    parser.add_argument("--schedulers", type=int, default=3, metavar="N",
+                        help="scheduler copies (default 3)")
+    parser.add_argument("--tick", default="2s", help="scheduler tick (default 2s)")
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    started_at: float = field(default=0.0)
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.argv)
+        self.started_at = time.monotonic()
+        log.info("started %s", self.name, extra={"child_pid": self.process.pid})
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.setup()
+    if args.schedulers < 1:
+        print("crondepot: error: --schedulers must be at least 1", file=sys.stderr)
+        return 2
+    with database(args) as db:
+        with connect(db.url, application_name="crondepot-up") as conn:
+            applied = migrate(conn)
+        log.info("database %s ready (%d migrations applied)", db.describe(), len(applied))
+        children = [
+            Child(f"scheduler-{i}", [sys.executable, "-m", "crondepot", "scheduler", "--db",
+                                     db.url, "--tick", args.tick, "--name", f"scheduler-{i}"])
+            for i in range(1, args.schedulers + 1)
+        ]
+        return supervise(children)
+
+
+def supervise(children: list[Child]) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    for child in children:
+        child.start()
+    while not stop.wait(0.5):
+        for child in children:
+            # Ctrl-C reaches the children too (same process group); don't restart those.
+            if not stop.is_set():
+                _restart_if_dead(child)
+    _stop_all(children)
+    return 0
+
+
+def _restart_if_dead(child: Child) -> None:
+    assert child.process is not None
+    code = child.process.poll()
+    if code is None:
+        return
+    # A child that ran for a while restarts at once; one that keeps dying waits longer.
+    lived = time.monotonic() - child.started_at
+    child.restarts = 0 if lived > 30 else child.restarts + 1
+    pause = min(2 ** child.restarts * 0.25, 10.0)
+    log.warning("%s exited with %s; restarting in %.2fs", child.name, code, pause)
+    time.sleep(pause)
+    child.start()
+
+
+def _stop_all(children: list[Child], grace: float = 30.0) -> None:
+    for child in children:
+        if child.process and child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in children:
+        if child.process is None:
+            continue
+        try:
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop in %.0fs; killing it", child.name, grace)
+            child.process.kill()
+            child.process.wait()
+    log.info("all stopped")

@@ -1,0 +1,82 @@
+"""Where the database is, and connections to it.
+
+The URL comes from ``--db`` or ``CRONDEPOT_DATABASE_URL``; with neither, crondepot starts (or
+joins) the embedded PostgreSQL in the data directory. Connections are autocommit: every
+multi-statement change opens its own explicit transaction, so none is left open by accident.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool
+
+from crondepot.db.embedded import EmbeddedPostgres, default_data_dir
+
+URL_ENV = "CRONDEPOT_DATABASE_URL"
+DATA_DIR_ENV = "CRONDEPOT_DATA_DIR"
+
+
+@dataclass
+class Database:
+    """A resolved database: its conninfo, and the embedded server behind it if there is one."""
+
+    url: str
+    embedded: EmbeddedPostgres | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        if self.embedded is not None:
+            self.embedded.close()
+            self.embedded = None
+
+    def with_application_name(self, name: str) -> str:
+        return make_conninfo(self.url, application_name=name)
+
+    def describe(self) -> str:
+        """The URL without its password, for logs and status lines."""
+        params: dict[str, Any] = conninfo_to_dict(self.url)
+        if "password" in params:
+            params["password"] = "***"
+        where = "embedded" if self.embedded else "external"
+        return f"{where} {make_conninfo('', **params)}"
+
+
+def open_database(url: str | None = None, data_dir: str | Path | None = None) -> Database:
+    """Resolve the database to use: ``url``, else $CRONDEPOT_DATABASE_URL, else embedded."""
+    url = url or os.environ.get(URL_ENV) or None
+    if url:
+        return Database(url=url)
+    folder = Path(data_dir or os.environ.get(DATA_DIR_ENV) or default_data_dir())
+    embedded = EmbeddedPostgres(folder)
+    return Database(url=embedded.start(), embedded=embedded)
+
+
+def connect(url: str, *, application_name: str = "crondepot") -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True, application_name=application_name)
+
+
+@contextmanager
+def open_pool(
+    url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot"
+) -> Iterator[ConnectionPool]:
+    pool = ConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"autocommit": True, "application_name": application_name},
+        # A restarted database leaves dead connections in the pool; check before lending.
+        check=ConnectionPool.check_connection,
+        open=False,
+    )
+    pool.open(wait=True, timeout=30)
+    try:
+        yield pool
+    finally:
+        pool.close()

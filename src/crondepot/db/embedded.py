@@ -1,0 +1,100 @@
+"""The embedded PostgreSQL (pgserver) used when no database URL is given.
+
+One data directory is one server. The first crondepot process that needs it starts it; every
+process using the same directory shares it (pgserver keeps a list of the processes holding
+it, under a file lock); the last one to let go stops it cleanly. A process killed with
+SIGKILL cannot let go, so the server then keeps running until ``crondepot db stop``:
+harmless, and the next process simply finds it running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from crondepot.db.queries import Q
+from crondepot.errors import DatabaseUnavailable
+
+DATABASE_NAME = "crondepot"  # created by Q.create_database
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("crondepot")) / "pgdata"
+
+
+class EmbeddedPostgres:
+    """A handle on the embedded server in ``data_dir``; ``close()`` lets go of it."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir.expanduser().resolve()
+        self._server: Any = None
+
+    @property
+    def admin_url(self) -> str:
+        """The conninfo of the server's ``postgres`` database (start() first)."""
+        assert self._server is not None, "start() the server first"
+        url: str = self._server.get_uri("postgres")
+        return url
+
+    def start(self) -> str:
+        """Start (or join) the server; return the conninfo of crondepot's database."""
+        _quiet_platformdirs()
+        import pgserver  # imported late: it is heavy and only needed without a URL
+
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._server = pgserver.get_server(  # type: ignore[attr-defined]
+                self.data_dir, cleanup_mode="stop")
+        except Exception as exc:  # pgserver raises plain subprocess/OS errors
+            raise DatabaseUnavailable(
+                f"could not start the embedded PostgreSQL in {self.data_dir}: {exc}"
+            ) from exc
+        self._ensure_database()
+        url: str = self._server.get_uri(DATABASE_NAME)
+        return url
+
+    def _ensure_database(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            if not conn.execute(Q.database_exists).fetchone():
+                # Another process may create it between our check and our create.
+                with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                    conn.execute(Q.create_database)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+
+def _quiet_platformdirs() -> None:
+    # pgserver asks platformdirs for a runtime dir; without XDG_RUNTIME_DIR (containers, CI)
+    # platformdirs warns on every start although its fallback works.
+    os.environ.setdefault("XDG_RUNTIME_DIR", f"/tmp/runtime-{os.getuid()}")
+    Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
+    warnings.filterwarnings("ignore", module="platformdirs")
+
+
+def stop(data_dir: Path) -> bool:
+    """Stop the embedded server in ``data_dir`` whoever started it; False if none was running."""
+    import subprocess
+
+    # pgserver's own wrapper around its pg_ctl binary (made at import time, hence the ignore)
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+
+    data_dir = data_dir.expanduser().resolve()
+    if not (data_dir / "postmaster.pid").exists():
+        return False
+    user = "pgserver" if os.geteuid() == 0 else None  # pgserver runs postgres as this user
+    try:
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user, timeout=60)
+    except subprocess.CalledProcessError:
+        return False
+    (data_dir / ".handle_pids.json").unlink(missing_ok=True)
+    return True

@@ -1,0 +1,26 @@
+-- name: create_schema_migrations
+-- The record of applied migrations; created by the runner itself before anything else.
+CREATE TABLE IF NOT EXISTS crondepot_schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    checksum    text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: lock_migrations
+-- One migrator at a time, across every process and host: a session advisory lock that
+-- waits, so a second `crondepot migrate` finds the work done when it gets its turn.
+SELECT pg_advisory_lock(7301847220451893277);
+
+-- name: unlock_migrations
+SELECT pg_advisory_unlock(7301847220451893277);
+
+-- name: applied_migrations
+SELECT version, name, checksum FROM crondepot_schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO crondepot_schema_migrations (version, name, checksum)
+VALUES (%(version)s, %(name)s, %(checksum)s);
+
+-- name: schema_migrations_exists
+SELECT to_regclass('crondepot_schema_migrations') IS NOT NULL;

@@ -1,0 +1,57 @@
+-- name: claim_due_jobs
+-- The scheduler's claim. Rows come from the partial index jobs_due in due order; SKIP LOCKED
+-- lets every scheduler copy take a different slice of the due jobs at once instead of
+-- queueing behind each other's locks. The locks last until the tick's transaction ends, so
+-- a job is planned by exactly one copy per pass. "now" is the database's clock (or one
+-- injected by tests), never a host clock: copies on skewed hosts agree on what is due.
+SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
+       j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
+       j.tenant_id, j.priority, t.now
+FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS t,
+     LATERAL (
+         SELECT * FROM jobs
+         WHERE active AND NOT paused AND next_run_at <= t.now
+         ORDER BY next_run_at
+         LIMIT %(batch)s
+         FOR UPDATE SKIP LOCKED
+     ) AS j;
+
+-- name: insert_runs
+-- All the runs of a tick in one statement: arrays unnested server-side, one round trip
+-- however many rows. ON CONFLICT DO NOTHING makes a repeated run id (a retried tick, a
+-- manual trigger of the same instant) a no-op instead of a second run.
+INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
+                  status, skip_reason, finished_at)
+SELECT r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at, r.due_at,
+       CASE WHEN r.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
+       r.skip_reason,
+       CASE WHEN r.skip_reason IS NULL THEN NULL
+            ELSE coalesce(%(now)s::timestamptz, now()) END
+FROM unnest(%(run_ids)s::text[], %(job_ids)s::bigint[], %(tenant_ids)s::bigint[],
+            %(priorities)s::text[], %(nominal_ats)s::timestamptz[], %(due_ats)s::timestamptz[],
+            %(skip_reasons)s::text[])
+     AS r(run_id, job_id, tenant_id, priority, nominal_at, due_at, skip_reason)
+ON CONFLICT (run_id) DO NOTHING;
+
+-- name: advance_jobs
+-- Every claimed job's next run in one statement (the rows are still locked by this
+-- transaction, so nobody else moved them meanwhile).
+UPDATE jobs AS j
+SET next_run_at = u.next_run_at, next_nominal_at = u.next_nominal_at
+FROM unnest(%(ids)s::bigint[], %(next_run_ats)s::timestamptz[],
+            %(next_nominal_ats)s::timestamptz[]) AS u(id, next_run_at, next_nominal_at)
+WHERE j.id = u.id;
+
+-- name: notify_runs_queued
+-- Wake idle workers; delivered only if the tick commits.
+SELECT pg_notify('crondepot_runs', %(priorities)s);
+
+-- name: seconds_until_next_due
+-- How long the scheduler may sleep: until the earliest due job, on the database clock.
+SELECT extract(epoch FROM min(next_run_at) - coalesce(%(now)s::timestamptz, now()))::float8
+FROM jobs
+WHERE active AND NOT paused;
+
+-- name: listen_jobs_changed
+-- Job writers NOTIFY crondepot_jobs so that a job due in one second is not started late.
+LISTEN crondepot_jobs;

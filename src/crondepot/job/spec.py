@@ -1,0 +1,288 @@
+"""Job documents: validation, defaults, and the typed value the rest of crondepot uses.
+
+A job document is what a client sends (API body, NDJSON import line, ``jobs add --file``).
+``JobSpec.from_document`` checks every field and raises ``InvalidJob`` naming the first bad
+one by its JSON path ("misfire.until"), saying what was expected and what was given. It
+never touches the database: a document that fails here changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import time
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from crondepot.errors import InvalidJob, InvalidSchedule
+from crondepot.timetable import Timetable, validate_zone
+
+Priority = Literal["urgent", "normal", "bulk"]
+PRIORITIES: tuple[Priority, ...] = ("urgent", "normal", "bulk")
+MAX_PAYLOAD_BYTES = 16 * 1024
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
+_UNTIL = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+_FIELDS = frozenset({
+    "key", "cron", "tz", "priority", "target", "payload", "misfire", "catchup", "max_catchup",
+    "spread", "max_attempts", "lease_seconds", "rate_limit", "active",
+})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Misfire:
+    policy: Literal["run_late", "skip_after", "skip_after_local_time"] = "run_late"
+    seconds: int | None = None      # skip_after: how late a run may still start
+    until: time | None = None       # skip_after_local_time: the local wall-clock deadline
+
+    def document(self) -> dict[str, Any]:
+        if self.policy == "skip_after":
+            return {"policy": self.policy, "seconds": self.seconds}
+        if self.policy == "skip_after_local_time":
+            assert self.until is not None
+            return {"policy": self.policy, "until": self.until.strftime("%H:%M")}
+        return {"policy": self.policy}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSpec:
+    cron: str
+    tz: str
+    target: dict[str, Any]
+    key: str | None = None
+    priority: Priority = "normal"
+    payload: dict[str, Any] = field(default_factory=dict)
+    misfire: Misfire = field(default_factory=Misfire)
+    catchup: Literal["all", "latest"] = "all"
+    max_catchup: int = 1000
+    spread_seconds: int = 0
+    spread_key: str | None = None
+    max_attempts: int = 6
+    lease_seconds: int = 60
+    rate_limit: str | None = None
+    active: bool = True
+
+    @classmethod
+    def from_document(cls, doc: Any) -> JobSpec:
+        return _parse(doc)
+
+    def hash_key(self, job_id: int) -> str:
+        """What H fields hash on: the client key, else the job id."""
+        return self.key if self.key is not None else str(job_id)
+
+    def timetable(self, job_id: int | None = None) -> Timetable:
+        key = self.hash_key(job_id) if job_id is not None else (self.key or "")
+        return Timetable(self.cron, self.tz, hash_key=key)
+
+
+def _parse(doc: Any) -> JobSpec:
+    if not isinstance(doc, dict):
+        raise InvalidJob(f"expected a JSON object, got {_kind(doc)}", field="")
+    unknown = sorted(set(doc) - _FIELDS)
+    if unknown:
+        raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_FIELDS))}",
+                         field=str(unknown[0]))
+    key = _optional_str(doc, "key", 200)
+    cron = _required_str(doc, "cron", 200)
+    tz = _required_str(doc, "tz", 64)
+    priority = _choice(doc, "priority", PRIORITIES, "normal")
+    spread_seconds, spread_key = _spread(doc.get("spread"), priority)
+    spec = JobSpec(
+        key=key, cron=cron, tz=tz, priority=priority,
+        target=_target(doc.get("target")),
+        payload=_payload(doc.get("payload", {})),
+        misfire=_misfire(doc.get("misfire")),
+        catchup=_choice(doc, "catchup", ("all", "latest"), "all"),
+        max_catchup=_int(doc, "max_catchup", 1000, 1, 100_000),
+        spread_seconds=spread_seconds, spread_key=spread_key,
+        max_attempts=_int(doc, "max_attempts", 6, 1, 100),
+        lease_seconds=_int(doc, "lease_seconds", 60, 5, 43_200),
+        rate_limit=_rate_limit(doc.get("rate_limit")),
+        active=_bool(doc, "active", True),
+    )
+    _check_schedule(spec)
+    return spec
+
+
+def _check_schedule(spec: JobSpec) -> None:
+    try:
+        validate_zone(spec.tz)
+    except InvalidSchedule as exc:
+        raise InvalidJob(str(exc), field="tz") from None
+    try:
+        spec.timetable()
+    except InvalidSchedule as exc:
+        raise InvalidJob(str(exc), field="tz" if exc.field == "tz" else "cron") from None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", int: "an integer", float: "a number", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _required_str(doc: dict[str, Any], name: str, max_len: int) -> str:
+    if name not in doc:
+        raise InvalidJob(f"{name} is required", field=name)
+    value = doc[name]
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidJob(f"expected {name} to be a non-empty string, got {_kind(value)}",
+                         field=name)
+    if len(value) > max_len:
+        raise InvalidJob(f"{name} is {len(value)} characters; at most {max_len}", field=name)
+    return value.strip()
+
+
+def _optional_str(doc: dict[str, Any], name: str, max_len: int) -> str | None:
+    if doc.get(name) is None:
+        return None
+    return _required_str(doc, name, max_len)
+
+
+def _choice(doc: dict[str, Any], name: str, allowed: tuple[Any, ...], default: Any) -> Any:
+    value = doc.get(name, default)
+    if value not in allowed:
+        raise InvalidJob(
+            f"expected {name} to be one of {', '.join(allowed)}, got {json.dumps(value)}",
+            field=name)
+    return value
+
+
+def _int(doc: dict[str, Any], name: str, default: int, low: int, high: int,
+         path: str | None = None) -> int:
+    value = doc.get(name, default)
+    path = path or name
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJob(f"expected {path} to be an integer, got {_kind(value)}", field=path)
+    if not low <= value <= high:
+        raise InvalidJob(f"expected {path} to be an integer from {low} to {high}, got {value}",
+                         field=path)
+    return value
+
+
+def _bool(doc: dict[str, Any], name: str, default: bool) -> bool:
+    value = doc.get(name, default)
+    if not isinstance(value, bool):
+        raise InvalidJob(f"expected {name} to be true or false, got {_kind(value)}", field=name)
+    return value
+
+
+def _object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidJob(f"expected {path} to be an object, got {_kind(value)}", field=path)
+    return value
+
+
+def _no_extra(obj: dict[str, Any], allowed: set[str], path: str) -> None:
+    extra = sorted(set(obj) - allowed)
+    if extra:
+        raise InvalidJob(f"unknown field {extra[0]!r} in {path}; allowed: "
+                         f"{', '.join(sorted(allowed))}", field=f"{path}.{extra[0]}")
+
+
+def _target(value: Any) -> dict[str, Any]:
+    if value is None:
+        raise InvalidJob("target is required", field="target")
+    target = _object(value, "target")
+    kind = target.get("type")
+    if kind == "http":
+        return _http_target(target)
+    if kind == "python":
+        _no_extra(target, {"type", "handler"}, "target")
+        handler = target.get("handler")
+        if not isinstance(handler, str) or not _HANDLER.match(handler):
+            raise InvalidJob("expected target.handler to be a registered handler name like "
+                             f"'sms.send', got {json.dumps(handler)}", field="target.handler")
+        return {"type": "python", "handler": handler}
+    raise InvalidJob(f"expected target.type to be 'http' or 'python', got {json.dumps(kind)}",
+                     field="target.type")
+
+
+def _http_target(target: dict[str, Any]) -> dict[str, Any]:
+    _no_extra(target, {"type", "url", "timeout_s", "dedupes"}, "target")
+    url = target.get("url")
+    if not isinstance(url, str) or len(url) > 2048:
+        raise InvalidJob(f"expected target.url to be a URL string, got {_kind(url)}",
+                         field="target.url")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise InvalidJob(f"expected target.url to use http or https, got {parts.scheme or 'no'}"
+                         " scheme", field="target.url")
+    if not parts.hostname:
+        raise InvalidJob("target.url has no host", field="target.url")
+    if parts.username or parts.password:
+        raise InvalidJob("target.url must not carry credentials", field="target.url")
+    timeout = target.get("timeout_s", 10)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 300:
+        raise InvalidJob(f"expected target.timeout_s to be a number of seconds above 0 and at "
+                         f"most 300, got {json.dumps(timeout)}", field="target.timeout_s")
+    dedupes = target.get("dedupes", False)
+    if not isinstance(dedupes, bool):
+        raise InvalidJob(f"expected target.dedupes to be true or false, got {_kind(dedupes)}",
+                         field="target.dedupes")
+    return {"type": "http", "url": url, "timeout_s": timeout, "dedupes": dedupes}
+
+
+def _payload(value: Any) -> dict[str, Any]:
+    payload = _object(value, "payload")
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidJob(f"payload is {size} bytes of JSON; at most {MAX_PAYLOAD_BYTES}",
+                         field="payload")
+    return payload
+
+
+def _misfire(value: Any) -> Misfire:
+    if value is None:
+        return Misfire()
+    misfire = _object(value, "misfire")
+    policy = misfire.get("policy")
+    if policy == "run_late":
+        _no_extra(misfire, {"policy"}, "misfire")
+        return Misfire()
+    if policy == "skip_after":
+        _no_extra(misfire, {"policy", "seconds"}, "misfire")
+        if "seconds" not in misfire:
+            raise InvalidJob("misfire.seconds is required with skip_after",
+                             field="misfire.seconds")
+        seconds = _int(misfire, "seconds", 0, 1, 31 * 86400, path="misfire.seconds")
+        return Misfire(policy="skip_after", seconds=seconds)
+    if policy == "skip_after_local_time":
+        _no_extra(misfire, {"policy", "until"}, "misfire")
+        until = misfire.get("until")
+        match = _UNTIL.match(until) if isinstance(until, str) else None
+        if not match:
+            raise InvalidJob(f"expected misfire.until to be a local time HH:MM (00:00–23:59), "
+                             f"got {json.dumps(until)}", field="misfire.until")
+        return Misfire(policy="skip_after_local_time",
+                       until=time(int(match[1]), int(match[2])))
+    raise InvalidJob("expected misfire.policy to be one of run_late, skip_after, "
+                     f"skip_after_local_time, got {json.dumps(policy)}", field="misfire.policy")
+
+
+def _spread(value: Any, priority: str) -> tuple[int, str | None]:
+    if value is None:
+        return 0, None
+    spread = _object(value, "spread")
+    _no_extra(spread, {"seconds", "key"}, "spread")
+    seconds = _int(spread, "seconds", 0, 0, 86_400, path="spread.seconds")
+    key = spread.get("key")
+    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 200):
+        raise InvalidJob(f"expected spread.key to be a string of 1–200 characters, got "
+                         f"{_kind(key)}", field="spread.key")
+    if priority == "urgent":
+        return 0, key  # urgent runs are never spread: they exist to be on time
+    return seconds, key
+
+
+def _rate_limit(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InvalidJob("expected rate_limit to be a limit name (lowercase letters, digits, "
+                         f"'.', '_' or '-'), got {json.dumps(value)}", field="rate_limit")
+    return value

@@ -1,0 +1,55 @@
+"""Logging set-up: plain lines for people, one JSON object per line for machines.
+
+Fields passed with ``extra=`` (run_id, job_id, tenant, attempt, worker, …) appear as keys in
+JSON mode and as ``key=value`` pairs in text mode. Payloads and secrets are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+def _extras(record: logging.LogRecord) -> dict[str, object]:
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            "pid": record.process,
+            **_extras(record),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = " ".join(f"{k}={v}" for k, v in _extras(record).items())
+        return f"{line} {extras}" if extras else line
+
+
+def setup(level: str | None = None, as_json: bool | None = None) -> None:
+    level = (level or os.environ.get("CRONDEPOT_LOG_LEVEL") or "INFO").upper()
+    if as_json is None:
+        as_json = os.environ.get("CRONDEPOT_LOG_FORMAT", "text") == "json"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if as_json else TextFormatter(
+        "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # pgserver narrates every start at INFO (command lines, stdout); keep its warnings only.
+    logging.getLogger("pgserver").setLevel(max(logging.WARNING, root.level))

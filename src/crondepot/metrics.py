@@ -1,0 +1,59 @@
+"""Prometheus metrics: the only module that touches prometheus-client.
+
+Names follow Prometheus conventions: ``crondepot_`` prefix, base units (seconds),
+``_total`` on counters. Labels are low-cardinality (priority, reason, outcome), never a job
+or run id.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, Info, start_http_server
+
+from crondepot import __version__
+
+_LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
+
+build_info = Info("crondepot_build", "crondepot version")
+build_info.info({"version": __version__})
+
+tick_duration = Histogram(
+    "crondepot_scheduler_tick_duration_seconds",
+    "Wall time of one scheduler tick (claim, write runs, advance jobs, commit).",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+jobs_claimed = Histogram(
+    "crondepot_scheduler_jobs_claimed",
+    "Due jobs claimed per tick.",
+    buckets=(0, 1, 10, 100, 500, 1000, 2500, 5000, 10000),
+)
+runs_written = Histogram(
+    "crondepot_scheduler_runs_written",
+    "Runs written (queued or skipped) per tick.",
+    buckets=(0, 1, 10, 100, 500, 1000, 2500, 5000, 10000),
+)
+runs_created = Counter(
+    "crondepot_runs_created_total", "Runs queued for workers by the scheduler.", ["priority"]
+)
+runs_skipped = Counter(
+    "crondepot_runs_skipped_total", "Runs written as skipped, by reason.", ["reason"]
+)
+enqueue_delay = Histogram(
+    "crondepot_scheduler_enqueue_delay_seconds",
+    "From a run's due time to the commit that queued it.",
+    ["priority"],
+    buckets=_LAG_BUCKETS,
+)
+scheduler_errors = Counter(
+    "crondepot_scheduler_errors_total",
+    "Ticks that failed (database lost, …) and were retried.",
+)
+scheduler_last_tick = Gauge(
+    "crondepot_scheduler_last_tick_timestamp_seconds",
+    "Unix time of the last tick that completed, by this process's clock.",
+)
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> None:
+    """Serve /metrics on ``port`` from a daemon thread (0 = don't serve)."""
+    if port:
+        start_http_server(port, addr=addr)

@@ -1,0 +1,145 @@
+"""The scheduler process: ticks in a loop, sleeps until the next due job, survives outages.
+
+Any number of copies run this loop against one database; the claim's row locks keep them
+apart, so there is no leader and nothing to fail over. The loop
+- drains: while a tick's batch comes back full, it ticks again at once;
+- sleeps until the earliest due job or the tick interval, whichever is sooner, and wakes at
+  once on ``NOTIFY crondepot_jobs`` (a new or changed job);
+- survives the database going away: the error is logged and counted, connections are
+  dropped, and it reconnects with capped, jittered backoff;
+- on SIGTERM/SIGINT finishes the tick in hand (the transaction commits or rolls back whole)
+  and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from crondepot import metrics
+from crondepot.db import Q, connect
+from crondepot.scheduler.tick import TickResult, tick
+
+log = logging.getLogger("crondepot.scheduler")
+
+_MIN_WAIT = 0.05   # jobs still due after a short batch are locked by another copy
+_MAX_BACKOFF = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    url: str
+    tick_seconds: float = 2.0
+    batch: int = 2000
+    name: str = "scheduler"
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self._stop = threading.Event()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._listener: psycopg.Connection[Any] | None = None
+
+    def stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+    def run(self) -> None:
+        backoff = 0.5
+        log.info("scheduler started", extra={"batch": self.config.batch,
+                                             "tick_seconds": self.config.tick_seconds})
+        while not self._stop.is_set():
+            try:
+                self._connect()
+                self._cycle()
+                backoff = 0.5
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                metrics.scheduler_errors.inc()
+                log.warning("database unavailable, retrying in %.1fs: %s", backoff,
+                            str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+                self._disconnect()
+                self._stop.wait(backoff * random.uniform(0.5, 1.0))
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+        self._disconnect()
+        log.info("scheduler stopped")
+
+    def _cycle(self) -> None:
+        """Drain what is due, then wait for the next due job or a change."""
+        assert self._conn is not None
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            result = tick(self._conn, batch=self.config.batch)
+            self._observe(result, time.perf_counter() - started)
+            if not result.full:
+                break
+        if not self._stop.is_set():
+            self._wait(self._seconds_until_due())
+
+    def _seconds_until_due(self) -> float:
+        assert self._conn is not None
+        row = self._conn.execute(Q.seconds_until_next_due, {"now": None}).fetchone()
+        until = row[0] if row and row[0] is not None else self.config.tick_seconds
+        return max(_MIN_WAIT, min(float(until), self.config.tick_seconds))
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep up to ``seconds``, waking early for NOTIFY crondepot_jobs or a stop."""
+        assert self._listener is not None
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            # Short slices so a SIGTERM is noticed promptly even without a notification.
+            for _ in self._listener.notifies(timeout=min(left, 0.5), stop_after=1):
+                return
+
+    def _observe(self, result: TickResult, seconds: float) -> None:
+        metrics.tick_duration.observe(seconds)
+        metrics.jobs_claimed.observe(result.claimed)
+        metrics.runs_written.observe(result.written)
+        metrics.scheduler_last_tick.set_to_current_time()
+        for run in result.skipped:
+            metrics.runs_skipped.labels(run.skip_reason).inc()
+        if result.queued and result.now is not None:
+            self._observe_queued(result)
+        if result.claimed:
+            log.debug("tick", extra={"claimed": result.claimed, "written": result.written,
+                                     "inserted": result.inserted,
+                                     "seconds": round(seconds, 4)})
+
+    def _observe_queued(self, result: TickResult) -> None:
+        assert result.now is not None
+        by_priority: dict[str, int] = {}
+        for run, priority in zip(result.queued, result.queued_priorities, strict=True):
+            by_priority[priority] = by_priority.get(priority, 0) + 1
+            metrics.enqueue_delay.labels(priority).observe(
+                (result.now - run.due_at).total_seconds())
+        for priority, count in by_priority.items():
+            metrics.runs_created.labels(priority).inc(count)
+
+    def _connect(self) -> None:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.config.url, application_name=f"crondepot-{self.config.name}")
+        if self._listener is None or self._listener.closed:
+            self._listener = connect(self.config.url,
+                                     application_name=f"crondepot-{self.config.name}-listen")
+            self._listener.execute(Q.listen_jobs_changed)
+
+    def _disconnect(self) -> None:
+        for conn in (self._conn, self._listener):
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+        self._conn = self._listener = None

@@ -1,0 +1,141 @@
+"""What one due job turns into: the runs to write and the job's next due time (pure).
+
+Given a claimed job and the database's ``now``, work out every run that fell due since the
+job's ``next_run_at`` (the catch-up rule), decide for each whether it is still worth running
+(the misfire rule), and find the first run not yet due. Nothing here reads a clock or a
+database, so every rule is tested by plain function calls.
+
+Rules:
+- ``catchup: all`` writes every missed run, at most ``max_catchup`` of them: when the bound
+  bites, the most recent ``max_catchup`` are kept and the older ones are written ``skipped``
+  with reason ``catchup_bound`` (so nothing vanishes and the cut is counted).
+- ``catchup: latest`` keeps only the most recent due run; the others are ``skipped`` with
+  reason ``catchup_latest``.
+- ``misfire`` judges each kept run: ``run_late`` always runs; ``skip_after`` skips a run
+  written more than ``seconds`` after its due time (reason ``misfire_deadline``);
+  ``skip_after_local_time`` skips a run written after the first ``until`` wall-clock time
+  (job's zone) at or after its nominal time — 20:00 the same day for a 9:00 reminder
+  (reason ``misfire_local_deadline``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from crondepot.timetable import run_id
+
+SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
+                     "misfire_local_deadline"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DueJob:
+    """The fields of a claimed job that the plan needs."""
+
+    id: int
+    next_nominal_at: datetime
+    spread_offset: timedelta
+    catchup: Literal["all", "latest"]
+    max_catchup: int
+    misfire_policy: Literal["run_late", "skip_after", "skip_after_local_time"]
+    misfire_seconds: int | None
+    misfire_until: time | None
+    tz: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedRun:
+    run_id: str
+    nominal_at: datetime
+    due_at: datetime
+    skip_reason: SkipReason | None   # None: queued for the workers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    runs: list[PlannedRun]
+    next_nominal_at: datetime | None   # None: the timetable has no further fire
+    next_run_at: datetime | None
+
+
+# (instant) -> the next fire strictly after it, or None; memoised by the caller.
+NextFire = Callable[[datetime], datetime | None]
+
+
+def plan(job: DueJob, now: datetime, next_fire: NextFire) -> Plan:
+    """The runs of ``job`` that are due at ``now``, judged, and where the job goes next."""
+    cutoff = now - job.spread_offset          # a nominal time at or before this is due
+    nominals: list[datetime] = []
+    nominal: datetime | None = job.next_nominal_at
+    while nominal is not None and nominal <= cutoff:
+        nominals.append(nominal)
+        nominal = next_fire(nominal)
+    keep = _kept_count(job, len(nominals))
+    runs = [_cut(job, n, "catchup_bound" if job.catchup == "all" else "catchup_latest")
+            for n in nominals[: len(nominals) - keep]]
+    runs += [_judge(job, n, now) for n in nominals[len(nominals) - keep:]]
+    next_run_at = nominal + job.spread_offset if nominal is not None else None
+    return Plan(runs=runs, next_nominal_at=nominal, next_run_at=next_run_at)
+
+
+def _kept_count(job: DueJob, missed: int) -> int:
+    if job.catchup == "latest":
+        return min(missed, 1)
+    return min(missed, job.max_catchup)
+
+
+def _cut(job: DueJob, nominal: datetime, reason: SkipReason) -> PlannedRun:
+    return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal,
+                      due_at=nominal + job.spread_offset, skip_reason=reason)
+
+
+def _judge(job: DueJob, nominal: datetime, now: datetime) -> PlannedRun:
+    due = nominal + job.spread_offset
+    reason: SkipReason | None = None
+    if job.misfire_policy == "skip_after":
+        assert job.misfire_seconds is not None
+        if now - due > timedelta(seconds=job.misfire_seconds):
+            reason = "misfire_deadline"
+    elif job.misfire_policy == "skip_after_local_time":
+        assert job.misfire_until is not None
+        if now > local_deadline(nominal, job.misfire_until, job.tz):
+            reason = "misfire_local_deadline"
+    return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,
+                      skip_reason=reason)
+
+
+def local_deadline(nominal: datetime, until: time, tz: str) -> datetime:
+    """The first ``until`` wall-clock time in ``tz`` at or after ``nominal``, as an instant.
+
+    A wall-clock time that does not exist that day (a DST gap) counts as the instant the
+    clocks changed; one that happens twice counts as its second, later occurrence, so the
+    run gets the longer window.
+    """
+    zone = ZoneInfo(tz)
+    local = nominal.astimezone(zone)
+    for day in (local.date(), local.date() + timedelta(days=1)):
+        candidate = _wall_to_instant(datetime.combine(day, until), zone)
+        if candidate >= nominal:
+            return candidate
+    raise AssertionError("unreachable: a wall-clock time recurs within two days")
+
+
+def _wall_to_instant(wall: datetime, zone: ZoneInfo) -> datetime:
+    late = wall.replace(tzinfo=zone, fold=1)
+    if late.astimezone(ZoneInfo("UTC")).astimezone(zone).replace(tzinfo=None) == wall:
+        return late.astimezone(ZoneInfo("UTC"))
+    # In a gap: fold=1 maps with the offset after the change, landing before it; the change
+    # instant is the earliest instant whose wall-clock time is past ``wall``.
+    early = wall.replace(tzinfo=zone, fold=0).astimezone(ZoneInfo("UTC"))
+    low, high = late.astimezone(ZoneInfo("UTC")), early
+    while high - low > timedelta(seconds=1):
+        mid = low + (high - low) / 2
+        if mid.astimezone(zone).replace(tzinfo=None) > wall:
+            high = mid
+        else:
+            low = mid
+    return high.replace(microsecond=0)

@@ -1,0 +1,58 @@
+"""Tenants and their API tokens. A token is shown once, at creation; only its hash is kept."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import psycopg
+
+from crondepot.db import Q
+from crondepot.errors import CrondepotError
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+TOKEN_PREFIX = "cdp_"
+
+
+class InvalidTenant(CrondepotError, ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewTenant:
+    id: int
+    name: str
+    token: str            # shown once; never stored
+    created_at: datetime
+
+
+def hash_token(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def create_tenant(conn: psycopg.Connection[Any], name: str, *,
+                  role: Literal["admin", "read"] = "admin") -> NewTenant:
+    if not _NAME.match(name):
+        raise InvalidTenant(f"tenant name: expected lowercase letters, digits, '.', '_' or '-' "
+                            f"(at most 63, starting with a letter or digit), got {name!r}")
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    token = new_token()
+    try:
+        with conn.transaction():
+            row = conn.execute(Q.insert_tenant, {"name": name, "signing_secret": secret}
+                               ).fetchone()
+            assert row is not None
+            conn.execute(Q.insert_api_token, {"tenant_id": row[0], "token_hash": hash_token(token),
+                                              "role": role, "label": "initial"})
+    except psycopg.errors.UniqueViolation:
+        raise InvalidTenant(f"tenant name: {name!r} is already taken") from None
+    return NewTenant(id=row[0], name=name, token=token, created_at=row[1])

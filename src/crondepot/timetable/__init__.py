@@ -1,0 +1,20 @@
+"""crondepot's timetable: cron parsing and ``H`` hashing, time zones and DST, spread, run ids.
+
+Everything here is pure: no clock, no database, no I/O beyond reading zone data once.
+The modules behind this surface:
+
+    cron.py    the expression: fields, aliases, H, the naive wall-clock minutes it names
+    zone.py    the zone's clock: once / repeated / skipped local times, change instants
+    dst.py     the firing rules at clock changes (Vixie/cronie) and the Fire record
+    table.py   Timetable and next_fires, the facade the scheduler and the API call
+    spread.py  the stable per-job spread offset
+    runid.py   run ids from the nominal instant
+"""
+
+from crondepot.timetable.dst import Fire
+from crondepot.timetable.runid import run_id
+from crondepot.timetable.spread import spread_offset
+from crondepot.timetable.table import Timetable, next_fires
+from crondepot.timetable.zone import validate_zone
+
+__all__ = ["Fire", "Timetable", "next_fires", "run_id", "spread_offset", "validate_zone"]

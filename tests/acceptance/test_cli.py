@@ -1,0 +1,186 @@
+"""The command line as a user runs it: real processes, real databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from urllib.request import urlopen
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from crondepot.db import connect
+from tests.support.jobs import bulk_due_jobs, counts
+from tests.support.processes import Proc, free_port, wait_until
+
+
+def crondepot(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "crondepot", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_next_prints_one_instant_on_the_fall_back_day() -> None:
+    result = crondepot("next", "30 1 * * *", "--tz", "America/New_York", "--after",
+                       "2026-10-31T12:00:00Z", "-n", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z",
+                                         "2026-11-03T06:30:00Z"]
+
+
+def test_next_marks_fires_that_dst_moved() -> None:
+    result = crondepot("next", "30 2 * * *", "--tz", "America/New_York", "--after",
+                       "2026-03-07T12:00:00Z", "-n", "2")
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.strip().splitlines()
+    assert first.startswith("2026-03-08T03:00:00-04:00  2026-03-08T07:00:00Z  # DST gap")
+    assert second.startswith("2026-03-09T02:30:00-04:00  2026-03-09T06:30:00Z")
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["61 * * * *"], "minute"),
+    (["0 9 * * *", "--tz", "Mars/Olympus"], "Mars/Olympus"),
+    (["0 0 30 2 *"], "day-of-month"),
+    (["0 9 * * *", "--after", "2026-10-31T12:00:00"], "offset"),
+    (["0 9 * * *", "-n", "0"], "count"),
+])
+def test_next_rejects_bad_input_with_a_message_naming_it(args: list[str], needle: str) -> None:
+    result = crondepot("next", *args)
+    assert result.returncode != 0
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_next_json_error_is_json() -> None:
+    result = crondepot("next", "61 * * * *", "--json")
+    assert result.returncode == 2
+    assert "minute" in json.loads(result.stderr)["error"]
+
+
+def test_scheduler_serves_prometheus_metrics_that_move(db_url: str) -> None:
+    port = free_port()
+    with connect(db_url) as conn:
+        bulk_due_jobs(conn, 300, due_in_seconds=-1)
+        copy = Proc("scheduler", "--db", db_url, "--metrics-port", str(port))
+        try:
+            wait_until(lambda: counts(conn)["runs"] == 300, timeout=30, message="runs")
+
+            def scrape() -> dict[str, float]:
+                text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                return {s.name + str(sorted(s.labels.items())): s.value
+                        for family in text_string_to_metric_families(text)
+                        for s in family.samples}
+
+            wait_until(lambda: bool(_try(scrape)), timeout=10, message="/metrics")
+            samples = scrape()
+        finally:
+            copy.stop()
+    assert samples["crondepot_scheduler_tick_duration_seconds_count[]"] >= 1
+    assert samples["crondepot_runs_created_total[('priority', 'normal')]"] == 300
+    assert samples["crondepot_scheduler_enqueue_delay_seconds_count[('priority', 'normal')]"] \
+        == 300
+
+
+def _try(fn):  # type: ignore[no-untyped-def]
+    try:
+        return fn()
+    except OSError:
+        return None
+
+
+def test_up_migrates_runs_schedulers_and_stops_on_ctrl_c(empty_db_url: str) -> None:
+    up = Proc("up", "--db", empty_db_url, "--schedulers", "2", "--tick", "500ms")
+    try:
+        def ready() -> bool:
+            try:
+                with connect(empty_db_url) as conn:
+                    row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                       "application_name LIKE 'crondepot-scheduler-%'"
+                                       ).fetchone()
+                    return bool(row and row[0] >= 4)    # 2 copies × (tick + listener)
+            except Exception:
+                return False
+
+        wait_until(ready, timeout=60, message="two scheduler copies connected")
+        with connect(empty_db_url) as conn:
+            bulk_due_jobs(conn, 50, due_in_seconds=0)
+            wait_until(lambda: counts(conn)["runs"] == 50, timeout=30, message="runs")
+    finally:
+        up.kill(signal.SIGINT)
+        code = up.popen.wait(timeout=60)
+    assert code == 0, up.output()
+    assert "all stopped" in up.output()
+
+
+def test_up_restarts_a_crashed_scheduler(empty_db_url: str) -> None:
+    up = Proc("up", "--db", empty_db_url, "--schedulers", "1")
+    try:
+        def scheduler_pids() -> list[int]:
+            with connect(empty_db_url) as conn:
+                return [r[0] for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity "
+                    "WHERE application_name = 'crondepot-scheduler-1'").fetchall()]
+
+        def child_pid() -> int | None:
+            out = up.lines()
+            pids = [line.get("child_pid") for line in out if line.get("child_pid")]
+            return int(pids[-1]) if pids else None
+
+        wait_until(lambda: child_pid() is not None and bool(_try(scheduler_pids)),
+                   timeout=60, message="scheduler up")
+        first = child_pid()
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: child_pid() not in (None, first), timeout=30, message="restart")
+    finally:
+        up.stop()
+
+
+def test_embedded_database_is_shared_and_stopped_by_the_last_user() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="crondepot-embedded-")) / "pgdata"
+    env_args = ["--data-dir", str(folder)]
+    first = crondepot("migrate", *env_args)   # starts the server, and stops it on exit
+    assert first.returncode == 0, first.stderr
+    holder = Proc("scheduler", *env_args, "--tick", "60s")
+    try:
+        wait_until(lambda: "scheduler started" in holder.output(), timeout=120,
+                   message="embedded server + scheduler")
+        pid_file = folder / "postmaster.pid"
+        server_pid = int(pid_file.read_text().splitlines()[0])
+        # A second command joins the same server instead of starting another.
+        migrate = crondepot("migrate", *env_args, "--json")
+        assert migrate.returncode == 0, migrate.stderr
+        assert json.loads(migrate.stdout) == {"applied": []}
+        assert int(pid_file.read_text().splitlines()[0]) == server_pid
+        url = json.loads(crondepot("db", "url", *env_args, "--json").stdout)
+        assert url["embedded"] is True
+        _alive(server_pid)
+    finally:
+        holder.stop()
+    # The last user gone, the server stops.
+    wait_until(lambda: not _alive(server_pid), timeout=30, message="embedded server stopped")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_unreachable_database_gives_a_clean_error() -> None:
+    result = crondepot("migrate", "--db", "postgresql://127.0.0.1:1/x?connect_timeout=2",
+                       "--json")
+    assert result.returncode == 3
+    assert "database connection failed" in json.loads(result.stderr)["error"]
+
+
+def test_scheduler_refuses_an_unmigrated_database(empty_db_url: str) -> None:
+    result = crondepot("scheduler", "--db", empty_db_url, timeout=60)
+    assert result.returncode == 2
+    assert "run `crondepot migrate` first" in result.stderr

@@ -1,0 +1,112 @@
+"""Test databases: real PostgreSQL, one fresh database per test, cloned from a template.
+
+Where the server is:
+- ``CRONDEPOT_TEST_DATABASE_URL`` (an admin URL, e.g. postgresql://127.0.0.1:5432/postgres), or
+- the embedded PostgreSQL (pgserver), shared by all test processes, in
+  ``$CRONDEPOT_TEST_DATA_DIR`` (default: a folder in the system temp dir).
+
+The template is the fully migrated schema, made once per migration set (its name carries
+the migrations' checksum) under an advisory lock, so parallel test processes (pytest -n)
+build it once. Each test gets ``CREATE DATABASE … TEMPLATE`` (a file copy, milliseconds)
+and the database is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from crondepot.db import connect, migrate
+from crondepot.db.embedded import EmbeddedPostgres
+from crondepot.db.migrations import available
+
+_TEMPLATE_LOCK = 7301847220451893300
+
+
+@pytest.fixture(scope="session")
+def admin_url() -> Iterator[str]:
+    url = os.environ.get("CRONDEPOT_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    folder = Path(os.environ.get("CRONDEPOT_TEST_DATA_DIR")
+                  or Path(tempfile.gettempdir()) / "crondepot-test-pgdata")
+    server = EmbeddedPostgres(folder)
+    server.start()
+    yield server.admin_url
+    server.close()
+
+
+def _template_name() -> str:
+    digest = hashlib.sha256("".join(m.checksum for m in available()).encode()).hexdigest()
+    return f"crondepot_tpl_{digest[:16]}"
+
+
+@pytest.fixture(scope="session")
+def template_db(admin_url: str) -> str:
+    name = _template_name()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK,))
+        try:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (name,)).fetchone()
+            if not exists:
+                building = f"{name}_building"
+                conn.execute(f'DROP DATABASE IF EXISTS "{building}"')
+                conn.execute(f'CREATE DATABASE "{building}"')
+                with connect(make_conninfo(admin_url, dbname=building)) as tpl:
+                    migrate(tpl)
+                conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK,))
+    return name
+
+
+def _new_database(admin_url: str, template: str) -> tuple[str, str]:
+    name = f"crondepot_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return name, make_conninfo(admin_url, dbname=name)
+
+
+def _drop_database(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db_url(admin_url: str, template_db: str) -> Iterator[str]:
+    """A migrated database of this test's own."""
+    name, url = _new_database(admin_url, template_db)
+    yield url
+    _drop_database(admin_url, name)
+
+
+@pytest.fixture
+def empty_db_url(admin_url: str) -> Iterator[str]:
+    """An empty database of this test's own (for migration tests)."""
+    name, url = _new_database(admin_url, "template0")
+    yield url
+    _drop_database(admin_url, name)
+
+
+@pytest.fixture
+def conn(db_url: str) -> Iterator[psycopg.Connection[Any]]:
+    with connect(db_url) as connection:
+        yield connection
+
+
+@pytest.fixture
+def tenant_id(conn: psycopg.Connection[Any]) -> int:
+    from crondepot.tenants import create_tenant
+
+    return create_tenant(conn, "bank42").id

@@ -1,0 +1,112 @@
+"""Migrations: applied once, recorded, safe to run from several processes at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from crondepot.db import MigrationError, connect, migrate
+from crondepot.db.migrations import available, pending
+
+CONTRACT_COLUMNS = {
+    ("jobs", "next_run_at"), ("jobs", "active"), ("runs", "run_id"), ("runs", "job_id"),
+    ("runs", "status"), ("runs", "nominal_at"), ("runs", "due_at"), ("runs", "attempt"),
+}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "crondepot", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_fresh_apply_creates_the_schema_and_records_every_version(empty_db_url: str) -> None:
+    with connect(empty_db_url) as conn:
+        done = migrate(conn)
+        assert [m.version for m in done] == [m.version for m in available()]
+        recorded = conn.execute(
+            "SELECT version, checksum FROM crondepot_schema_migrations ORDER BY version"
+        ).fetchall()
+        assert recorded == [(m.version, m.checksum) for m in available()]
+        columns = set(conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'public'").fetchall())
+        assert columns >= CONTRACT_COLUMNS
+
+
+def test_second_apply_does_nothing(empty_db_url: str) -> None:
+    with connect(empty_db_url) as conn:
+        migrate(conn)
+        assert migrate(conn) == []
+        assert pending(conn) == []
+
+
+def test_due_index_is_partial_on_active_unpaused_jobs(db_url: str) -> None:
+    with connect(db_url) as conn:
+        row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_due'"
+                           ).fetchone()
+    assert row is not None
+    assert "(next_run_at)" in row[0]
+    assert "WHERE (active AND (NOT paused))" in row[0]
+
+
+def test_edited_migration_is_reported_not_ignored(empty_db_url: str) -> None:
+    with connect(empty_db_url) as conn:
+        migrate(conn)
+        conn.execute("UPDATE crondepot_schema_migrations SET checksum = 'x' WHERE version = 1")
+        with pytest.raises(MigrationError, match="was changed after it was applied"):
+            migrate(conn)
+
+
+def test_three_concurrent_migrate_processes_apply_each_version_once(empty_db_url: str) -> None:
+    procs = [subprocess.Popen([sys.executable, "-m", "crondepot", "migrate", "--db",
+                               empty_db_url, "--json"], stdout=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outputs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    applied = sorted(v for out in outputs for v in out["applied"])
+    assert applied == [m.version for m in available()]      # each version by exactly one
+    with connect(empty_db_url) as conn:
+        count = conn.execute("SELECT count(*) FROM crondepot_schema_migrations").fetchone()
+    assert count == (len(available()),)
+
+
+def test_migrate_command_twice_then_check(empty_db_url: str) -> None:
+    first = _cli("migrate", "--db", empty_db_url)
+    assert first.returncode == 0, first.stderr
+    assert "applied: 0001" in first.stdout
+    second = _cli("migrate", "--db", empty_db_url)
+    assert second.returncode == 0
+    assert "schema is up to date" in second.stdout
+    check = _cli("migrate", "--db", empty_db_url, "--check", "--json")
+    assert check.returncode == 0 and json.loads(check.stdout) == {"pending": []}
+
+
+def test_migrate_against_an_unreachable_database_fails_clearly() -> None:
+    result = _cli("migrate", "--db", "postgresql://127.0.0.1:1/none?connect_timeout=2")
+    assert result.returncode != 0
+    assert "connection" in result.stderr.lower()
+
+
+def test_run_ids_do_not_depend_on_the_session_time_zone(db_url: str) -> None:
+    """The same stored instant gives the same run id in sessions with different TimeZone."""
+    from crondepot.timetable import run_id
+
+    ids = set()
+    for zone in ("UTC", "Asia/Kolkata", "America/New_York", "Australia/Lord_Howe"):
+        with connect(db_url) as conn:
+            conn.execute(f"SET TimeZone = '{zone}'")
+            (instant,) = conn.execute(
+                "SELECT '2026-10-05 09:00:00+05:30'::timestamptz").fetchone()  # type: ignore[misc]
+            ids.add(run_id(7, instant))
+    assert ids == {"7:1791171000"}
+
+
+def test_schema_checks_reject_bad_rows(conn: psycopg.Connection[object], tenant_id: int) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute(
+            "INSERT INTO jobs (tenant_id, cron, tz, target, priority) "
+            "VALUES (%s, '* * * * *', 'UTC', '{}', 'whenever')", (tenant_id,))

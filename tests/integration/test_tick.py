@@ -1,0 +1,125 @@
+"""The tick against a real database: one transaction, set operations, exact counts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from crondepot.db import connect
+from crondepot.scheduler.tick import tick
+from tests.support.jobs import add_job, bulk_due_jobs, counts
+
+
+def _set_next(conn: psycopg.Connection[Any], job_id: int, nominal: datetime,
+              offset: timedelta = timedelta(0)) -> None:
+    conn.execute("UPDATE jobs SET next_nominal_at = %s, next_run_at = %s WHERE id = %s",
+                 (nominal, nominal + offset, job_id))
+
+
+def _runs(conn: psycopg.Connection[Any], job_id: int) -> list[tuple[Any, ...]]:
+    return conn.execute("SELECT run_id, status, skip_reason, nominal_at, due_at FROM runs "
+                        "WHERE job_id = %s ORDER BY nominal_at", (job_id,)).fetchall()
+
+
+def test_tick_writes_one_run_per_due_job_and_advances_them(conn: psycopg.Connection[Any]) -> None:
+    bulk_due_jobs(conn, 500, due_in_seconds=-5)
+    result = tick(conn, batch=1000)
+    assert (result.claimed, len(result.queued), result.inserted, result.full) == (500, 500, 500,
+                                                                                  False)
+    assert counts(conn) == {"runs": 500, "distinct_runs": 500, "jobs_with_runs": 500,
+                            "still_due": 0}
+    assert tick(conn, batch=1000).claimed == 0
+
+
+def test_full_batches_report_more_to_do(conn: psycopg.Connection[Any]) -> None:
+    bulk_due_jobs(conn, 250, due_in_seconds=-5)
+    assert tick(conn, batch=100).full
+    assert tick(conn, batch=100).full
+    last = tick(conn, batch=100)
+    assert last.claimed == 50 and not last.full
+
+
+def test_outage_backlog_is_written_in_one_pass(conn: psycopg.Connection[Any],
+                                               tenant_id: int) -> None:
+    all_id = add_job(conn, tenant_id, cron="* * * * *", key="all")
+    latest_id = add_job(conn, tenant_id, cron="* * * * *", key="latest", catchup="latest")
+    now = datetime(2026, 10, 5, 9, 47, 30, tzinfo=UTC)
+    for job_id in (all_id, latest_id):
+        _set_next(conn, job_id, now.replace(second=0) - timedelta(minutes=49))
+    result = tick(conn, batch=100, now=now)
+    assert result.claimed == 2
+    runs_all = _runs(conn, all_id)
+    assert len(runs_all) == 50 and {r[1] for r in runs_all} == {"queued"}
+    runs_latest = _runs(conn, latest_id)
+    assert [r[1] for r in runs_latest].count("queued") == 1
+    assert [r[2] for r in runs_latest].count("catchup_latest") == 49
+    assert runs_latest[-1][1] == "queued"
+
+
+def test_paused_and_cancelled_jobs_are_not_claimed(conn: psycopg.Connection[Any]) -> None:
+    bulk_due_jobs(conn, 3, due_in_seconds=-5)
+    conn.execute("UPDATE jobs SET paused = true WHERE key = 'k1'")
+    conn.execute("UPDATE jobs SET active = false WHERE key = 'k2'")
+    assert tick(conn, batch=10).claimed == 1
+
+
+def test_a_repeated_tick_for_the_same_instant_writes_nothing_twice(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    job_id = add_job(conn, tenant_id, cron="0 9 * * *", key="emi")
+    nine = datetime(2026, 10, 5, 9, tzinfo=UTC)
+    _set_next(conn, job_id, nine)
+    first = tick(conn, batch=10, now=nine + timedelta(seconds=1))
+    _set_next(conn, job_id, nine)       # as if the advance had been lost
+    second = tick(conn, batch=10, now=nine + timedelta(seconds=2))
+    assert (first.inserted, second.inserted) == (1, 0)
+    assert len(_runs(conn, job_id)) == 1
+
+
+def test_spread_job_gets_its_hash_offset(conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    from crondepot.timetable import spread_offset
+
+    job_id = add_job(conn, tenant_id, cron="0 9 * * *", tz="Asia/Kolkata", key="emi",
+                     spread={"seconds": 1800, "key": "48213"})
+    nine_ist = datetime(2026, 10, 5, 3, 30, tzinfo=UTC)
+    offset = timedelta(seconds=spread_offset("48213", 1800))
+    _set_next(conn, job_id, nine_ist, offset)
+    tick(conn, batch=10, now=nine_ist + timedelta(hours=1))
+    ((run_id, _, _, nominal, due),) = _runs(conn, job_id)
+    assert run_id == f"{job_id}:{int(nine_ist.timestamp())}"
+    assert (nominal, due) == (nine_ist, nine_ist + offset)
+
+
+def test_dst_fall_back_with_copies_in_different_session_zones(db_url: str) -> None:
+    """Two copies whose sessions use different TimeZone settings agree: one run on Nov 1."""
+    with connect(db_url) as setup:
+        from tests.support.jobs import tenant
+
+        job_id = add_job(setup, tenant(setup), cron="30 1 * * *", tz="America/New_York",
+                         key="ny")
+        _set_next(setup, job_id, datetime(2026, 10, 31, 5, 30, tzinfo=UTC))
+    instants = [datetime(2026, 10, 31, 6, tzinfo=UTC), datetime(2026, 11, 1, 5, 45, tzinfo=UTC),
+                datetime(2026, 11, 1, 6, 45, tzinfo=UTC), datetime(2026, 11, 2, 7, tzinfo=UTC)]
+    for i, now in enumerate(instants):
+        with connect(db_url) as copy:
+            zone = "Asia/Kolkata" if i % 2 else "America/Los_Angeles"
+            copy.execute(f"SET TimeZone = '{zone}'")
+            tick(copy, batch=10, now=now)
+    with connect(db_url) as check:
+        runs = _runs(check, job_id)
+    expected = [datetime(2026, 10, 31, 5, 30, tzinfo=UTC), datetime(2026, 11, 1, 5, 30, tzinfo=UTC),
+                datetime(2026, 11, 2, 6, 30, tzinfo=UTC)]
+    assert [r[0] for r in runs] == [f"{job_id}:{int(at.timestamp())}" for at in expected]
+
+
+def test_skip_rules_write_skipped_rows_with_reasons(conn: psycopg.Connection[Any],
+                                                    tenant_id: int) -> None:
+    renewal = add_job(conn, tenant_id, cron="0 9 * * *", tz="Asia/Kolkata", key="renewal",
+                      misfire={"policy": "skip_after_local_time", "until": "12:00"})
+    nine_ist = datetime(2026, 10, 5, 3, 30, tzinfo=UTC)
+    _set_next(conn, renewal, nine_ist)
+    result = tick(conn, batch=10, now=datetime(2026, 10, 5, 7, tzinfo=UTC))   # 12:30 IST
+    assert [r.skip_reason for r in result.skipped] == ["misfire_local_deadline"]
+    ((_, status, reason, _, _),) = _runs(conn, renewal)
+    assert (status, reason) == ("skipped", "misfire_local_deadline")

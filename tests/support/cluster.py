@@ -1,0 +1,70 @@
+"""A private PostgreSQL cluster a test can restart (never the machine's shared service).
+
+Uses the PostgreSQL binaries that ship inside the pgserver package, listening on a free
+loopback port. As root, PostgreSQL refuses to run, so the cluster runs as the ``pgserver``
+user that pgserver itself creates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+from pgserver._commands import POSTGRES_BIN_PATH
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class PrivateCluster:
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="crondepot-cluster-"))
+        self.data = self.root / "data"
+        self.port = _free_port()
+        self.user: str | None = None
+        if os.geteuid() == 0:
+            from pgserver.utils import ensure_user_exists
+
+            self.user = "pgserver"
+            ensure_user_exists(self.user)
+            os.chmod(self.root, 0o777)
+        self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", "postgres",
+                  "--encoding=utf8", "--no-sync")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, exe: str, *args: str) -> None:
+        subprocess.run([str(POSTGRES_BIN_PATH / exe), *args], check=True, user=self.user,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+
+    def _ctl(self, *args: str) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60",
+                  "-l", str(self.root / "log"), *args)
+
+    def start(self) -> None:
+        self._ctl("-o", f"-p {self.port} -h 127.0.0.1 -k {self.root} -c fsync=off "
+                  "-c max_connections=200", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._ctl("-m", mode, "stop")
+
+    def restart(self, mode: str = "immediate") -> None:
+        """Stop (``immediate`` = crash-like, no checkpoint) and start again."""
+        self.stop(mode)
+        self.start()
+
+    def destroy(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,58 @@
+"""Quick ways to put many due jobs in a test database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from crondepot.job import JobSpec, create_jobs
+from crondepot.tenants import create_tenant
+
+
+def tenant(conn: psycopg.Connection[Any], name: str = "bank42") -> int:
+    row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
+    return row[0] if row else create_tenant(conn, name).id
+
+
+def add_job(conn: psycopg.Connection[Any], tenant_id: int, **doc: Any) -> int:
+    doc.setdefault("target", {"type": "python", "handler": "test.noop"})
+    doc.setdefault("tz", "UTC")
+    (created,) = create_jobs(conn, tenant_id, [JobSpec.from_document(doc)])
+    return created.id
+
+
+def bulk_due_jobs(conn: psycopg.Connection[Any], count: int, *, due_in_seconds: float = 0,
+                  cron: str = "0 9 * * *", tz: str = "Asia/Kolkata",
+                  priority: str = "normal") -> None:
+    """``count`` jobs whose next run is due ``due_in_seconds`` from the database's now.
+
+    Written in one INSERT … SELECT: the point of these tests is the scheduler, and a 100,000
+    job set-up through the API path would dominate their time.
+    """
+    tenant_id = tenant(conn)
+    conn.execute(
+        """
+        INSERT INTO jobs (tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
+                          target)
+        SELECT %(tenant)s, 'k' || g, %(cron)s, %(tz)s, t.due, t.due, %(priority)s,
+               '{"type": "python", "handler": "test.noop"}'
+        FROM generate_series(1, %(count)s) AS g,
+             (SELECT date_trunc('second', now()) + make_interval(secs => %(due)s) AS due) AS t
+        """,
+        {"tenant": tenant_id, "cron": cron, "tz": tz, "count": count,
+         "priority": priority, "due": due_in_seconds},
+    )
+
+
+def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    row = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM runs),
+               (SELECT count(DISTINCT run_id) FROM runs),
+               (SELECT count(DISTINCT job_id) FROM runs),
+               (SELECT count(*) FROM jobs WHERE active AND NOT paused AND next_run_at <= now())
+        """
+    ).fetchone()
+    assert row is not None
+    return {"runs": row[0], "distinct_runs": row[1], "jobs_with_runs": row[2], "still_due": row[3]}

@@ -1,0 +1,70 @@
+"""Real crondepot processes for acceptance tests, and waiting on conditions (not sleeps)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+
+class Proc:
+    """A crondepot sub-command in its own process, logging JSON lines to a file."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.log: IO[str] = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            "w+", prefix="crondepot-proc-", suffix=".log", delete=False)
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "crondepot", *args],
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, "CRONDEPOT_LOG_FORMAT": "json", **(env or {})},
+        )
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+
+    def stop(self, timeout: float = 30) -> int:
+        self.kill(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+            raise
+
+    def lines(self) -> list[dict[str, Any]]:
+        entries = []
+        for line in Path(self.log.name).read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                entries.append({"msg": line})
+        return entries
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float, interval: float = 0.05,
+               message: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")

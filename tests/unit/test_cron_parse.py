@@ -1,0 +1,354 @@
+"""Cron expressions: the grammar, aliases, the day OR rule, H, and every refusal."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from hashlib import sha256
+from itertools import islice
+
+import pytest
+from croniter import croniter
+
+from crondepot.errors import InvalidSchedule
+from crondepot.timetable import Fire, Timetable, next_fires
+from crondepot.timetable.cron import parse_cron
+
+AFTER = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def fire_days(cron: str, count: int, after: datetime = AFTER) -> list[date]:
+    return [moment.date() for moment in next_fires(cron, "UTC", after, count)]
+
+
+def local_walls(cron: str, tz: str, count: int, after: datetime = AFTER) -> list[datetime]:
+    return [fire.local.replace(tzinfo=None) for fire in _take(Timetable(cron, tz), after, count)]
+
+
+def _take(table: Timetable, after: datetime, count: int) -> list[Fire]:
+    return list(islice(table.fires_after(after), count))
+
+
+# --- what is accepted ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cron", "expanded", "fixed_time"),
+    [
+        ("30 2 * * *", "30 2 * * *", True),
+        ("0 9,17 * * *", "0 9,17 * * *", True),
+        ("* 2 * * *", "* 2 * * *", True),
+        ("0 1-5 * * *", "0 1-5 * * *", True),
+        ("*/15 * * * *", "*/15 * * * *", False),
+        ("30 * * * *", "30 * * * *", False),
+        ("0 */2 * * *", "0 */2 * * *", False),
+        ("0 1-5/2 * * *", "0 1-5/2 * * *", False),
+        ("  0   9\t* *  mon-fri ", "0 9 * * mon-fri", True),
+        ("@daily", "0 0 * * *", True),
+        ("@hourly", "0 * * * *", False),
+    ],
+)
+def test_expanded_text_and_fixed_time(cron: str, expanded: str, fixed_time: bool) -> None:
+    table = Timetable(cron, "UTC")
+    assert table.cron == cron
+    assert table.tz == "UTC"
+    assert table.expanded == expanded
+    assert table.fixed_time is fixed_time
+
+
+@pytest.mark.parametrize(
+    ("alias", "expected"),
+    [
+        ("@yearly", [datetime(2027, 1, 1), datetime(2028, 1, 1)]),
+        ("@annually", [datetime(2027, 1, 1), datetime(2028, 1, 1)]),
+        ("@monthly", [datetime(2026, 2, 1), datetime(2026, 3, 1)]),
+        ("@weekly", [datetime(2026, 1, 4), datetime(2026, 1, 11)]),  # Sundays
+        ("@daily", [datetime(2026, 1, 2), datetime(2026, 1, 3)]),
+        ("@midnight", [datetime(2026, 1, 2), datetime(2026, 1, 3)]),
+        ("@hourly", [datetime(2026, 1, 1, 1), datetime(2026, 1, 1, 2)]),
+        ("@DAILY", [datetime(2026, 1, 2), datetime(2026, 1, 3)]),
+    ],
+)
+def test_aliases_keep_their_vixie_meaning(alias: str, expected: list[datetime]) -> None:
+    assert [m.replace(tzinfo=None) for m in next_fires(alias, "UTC", AFTER, 2)] == expected
+
+
+def test_aliases_read_on_the_jobs_clock() -> None:
+    assert next_fires("@daily", "Asia/Kolkata", AFTER, 1) == [
+        datetime(2026, 1, 1, 18, 30, tzinfo=UTC)
+    ]
+
+
+def test_month_and_weekday_names_in_any_case() -> None:
+    by_name = fire_days("0 0 1 JAN,Jul *", 3)
+    assert by_name == fire_days("0 0 1 1,7 *", 3) == [
+        date(2026, 7, 1),
+        date(2027, 1, 1),
+        date(2027, 7, 1),
+    ]
+    assert fire_days("0 12 * * Mon-FRI", 5) == fire_days("0 12 * * 1-5", 5)
+
+
+def test_sunday_is_both_0_and_7() -> None:
+    assert fire_days("0 0 * * 7", 3) == fire_days("0 0 * * 0", 3) == fire_days("0 0 * * sun", 3)
+    assert all(day.isoweekday() == 7 for day in fire_days("0 0 * * 7", 3))
+    assert fire_days("0 0 * * 5-7", 6) == fire_days("0 0 * * fri,sat,sun", 6)
+
+
+def test_start_with_step_runs_to_the_end_of_the_field() -> None:
+    walls = local_walls("10/20 9 * * *", "UTC", 3)
+    assert [w.minute for w in walls] == [10, 30, 50]
+
+
+def test_an_equal_range_is_one_value_not_the_whole_field() -> None:
+    # croniter reads "9-9" as every hour; crondepot reads it as 9.
+    assert [w.hour for w in local_walls("0 9-9 * * *", "UTC", 3)] == [9, 9, 9]
+
+
+def test_steps_lists_and_ranges_combine() -> None:
+    walls = local_walls("0-10/5,30,50-52 8 * * *", "UTC", 7)
+    assert [w.minute for w in walls] == [0, 5, 10, 30, 50, 51, 52]
+
+
+def test_a_step_wider_than_the_field_keeps_the_start() -> None:
+    assert [w.minute for w in local_walls("*/90 * * * *", "UTC", 2)] == [0, 0]
+
+
+# --- the day-of-month / day-of-week OR rule -------------------------------------------
+
+
+def test_both_day_fields_restricted_means_either() -> None:
+    days = fire_days("0 0 13 * fri", 8)
+    assert all(day.day == 13 or day.isoweekday() == 5 for day in days)
+    assert date(2026, 1, 2) in days  # a Friday that is not the 13th
+    assert date(2026, 1, 13) in days  # a 13th that is not a Friday (Tuesday)
+
+
+def test_croniter_default_agrees_on_the_or_rule() -> None:
+    ours = [m.replace(tzinfo=None) for m in next_fires("0 0 13 * 5", "UTC", AFTER, 10)]
+    theirs = croniter("0 0 13 * 5", datetime(2026, 1, 1), day_or=True)
+    assert ours == [theirs.get_next(datetime) for _ in range(10)]
+
+
+def test_vixie_star_prefix_quirk_is_not_followed() -> None:
+    # Vixie treats "*/2" as unrestricted and would AND it with Monday; we keep OR,
+    # as croniter's default does: odd days and Mondays both fire.
+    days = fire_days("0 0 */2 * mon", 12)
+    assert date(2026, 1, 3) in days  # odd day, a Saturday
+    assert date(2026, 1, 12) in days  # even day, a Monday
+    theirs = croniter("0 0 */2 * mon", datetime(2026, 1, 1), day_or=True)
+    assert [datetime.combine(d, datetime.min.time()) for d in days] == [
+        theirs.get_next(datetime) for _ in range(12)
+    ]
+
+
+def test_one_restricted_day_field_alone_decides() -> None:
+    assert all(day.isoweekday() == 1 for day in fire_days("0 0 * * mon", 5))
+    assert all(day.day == 13 for day in fire_days("0 0 13 * *", 5))
+
+
+def test_full_range_day_of_month_with_a_weekday_fires_every_day() -> None:
+    # "1-31" is a restriction (it is not a bare "*"), so OR applies: every day.
+    days = fire_days("0 0 1-31 * mon", 10)
+    assert days == [date(2026, 1, 2) + timedelta(days=i) for i in range(10)]
+
+
+# --- H ------------------------------------------------------------------------------
+
+
+def _hash(key: str, field: str) -> int:
+    return int.from_bytes(sha256(f"{key}\x00{field}".encode()).digest(), "big")
+
+
+def test_h_is_the_documented_sha256_value() -> None:
+    table = Timetable("H H * * *", "UTC", hash_key="job-42")
+    minute, hour = _hash("job-42", "minute") % 60, _hash("job-42", "hour") % 24
+    assert table.expanded == f"{minute} {hour} * * *"
+
+
+def test_h_is_stable_for_one_key() -> None:
+    first = Timetable("H H H * H", "UTC", hash_key="invoices").expanded
+    assert Timetable("H H H * H", "UTC", hash_key="invoices").expanded == first
+    assert Timetable("h h h * h", "UTC", hash_key="invoices").expanded == first
+
+
+def test_h_spreads_different_keys() -> None:
+    minutes = {Timetable("H 9 * * *", "UTC", hash_key=f"job-{i}").expanded for i in range(200)}
+    assert len(minutes) > 40
+
+
+def test_h_without_a_key_uses_the_empty_key() -> None:
+    assert Timetable("H * * * *", "UTC").expanded == Timetable(
+        "H * * * *", "UTC", hash_key=""
+    ).expanded
+
+
+def test_h_range_stays_inside_it() -> None:
+    for i in range(300):
+        table = Timetable("H(0-29) 9 * * *", "UTC", hash_key=str(i))
+        wall = _take(table, AFTER, 1)[0].local
+        assert wall.hour == 9 and 0 <= wall.minute <= 29
+
+
+def test_h_in_day_of_month_fires_every_month() -> None:
+    for i in range(200):
+        day = int(Timetable("0 0 H * *", "UTC", hash_key=str(i)).expanded.split()[2])
+        assert 1 <= day <= 28
+
+
+def test_h_in_every_field_stays_in_range() -> None:
+    for i in range(200):
+        minute, hour, day, month, weekday = (
+            int(text) for text in Timetable("H H H H H", "UTC", hash_key=str(i)).expanded.split()
+        )
+        assert 0 <= minute <= 59 and 0 <= hour <= 23 and 1 <= day <= 28
+        assert 1 <= month <= 12 and 0 <= weekday <= 6
+
+
+def test_h_step_is_an_offset_then_every_n() -> None:
+    for i in range(100):
+        table = Timetable("H/15 * * * *", "UTC", hash_key=str(i))
+        offset = _hash(str(i), "minute") % 15
+        assert table.expanded == f"{offset}-59/15 * * * *"
+        assert not table.fixed_time
+        minutes = [f.local.minute for f in _take(table, AFTER - timedelta(seconds=1), 4)]
+        assert minutes == [offset, offset + 15, offset + 30, offset + 45]
+
+
+def test_h_range_with_step() -> None:
+    table = Timetable("H(10-19)/5 * * * *", "UTC", hash_key="k")
+    start = 10 + _hash("k", "minute") % 5
+    assert table.expanded == f"{start}-19/5 * * * *"
+
+
+def test_h_step_with_room_for_one_value_is_a_plain_number() -> None:
+    table = Timetable("0 H/30 * * *", "UTC", hash_key="k")
+    assert table.expanded == f"0 {_hash('k', 'hour') % 24} * * *"
+    assert table.fixed_time
+
+
+def test_h_mixes_with_plain_items() -> None:
+    table = Timetable("H,30 9 * * *", "UTC", hash_key="k")
+    assert table.expanded == f"{_hash('k', 'minute') % 60},30 9 * * *"
+
+
+# --- refusals -----------------------------------------------------------------------
+
+
+INVALID = [
+    # out of range, every field
+    ("61 * * * *", "minute", "minute field: 61 is out of range 0–59"),
+    ("0 24 * * *", "hour", "hour field: 24 is out of range 0–23"),
+    ("0 0 0 * *", "day-of-month", "day-of-month field: 0 is out of range 1–31"),
+    ("0 0 32 * *", "day-of-month", "day-of-month field: 32 is out of range 1–31"),
+    ("0 0 * 0 *", "month", "month field: 0 is out of range 1–12"),
+    ("0 0 * 13 *", "month", "month field: 13 is out of range 1–12"),
+    ("0 0 * * 8", "day-of-week", "day-of-week field: 8 is out of range 0–7"),
+    ("0-60 * * * *", "minute", "minute field: 60 is out of range 0–59"),
+    ("*/5 0-24 * * *", "hour", "hour field: 24 is out of range 0–23"),
+    # not a number or name
+    ("0 x * * *", "hour", "hour field: 'x' is not a number or name"),
+    ("jan * * * *", "minute", "minute field: 'jan' is not a number or name"),
+    ("0 0 * foo *", "month", "month field: 'foo' is not a number or name; expected 1–12 or jan–dec"),
+    ("0 0 * mon *", "month", "month field: 'mon' is not a number or name"),
+    ("0 0 * * jan", "day-of-week", "day-of-week field: 'jan' is not a number or name"),
+    ("0 0 * * funday", "day-of-week", "expected 0–7 or sun–sat"),
+    ("0 0 * january *", "month", "month field: 'january' is not a number or name"),
+    # reversed ranges
+    ("0 0 * 12-1 *", "month", "month field: range 12-1 is reversed"),
+    ("0 0 * dec-jan *", "month", "month field: range dec-jan is reversed"),
+    ("30-10 * * * *", "minute", "minute field: range 30-10 is reversed"),
+    ("0 0 * * sat-sun", "day-of-week", "Sunday can also be written 7"),
+    # steps
+    ("*/0 * * * *", "minute", "minute field: step 0 is not allowed"),
+    ("0 0 * * */0", "day-of-week", "day-of-week field: step 0 is not allowed"),
+    ("0 0 1-10/0 * *", "day-of-month", "day-of-month field: step 0 is not allowed"),
+    ("*/x * * * *", "minute", "minute field: step 'x' is not a number"),
+    ("*/ * * * *", "minute", "minute field: step '' is not a number"),
+    ("*/2/3 * * * *", "minute", "minute field: '*/2/3' has more than one '/'"),
+    # garbage
+    ("5% * * * *", "minute", "minute field: '5%' is not a number or name"),
+    ("0 9 * * mon;", "day-of-week", "day-of-week field: 'mon;' is not a number or name"),
+    ("0 0 1,,2 * *", "day-of-month", "day-of-month field: empty list item"),
+    ("0 0 1, * *", "day-of-month", "day-of-month field: empty list item"),
+    ("0 0 -5 * *", "day-of-month", "day-of-month field: '-5' is not a valid range"),
+    ("1-2-3 * * * *", "minute", "minute field: '1-2-3' is not a valid range"),
+    ("** * * * *", "minute", "minute field: '**' is not a number or name"),
+    ("0 ９ * * *", "hour", "hour field: '９' is not a number or name"),  # noqa: RUF001
+    # croniter extensions we do not document
+    ("0 0 L * *", "day-of-month", "day-of-month field: 'L' (last day syntax, L) is not supported"),
+    ("0 0 LW * *", "day-of-month", "(last day syntax, L) is not supported"),
+    ("0 0 15W * *", "day-of-month", "'15W' (nearest weekday syntax, W) is not supported"),
+    ("0 0 * * 5L", "day-of-week", "day-of-week field: '5L' (last day syntax, L) is not supported"),
+    ("0 0 * * 1#2", "day-of-week", "day-of-week field: '#' (nth weekday of the month"),
+    ("0 0 ? * 1", "day-of-month", "day-of-month field: '?' is not supported; use '*'"),
+    ("0 0 1 * ?", "day-of-week", "day-of-week field: '?' is not supported"),
+    ("R * * * *", "minute", "minute field: 'R' (random syntax, R) is not supported; use H"),
+    # malformed H
+    ("H(5-1) * * * *", "minute", "minute field: range 5-1 in 'H(5-1)' is reversed"),
+    ("H(0-99) * * * *", "minute", "minute field: 99 is out of range 0–59"),
+    ("H/0 * * * *", "minute", "minute field: step 0 is not allowed"),
+    ("0 Hx * * *", "hour", "hour field: 'Hx' is not valid H syntax"),
+    ("H(1-2 * * * *", "minute", "is not valid H syntax; expected H, H(a-b), H/n or H(a-b)/n"),
+    # the shape of the whole
+    ("0 9 * *", "cron", "cron: expected 5 fields (minute hour day-of-month month day-of-week), got 4"),
+    ("0 0 9 * * *", "cron", "cron: expected 5 fields (minute hour day-of-month month day-of-week), got 6"),
+    ("0 0 9 * * * 2026", "cron", "got 7"),
+    ("9", "cron", "got 1"),
+    ("0\u00a09 * * *", "cron", "got 4"),  # a no-break space does not separate fields
+    ("", "cron", "cron: the expression is empty"),
+    ("   \t ", "cron", "cron: the expression is empty"),
+    ("@reboot", "cron", "cron: @reboot is not supported"),
+    ("@fortnightly", "cron", "cron: unknown alias '@fortnightly'; expected one of @yearly"),
+    ("@daily 5", "cron", "cron: unknown alias '@daily 5'"),
+    # never fires
+    ("0 0 30 2 *", "day-of-month",
+     "day-of-month field: 30 never occurs in month 2 (February); this schedule would never fire"),
+    ("0 0 31 4,6,9,11 *", "day-of-month",
+     "day-of-month field: 31 never occurs in months 4 (April), 6 (June), 9 (September), "
+     "11 (November); this schedule would never fire"),
+    ("0 0 30,31 feb *", "day-of-month", "day-of-month field: 30, 31 never occur in month 2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cron", "field", "message"), INVALID)
+def test_invalid_expressions_name_the_field(cron: str, field: str, message: str) -> None:
+    with pytest.raises(InvalidSchedule) as caught:
+        Timetable(cron, "UTC")
+    assert caught.value.field == field
+    assert message in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize("cron", [None, 5, b"0 9 * * *", ["0", "9", "*", "*", "*"]])
+def test_a_non_string_expression_is_refused(cron: object) -> None:
+    with pytest.raises(InvalidSchedule, match="cron: expected a string") as caught:
+        Timetable(cron, "UTC")  # type: ignore[arg-type]
+    assert caught.value.field == "cron"
+
+
+def test_the_function_raises_invalid_schedule_too() -> None:
+    with pytest.raises(InvalidSchedule, match="minute field: 61"):
+        next_fires("61 * * * *", "UTC", AFTER, 1)
+
+
+@pytest.mark.parametrize(
+    ("cron", "first"),
+    [
+        ("0 0 29 2 *", datetime(2028, 2, 29)),  # leap day: valid, fires in leap years
+        ("0 0 30 2 mon", datetime(2026, 2, 2)),  # OR: the Mondays of February fire
+        ("0 0 31 * *", datetime(2026, 1, 31)),
+        ("0 0 30,31 2,3 *", datetime(2026, 3, 30)),
+    ],
+)
+def test_schedules_that_fire_somewhere_are_accepted(cron: str, first: datetime) -> None:
+    assert next_fires(cron, "UTC", AFTER, 1) == [first.replace(tzinfo=UTC)]
+
+
+def test_parsing_is_cached() -> None:
+    assert parse_cron("7 7 * * *") is parse_cron("7 7 * * *")
+    assert parse_cron("H * * * *", hash_key="a") is not parse_cron("H * * * *", hash_key="b")
+
+
+def test_a_bad_hash_key_type_is_a_programming_error() -> None:
+    with pytest.raises(TypeError, match="hash_key"):
+        Timetable("H * * * *", "UTC", hash_key=7)  # type: ignore[arg-type]
