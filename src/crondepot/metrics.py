@@ -52,6 +52,44 @@ scheduler_last_tick = Gauge(
     "Unix time of the last tick that completed, by this process's clock.",
 )
 
+# Workers
+runs_finished = Counter(
+    "crondepot_runs_finished_total", "Runs that reached an outcome, by outcome.", ["outcome"]
+)
+attempts = Counter(
+    "crondepot_attempts_total", "Target calls, by outcome (ok, temporary, permanent, unknown).",
+    ["outcome"],
+)
+start_lag = Histogram(
+    "crondepot_start_lag_seconds",
+    "From a run's due time to the start of its first attempt.",
+    ["priority"],
+    buckets=_LAG_BUCKETS,
+)
+target_duration = Histogram(
+    "crondepot_target_duration_seconds", "Duration of target calls.", ["type"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+retries = Counter("crondepot_retries_total", "Runs queued again after a temporary error.")
+leases_expired = Counter(
+    "crondepot_leases_expired_total",
+    "Runs whose lease expired and were reaped (back to the queue or the dead letter).",
+    ["to"],
+)
+stale_writes = Counter(
+    "crondepot_stale_writes_rejected_total",
+    "Heartbeats or outcome writes refused because the lease token no longer held the run.",
+)
+calls_not_started = Counter(
+    "crondepot_calls_not_started_total",
+    "Claimed runs whose call was not started because the lease deadline had passed.",
+)
+rate_limit_waits = Counter(
+    "crondepot_rate_limit_waits_total", "Calls that had to wait for a rate-limit token.",
+    ["limit"],
+)
+slots_busy = Gauge("crondepot_worker_slots_busy", "Worker slots running a run.")
+
 
 def serve(port: int, addr: str = "0.0.0.0") -> None:
     """Serve /metrics on ``port`` from a daemon thread (0 = don't serve)."""

@@ -56,3 +56,36 @@ def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
     ).fetchone()
     assert row is not None
     return {"runs": row[0], "distinct_runs": row[1], "jobs_with_runs": row[2], "still_due": row[3]}
+
+
+CALLS_TABLE = """
+CREATE TABLE IF NOT EXISTS test_calls (
+    run_id text NOT NULL, attempt integer NOT NULL, pid integer NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp())
+"""
+
+
+def queued_runs(conn: psycopg.Connection[Any], count: int, *, handler: str = "test.record",
+                priority: str = "normal", payload: str = "{}", lease_seconds: int = 60,
+                max_attempts: int = 6) -> None:
+    """``count`` jobs with one queued run each, ready now (what a scheduler tick leaves)."""
+    tenant_id = tenant(conn)
+    conn.execute(CALLS_TABLE)
+    conn.execute(
+        """
+        WITH j AS (
+            INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, payload,
+                              lease_seconds, max_attempts, active)
+            SELECT %(tenant)s, %(priority)s::text || g, '0 9 * * *', 'UTC', %(priority)s::text,
+                   jsonb_build_object('type', 'python', 'handler', %(handler)s::text),
+                   %(payload)s::jsonb, %(lease)s::integer, %(max_attempts)s::integer, false
+            FROM generate_series(1, %(count)s) AS g
+            RETURNING id, tenant_id, priority
+        )
+        INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at)
+        SELECT j.id || ':1791171000', j.id, j.tenant_id, j.priority, now(), now(), now()
+        FROM j
+        """,
+        {"tenant": tenant_id, "count": count, "handler": handler, "priority": priority,
+         "payload": payload, "lease": lease_seconds, "max_attempts": max_attempts},
+    )

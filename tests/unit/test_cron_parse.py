@@ -80,11 +80,15 @@ def test_aliases_read_on_the_jobs_clock() -> None:
 
 def test_month_and_weekday_names_in_any_case() -> None:
     by_name = fire_days("0 0 1 JAN,Jul *", 3)
-    assert by_name == fire_days("0 0 1 1,7 *", 3) == [
-        date(2026, 7, 1),
-        date(2027, 1, 1),
-        date(2027, 7, 1),
-    ]
+    assert (
+        by_name
+        == fire_days("0 0 1 1,7 *", 3)
+        == [
+            date(2026, 7, 1),
+            date(2027, 1, 1),
+            date(2027, 7, 1),
+        ]
+    )
     assert fire_days("0 12 * * Mon-FRI", 5) == fire_days("0 12 * * 1-5", 5)
 
 
@@ -177,9 +181,10 @@ def test_h_spreads_different_keys() -> None:
 
 
 def test_h_without_a_key_uses_the_empty_key() -> None:
-    assert Timetable("H * * * *", "UTC").expanded == Timetable(
-        "H * * * *", "UTC", hash_key=""
-    ).expanded
+    assert (
+        Timetable("H * * * *", "UTC").expanded
+        == Timetable("H * * * *", "UTC", hash_key="").expanded
+    )
 
 
 def test_h_range_stays_inside_it() -> None:
@@ -248,7 +253,8 @@ INVALID = [
     # not a number or name
     ("0 x * * *", "hour", "hour field: 'x' is not a number or name"),
     ("jan * * * *", "minute", "minute field: 'jan' is not a number or name"),
-    ("0 0 * foo *", "month", "month field: 'foo' is not a number or name; expected 1–12 or jan–dec"),
+    ("0 0 * foo *", "month",
+     "month field: 'foo' is not a number or name; expected 1–12 or jan–dec"),
     ("0 0 * mon *", "month", "month field: 'mon' is not a number or name"),
     ("0 0 * * jan", "day-of-week", "day-of-week field: 'jan' is not a number or name"),
     ("0 0 * * funday", "day-of-week", "expected 0–7 or sun–sat"),
@@ -273,7 +279,7 @@ INVALID = [
     ("0 0 -5 * *", "day-of-month", "day-of-month field: '-5' is not a valid range"),
     ("1-2-3 * * * *", "minute", "minute field: '1-2-3' is not a valid range"),
     ("** * * * *", "minute", "minute field: '**' is not a number or name"),
-    ("0 ９ * * *", "hour", "hour field: '９' is not a number or name"),  # noqa: RUF001
+    ("0 ９ * * *", "hour", "hour field: '９' is not a number or name"),  # a full-width 9
     # croniter extensions we do not document
     ("0 0 L * *", "day-of-month", "day-of-month field: 'L' (last day syntax, L) is not supported"),
     ("0 0 LW * *", "day-of-month", "(last day syntax, L) is not supported"),
@@ -283,6 +289,9 @@ INVALID = [
     ("0 0 ? * 1", "day-of-month", "day-of-month field: '?' is not supported; use '*'"),
     ("0 0 1 * ?", "day-of-week", "day-of-week field: '?' is not supported"),
     ("R * * * *", "minute", "minute field: 'R' (random syntax, R) is not supported; use H"),
+    ("R(0-29)/5 * * * *", "minute", "'R(0-29)/5' (random syntax, R) is not supported"),
+    ("0 0 L-3 * *", "day-of-month", "'L-3' (last day syntax, L) is not supported"),
+    ("0 0 1,W15 * *", "day-of-month", "'W15' (nearest weekday syntax, W) is not supported"),
     # malformed H
     ("H(5-1) * * * *", "minute", "minute field: range 5-1 in 'H(5-1)' is reversed"),
     ("H(0-99) * * * *", "minute", "minute field: 99 is out of range 0–59"),
@@ -290,8 +299,10 @@ INVALID = [
     ("0 Hx * * *", "hour", "hour field: 'Hx' is not valid H syntax"),
     ("H(1-2 * * * *", "minute", "is not valid H syntax; expected H, H(a-b), H/n or H(a-b)/n"),
     # the shape of the whole
-    ("0 9 * *", "cron", "cron: expected 5 fields (minute hour day-of-month month day-of-week), got 4"),
-    ("0 0 9 * * *", "cron", "cron: expected 5 fields (minute hour day-of-month month day-of-week), got 6"),
+    ("0 9 * *", "cron",
+     "cron: expected 5 fields (minute hour day-of-month month day-of-week), got 4"),
+    ("0 0 9 * * *", "cron",
+     "cron: expected 5 fields (minute hour day-of-month month day-of-week), got 6"),
     ("0 0 9 * * * 2026", "cron", "got 7"),
     ("9", "cron", "got 1"),
     ("0\u00a09 * * *", "cron", "got 4"),  # a no-break space does not separate fields

@@ -18,10 +18,13 @@ from crondepot.timetable import Fire, Timetable, next_fires, validate_zone
 from crondepot.timetable.zone import Kind, place, wall_clock_start
 
 NY = "America/New_York"
+LORD_HOWE = "Australia/Lord_Howe"
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
 
 
 def fires(cron: str, tz: str, after: datetime, count: int) -> list[Fire]:
@@ -46,8 +49,8 @@ def notes(found: list[Fire]) -> list[str | None]:
         (NY, utc(2026, 11, 1, 6), timedelta(hours=-4), timedelta(hours=-5)),
         ("Europe/London", utc(2026, 3, 29, 1), timedelta(0), timedelta(hours=1)),
         ("Europe/London", utc(2026, 10, 25, 1), timedelta(hours=1), timedelta(0)),
-        ("Australia/Lord_Howe", utc(2026, 4, 4, 15), timedelta(hours=11), timedelta(hours=10.5)),
-        ("Australia/Lord_Howe", utc(2026, 10, 3, 15, 30), timedelta(hours=10.5), timedelta(hours=11)),
+        (LORD_HOWE, utc(2026, 4, 4, 15), timedelta(hours=11), timedelta(hours=10.5)),
+        (LORD_HOWE, utc(2026, 10, 3, 15, 30), timedelta(hours=10.5), timedelta(hours=11)),
         ("America/Santiago", utc(2026, 4, 5, 3), timedelta(hours=-3), timedelta(hours=-4)),
         ("America/Santiago", utc(2026, 9, 6, 4), timedelta(hours=-4), timedelta(hours=-3)),
         ("Pacific/Chatham", utc(2026, 4, 4, 14), timedelta(hours=13.75), timedelta(hours=12.75)),
@@ -215,9 +218,7 @@ def test_several_gap_times_and_the_change_instant_merge(cron: str, then: datetim
 
 
 def test_wildcard_has_no_fire_in_the_gap() -> None:
-    found = Timetable("*/15 * * * *", NY).fires_between(
-        utc(2026, 3, 8, 6), utc(2026, 3, 8, 8), 100
-    )
+    found = Timetable("*/15 * * * *", NY).fires_between(utc(2026, 3, 8, 6), utc(2026, 3, 8, 8), 100)
     assert [fire.at for fire in found] == [
         utc(2026, 3, 8, 6) + timedelta(minutes=15 * i) for i in range(1, 9)
     ]
@@ -377,6 +378,20 @@ def test_troll_two_hour_gap_and_repeat() -> None:
     ]
 
 
+def test_a_whole_skipped_day_collapses_into_one_fire() -> None:
+    # Pacific/Apia skipped 2011-12-30 entirely, jumping from -10:00 to +14:00.
+    found = fires("0 9 * * *", "Pacific/Apia", utc(2011, 12, 29, 12), 3)
+    assert [(fire.at, fire.note) for fire in found] == [
+        (utc(2011, 12, 29, 19), None),  # 09:00 -10 on the 29th
+        (utc(2011, 12, 30, 10), "moved"),  # the 30th's 09:00 never happened
+        (utc(2011, 12, 30, 19), None),  # 09:00 +14 on the 31st
+    ]
+    merged = fires("0 9,17 * * *", "Pacific/Apia", utc(2011, 12, 30, 4), 1)
+    assert [(fire.at, fire.note) for fire in merged] == [(utc(2011, 12, 30, 10), "merged")]
+    wild = instants("0 */6 * * *", "Pacific/Apia", utc(2011, 12, 30, 1), 3)
+    assert wild == [utc(2011, 12, 30, 4), utc(2011, 12, 30, 10), utc(2011, 12, 30, 16)]
+
+
 def test_leap_day_fires_on_leap_years_only() -> None:
     assert instants("0 0 29 2 *", "UTC", utc(2026, 1, 1), 3) == [
         utc(2028, 2, 29),
@@ -409,7 +424,7 @@ def test_fire_is_a_frozen_keyword_only_record() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         fire.note = "moved"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        Fire(fire.at, fire.local, fire.scheduled_local, None)  # type: ignore[misc]
+        Fire(fire.at, fire.local, fire.scheduled_local, None)  # type: ignore[call-arg]
 
 
 def test_next_fires_returns_aware_utc() -> None:

@@ -114,7 +114,7 @@ _NUMBER = re.compile(r"[0-9]+")
 _HASH = re.compile(r"h(?:\(([0-9]+)-([0-9]+)\))?(?:/([0-9]+))?", re.IGNORECASE)
 _LAST_DAY = re.compile(r"l|lw|[0-9]*l|l[0-9]+|l-[0-9]+", re.IGNORECASE)
 _WEEKDAY_NEAR = re.compile(r"[0-9]+w|w[0-9]+", re.IGNORECASE)
-_RANDOM = re.compile(r"r(\(.*\))?(/.*)?", re.IGNORECASE)
+_RANDOM = re.compile(r"r(\([0-9]+-[0-9]+\))?(/[0-9]+)?", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 
 # A validated expression fires at least once every 8 years (29 February across a skipped
@@ -192,9 +192,6 @@ def _value(token: str, field: _Field) -> int:
     named = field.names.get(token.lower())
     if named is not None:
         return named
-    refusal = _unsupported(token, field)
-    if refusal is not None:
-        raise refusal
     raise _error(field, f"'{token}' is not a number or name; expected {field.describe()}")
 
 
@@ -226,6 +223,18 @@ def _bounds(base: str, field: _Field, stepped: bool) -> tuple[int, int]:
 
 
 def _item_values(item: str, field: _Field) -> range:
+    try:
+        return _plain_item_values(item, field)
+    except InvalidSchedule:
+        # Only on the failure path: say "not supported" for croniter's extensions
+        # rather than "not a number".
+        refusal = _unsupported(item, field)
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
+def _plain_item_values(item: str, field: _Field) -> range:
     if not item:
         raise _error(field, "empty list item (two commas in a row, or a trailing comma)")
     base, slash, step_text = item.partition("/")

@@ -44,6 +44,9 @@ class Fire:
     ``scheduled_local`` the naive wall-clock time the expression named (the first one, when
     several merged); ``note`` says how a clock change shaped it: None, ``"moved"``,
     ``"merged"``, ``"repeated-once"`` or ``"second-pass"``.
+
+    Compare instants through ``at``: by PEP 495 a second-pass ``local`` (fold=1) never
+    compares equal to a datetime in another zone, not even to its own ``at``.
     """
 
     at: datetime
@@ -103,7 +106,7 @@ class _Sequencer:
             held.append(self._moved)
         self._later.clear()
         self._moved = None
-        return sorted(held)
+        return sorted(held, key=lambda due: due[0])
 
     def _release_before(self, instant: datetime) -> list[_Due]:
         released: list[_Due] = []

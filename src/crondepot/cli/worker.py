@@ -1,0 +1,72 @@
+"""``crondepot worker``: a worker process. Run as many as you like, on any hosts."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Any
+
+from crondepot import logs, metrics
+from crondepot.cli.options import add_database, database
+from crondepot.db import connect
+from crondepot.db.migrations import require_current
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("worker", help="run a worker (claims runs, calls targets)")
+    add_database(parser)
+    env = os.environ.get
+    parser.add_argument("--concurrency", type=int, default=int(env("CRONDEPOT_CONCURRENCY", "20")),
+                        metavar="C", help="concurrent slots (default 20)")
+    parser.add_argument("--urgent-only", type=int, metavar="K",
+                        default=int(env("CRONDEPOT_URGENT_ONLY", "4")),
+                        help="slots that take urgent runs only (default 4)")
+    parser.add_argument("--weights", default=env("CRONDEPOT_WEIGHTS", "6:3:1"),
+                        help="urgent:normal:bulk claim weights (default 6:3:1)")
+    parser.add_argument("--import", dest="imports", action="append", default=[],
+                        metavar="MODULE", help="import MODULE to register its handlers")
+    parser.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+                        help="on SIGTERM, how long calls in progress may finish (default 30)")
+    parser.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
+                        help="lease renewal interval (default 5)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        default=int(env("CRONDEPOT_METRICS_PORT", "0")))
+    parser.add_argument("--name", default=None, help="worker name (default host:pid)")
+    parser.add_argument("--log-json", action="store_true", default=None)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from crondepot.worker.loop import Worker, WorkerConfig
+
+    logs.setup(as_json=args.log_json)
+    weights = _weights(args.weights)
+    sys.path.insert(0, os.getcwd())   # --import mymodule from the current directory
+    for module in args.imports:
+        importlib.import_module(module)
+    metrics.serve(args.metrics_port)
+    with database(args) as db:
+        with connect(db.url, application_name="crondepot-worker-check") as conn:
+            require_current(conn)
+        config = WorkerConfig(url=db.url, concurrency=args.concurrency,
+                              urgent_only=args.urgent_only, weights=weights,
+                              grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
+                              **({"name": args.name} if args.name else {}))
+        worker = Worker(config)
+        worker.install_signal_handlers()
+        worker.run()
+    return 0
+
+
+def _weights(text: str) -> tuple[int, int, int]:
+    parts = text.split(":")
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 3 or any(v < 0 for v in values) or not any(values):
+        raise SystemExit(f"crondepot: error: --weights: expected three non-negative integers "
+                         f"like 6:3:1, got {text!r}")
+    return values  # type: ignore[return-value]

@@ -1,0 +1,107 @@
+-- name: claim_runs
+-- A worker's claim: up to %(limit)s queued runs of one priority, oldest first, each leased
+-- to this worker with a fresh token and attempt+1. The MATERIALIZED CTE is an optimisation
+-- fence: the LIMIT and SKIP LOCKED apply to the index scan of runs_queued before the join
+-- and update, so a claim never locks or touches more rows than it returns. The lease is
+-- measured on the database clock; db_now is returned so the worker can translate the
+-- deadline to its own monotonic clock without trusting its wall clock.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+picked AS MATERIALIZED (
+    SELECT run_id FROM runs, clock
+    WHERE status = 'queued' AND priority = %(priority)s::text AND available_at <= clock.now
+    ORDER BY available_at
+    LIMIT %(limit)s::integer
+    FOR UPDATE OF runs SKIP LOCKED
+)
+UPDATE runs AS r
+SET status = 'running', attempt = r.attempt + 1, lease_owner = %(owner)s::text,
+    lease_token = gen_random_uuid(),
+    lease_expires_at = clock.now + make_interval(secs => j.lease_seconds),
+    first_claimed_at = coalesce(r.first_claimed_at, clock.now),
+    started_at = clock.now, updated_at = clock.now
+FROM picked, clock, jobs AS j, tenants AS t
+WHERE r.run_id = picked.run_id AND j.id = r.job_id AND t.id = r.tenant_id
+RETURNING r.run_id, r.job_id, j.key AS job_key, r.tenant_id, r.priority, r.nominal_at,
+          r.due_at, r.attempt, r.lease_token, r.lease_expires_at, clock.now AS db_now,
+          j.target, j.payload, j.max_attempts, j.lease_seconds, j.rate_limit, t.signing_secret;
+
+-- name: extend_acquired_leases
+-- Heartbeat: extend the leases this worker still holds. Fenced by token: a run that was
+-- reaped and claimed by another worker has a new token and is not touched; an expired lease
+-- is not revived. Capped at max_lease seconds from the attempt's start (default 12 h).
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE runs AS r
+SET lease_expires_at = least(clock.now + make_interval(secs => h.lease_seconds),
+                             r.started_at + make_interval(secs => %(max_lease)s)),
+    updated_at = clock.now
+FROM clock, unnest(%(run_ids)s::text[], %(tokens)s::uuid[], %(lease_seconds)s::integer[])
+     AS h(run_id, token, lease_seconds)
+WHERE r.run_id = h.run_id AND r.lease_token = h.token AND r.status = 'running'
+  AND r.lease_expires_at > clock.now
+RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
+
+-- name: record_success
+-- Fenced by the lease token. A holder whose lease expired but was not yet taken over still
+-- records: the call happened, and saying so prevents a repeat.
+UPDATE runs
+SET status = 'succeeded', finished_at = now(), updated_at = now(), result = %(result)s,
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+    last_error = NULL, error_class = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+
+-- name: record_retry
+-- A temporary failure: back to the queue, available after the backoff delay.
+UPDATE runs
+SET status = 'queued', available_at = now() + make_interval(secs => %(delay)s),
+    updated_at = now(), last_error = %(error)s, error_class = %(error_class)s,
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+
+-- name: record_final_failure
+-- 'failed' (permanent error) or 'dead' (out of attempts, outcome unknown): no automatic retry.
+UPDATE runs
+SET status = %(status)s::text, finished_at = now(), updated_at = now(), last_error = %(error)s,
+    error_class = %(error_class)s, lease_owner = NULL, lease_token = NULL,
+    lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+
+-- name: release_run
+-- Shutdown: give back a run that was claimed but not started; the attempt does not count.
+UPDATE runs
+SET status = 'queued', attempt = attempt - 1, available_at = now(), updated_at = now(),
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+
+-- name: reap_abandoned_runs
+-- Runs whose lease expired (their worker died, hung or lost the database) go back to the
+-- queue, or to the dead letter when that was their last attempt. SKIP LOCKED so that many
+-- workers reaping at once split the work instead of waiting on each other.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+expired AS MATERIALIZED (
+    SELECT r.run_id, r.attempt >= j.max_attempts AS last
+    FROM runs r JOIN jobs j ON j.id = r.job_id, clock
+    WHERE r.status = 'running' AND r.lease_expires_at < clock.now
+    ORDER BY r.lease_expires_at
+    LIMIT 1000
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE runs AS r
+SET status = CASE WHEN e.last THEN 'dead' ELSE 'queued' END,
+    available_at = clock.now, updated_at = clock.now,
+    finished_at = CASE WHEN e.last THEN clock.now END,
+    last_error = 'lease expired: worker ' || coalesce(r.lease_owner, '?') || ' was lost',
+    error_class = 'LeaseExpired',
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+FROM expired e, clock
+WHERE r.run_id = e.run_id
+RETURNING r.run_id, r.status;
+
+-- name: run_status
+SELECT status FROM runs WHERE run_id = %(run_id)s;
+
+-- name: listen_runs_queued
+-- The scheduler (and retries, replays, triggers) NOTIFY crondepot_runs on commit.
+LISTEN crondepot_runs;
+
+-- name: notify_runs_queued_now
+SELECT pg_notify('crondepot_runs', %(priorities)s);

@@ -1,0 +1,31 @@
+-- name: take_tokens
+-- Take up to %(want)s tokens from a named bucket, refilled at rate_per_second up to burst.
+-- The row lock serialises takers across every worker on every host; workers take a few
+-- tokens at a time so this row is touched a few dozen times a second, not once per call.
+WITH b AS (
+    SELECT name, rate_per_second,
+           least(burst::float8, tokens + rate_per_second
+                 * greatest(0, extract(epoch FROM now() - refilled_at))) AS available
+    FROM rate_limits WHERE name = %(name)s
+    FOR UPDATE
+), g AS (
+    SELECT name, rate_per_second, available,
+           greatest(0, least(%(want)s::float8, floor(available)))::integer AS granted
+    FROM b
+)
+UPDATE rate_limits AS r
+SET tokens = g.available - g.granted, refilled_at = now()
+FROM g
+WHERE r.name = g.name
+RETURNING g.granted, g.available - g.granted AS remaining, g.rate_per_second;
+
+-- name: upsert_rate_limit
+INSERT INTO rate_limits (name, rate_per_second, burst, tokens)
+VALUES (%(name)s, %(rate)s, %(burst)s, %(burst)s)
+ON CONFLICT (name) DO UPDATE
+SET rate_per_second = excluded.rate_per_second, burst = excluded.burst,
+    tokens = least(rate_limits.tokens, excluded.burst)
+RETURNING name, rate_per_second, burst;
+
+-- name: list_rate_limits
+SELECT name, rate_per_second, burst FROM rate_limits ORDER BY name;

@@ -1,0 +1,18 @@
+"""The ready queue: runs with status 'queued' in PostgreSQL, one logical queue per priority.
+
+``claim`` takes runs in a weighted order, ``lease`` keeps and fences them, ``outcome``
+records what happened. Every write that follows a claim is conditional on the lease token.
+"""
+
+from __future__ import annotations
+
+from crondepot.queue.claim import ClaimedRun, WeightedOrder, claim_runs
+from crondepot.queue.lease import extend_acquired_leases, reap_abandoned_runs
+from crondepot.queue.outcome import LostLease, record_final_failure, record_retry, \
+    record_success, release_run
+
+__all__ = [
+    "ClaimedRun", "LostLease", "WeightedOrder", "claim_runs", "extend_acquired_leases",
+    "reap_abandoned_runs", "record_final_failure", "record_retry", "record_success",
+    "release_run",
+]

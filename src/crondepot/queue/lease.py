@@ -1,0 +1,75 @@
+"""Leases: extending the ones a worker holds, and reaping the ones nobody renewed.
+
+A lease is measured on the database clock. The worker turns it into a deadline on its own
+monotonic clock (``Deadline``), measured from when the claim or heartbeat *answered*, so a
+worker never believes it holds a run longer than the database does: network delay only
+makes the local deadline earlier, never later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from crondepot.db import Q
+
+DEFAULT_MAX_LEASE_SECONDS = 12 * 3600
+SAFETY_SECONDS = 1.0   # stop starting calls this long before the lease ends
+
+
+@dataclass(slots=True)
+class Deadline:
+    """A lease deadline on this process's monotonic clock."""
+
+    monotonic: float
+
+    @classmethod
+    def from_lease(cls, lease_expires_at: datetime, db_now: datetime,
+                   sent_at: float) -> Deadline:
+        # sent_at: monotonic time the query was sent; the database answered later than that,
+        # so counting from it errs on the early side.
+        return cls(sent_at + (lease_expires_at - db_now).total_seconds() - SAFETY_SECONDS)
+
+    def passed(self) -> bool:
+        return time.monotonic() >= self.monotonic
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLease:
+    run_id: str
+    token: UUID
+    lease_seconds: int
+
+
+def extend_acquired_leases(conn: psycopg.Connection[Any], held: Sequence[HeldLease], *,
+                           max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS,
+                           now: datetime | None = None) -> dict[str, Deadline]:
+    """Heartbeat: extend every lease still ours; return the new deadline of each one kept.
+
+    A run missing from the result was lost (reaped, taken over, or past its cap).
+    """
+    if not held:
+        return {}
+    sent_at = time.monotonic()
+    rows = conn.execute(Q.extend_acquired_leases, {
+        "run_ids": [h.run_id for h in held], "tokens": [h.token for h in held],
+        "lease_seconds": [h.lease_seconds for h in held], "max_lease": max_lease_seconds,
+        "now": now,
+    }).fetchall()
+    return {run_id: Deadline.from_lease(expires, db_now, sent_at)
+            for run_id, expires, db_now in rows}
+
+
+def reap_abandoned_runs(conn: psycopg.Connection[Any], *,
+                        now: datetime | None = None) -> dict[str, int]:
+    """Return expired-lease runs to the queue (or the dead letter); counts by new status."""
+    counts = {"queued": 0, "dead": 0}
+    for _run_id, status in conn.execute(Q.reap_abandoned_runs, {"now": now}).fetchall():
+        counts[status] += 1
+    return counts

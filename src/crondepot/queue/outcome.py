@@ -1,0 +1,51 @@
+"""Recording what happened to a claimed run, fenced by its lease token.
+
+Each write names the state it expects ('running') and the token it holds. A write that
+changes no row means the run is no longer ours (reaped after our lease expired, and maybe
+claimed by another worker): ``LostLease`` is raised so the caller counts and logs it. It
+never overwrites the new holder's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from crondepot.db import Q
+from crondepot.errors import CrondepotError
+
+
+class LostLease(CrondepotError):
+    """The run's lease token no longer matches: another worker holds it, or it was reaped."""
+
+
+def _fenced(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> None:
+    if conn.execute(query, params).rowcount != 1:
+        raise LostLease(f"run {params['run_id']}: lease token {params['token']} no longer "
+                        "holds the run; not recording over its new state")
+
+
+def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID,
+                   result: dict[str, Any] | None = None) -> None:
+    _fenced(conn, Q.record_success, {"run_id": run_id, "token": token,
+                                     "result": Jsonb(result) if result is not None else None})
+
+
+def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, delay: float,
+                 error: str, error_class: str) -> None:
+    _fenced(conn, Q.record_retry, {"run_id": run_id, "token": token, "delay": delay,
+                                   "error": error[:2000], "error_class": error_class})
+
+
+def record_final_failure(conn: psycopg.Connection[Any], run_id: str, token: UUID, *,
+                         status: str, error: str, error_class: str) -> None:
+    assert status in ("failed", "dead")
+    _fenced(conn, Q.record_final_failure, {"run_id": run_id, "token": token, "status": status,
+                                           "error": error[:2000], "error_class": error_class})
+
+
+def release_run(conn: psycopg.Connection[Any], run_id: str, token: UUID) -> None:
+    _fenced(conn, Q.release_run, {"run_id": run_id, "token": token})

@@ -1,0 +1,1 @@
+"""Workers: claim runs, call targets, record outcomes."""

@@ -1,0 +1,161 @@
+"""One attempt of one run: call its target, classify the result, record the outcome.
+
+The order matters:
+1. wait for a rate-limit token if the job names a limit (waiting never fails the run);
+2. refuse to start the call if our lease deadline has passed (we may no longer own the run:
+   another worker may be calling it right now);
+3. call the target, passing the run id as the idempotency key;
+4. record the outcome, fenced by the lease token; a refused write is counted and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from psycopg_pool import ConnectionPool
+
+from crondepot import metrics
+from crondepot.errors import PermanentError, TemporaryError
+from crondepot.handlers import RunContext, UnknownHandler, lookup
+from crondepot.queue import ClaimedRun, LostLease, record_final_failure, record_retry, \
+    record_success
+from crondepot.queue.lease import Deadline
+from crondepot.ratelimit import RateLimiter
+from crondepot.retry import decide
+from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget, webhook_body
+
+log = logging.getLogger("crondepot.worker")
+
+Kind = Literal["temporary", "permanent", "unknown"]
+
+
+@dataclass
+class Attempt:
+    run: ClaimedRun
+    deadline: Deadline
+    lost: bool = False            # set by the heartbeat when the lease was not renewed
+    started: bool = False         # the target call has begun
+
+
+class Executor:
+    def __init__(self, pool: ConnectionPool, limiter: RateLimiter, webhooks: WebhookTarget,
+                 *, stopping: Callable[[], bool]) -> None:
+        self._pool = pool
+        self._limiter = limiter
+        self._webhooks = webhooks
+        self._stopping = stopping
+
+    def run(self, attempt: Attempt) -> Literal["done", "not-started"]:
+        run = attempt.run
+        if run.rate_limit and not self._limiter.acquire(
+                run.rate_limit, give_up=lambda: self._must_not_start(attempt)):
+            return "not-started"
+        if self._must_not_start(attempt):
+            return "not-started"
+        attempt.started = True
+        if run.attempt == 1:
+            metrics.start_lag.labels(run.priority).observe(
+                max(0.0, (run.db_now - run.due_at).total_seconds()))
+        began = time.perf_counter()
+        kind: Kind | None = None
+        retry_after: float | None = None
+        error: BaseException | None = None
+        result: dict[str, Any] | None = None
+        try:
+            result = self._call(run)
+        except OutcomeUnknown as exc:
+            kind, error = "unknown", exc
+        except PermanentError as exc:
+            kind, error = "permanent", exc
+        except TemporaryError as exc:
+            kind, error, retry_after = "temporary", exc, exc.retry_after_seconds
+        except UnknownHandler as exc:
+            kind, error = "temporary", exc     # another worker may have the handler
+        except Exception as exc:  # a handler's bug: retried, never silently dropped
+            kind, error = "temporary", exc
+            log.warning("handler raised %s", type(exc).__name__,
+                        extra=_fields(run) | {"trace": traceback.format_exc(limit=5)})
+        metrics.target_duration.labels(run.target.get("type", "?")).observe(
+            time.perf_counter() - began)
+        if kind is None or error is None:
+            metrics.attempts.labels("ok").inc()
+            self._record(run, lambda conn: record_success(conn, run.run_id, run.lease_token,
+                                                          result), "succeeded")
+        else:
+            metrics.attempts.labels(kind).inc()
+            self._record_failure(run, kind, error, retry_after)
+        return "done"
+
+    def _must_not_start(self, attempt: Attempt) -> bool:
+        if attempt.lost or attempt.deadline.passed():
+            if not attempt.lost:
+                metrics.calls_not_started.inc()
+                log.warning("lease deadline passed before the call; not calling",
+                            extra=_fields(attempt.run))
+            attempt.lost = True
+            return True
+        return self._stopping()
+
+    def _call(self, run: ClaimedRun) -> dict[str, Any] | None:
+        target = run.target
+        if target["type"] == "http":
+            body = webhook_body(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
+                                scheduled_at=run.nominal_at, due_at=run.due_at,
+                                attempt=run.attempt, payload=run.payload)
+            answer = self._webhooks.call(WebhookCall(
+                url=target["url"], run_id=run.run_id, body=body,
+                signing_secret=run.signing_secret, timeout_s=float(target.get("timeout_s", 10)),
+                dedupes=bool(target.get("dedupes", False))))
+            return {"status_code": answer.status_code}
+        handler = lookup(target["handler"])
+        outcome = handler(RunContext(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
+                                     scheduled_at=run.nominal_at, due_at=run.due_at,
+                                     attempt=run.attempt, payload=run.payload))
+        if inspect.isawaitable(outcome):
+            outcome = asyncio.run(_await(outcome))
+        return outcome if isinstance(outcome, dict) else None
+
+    def _record_failure(self, run: ClaimedRun, kind: Kind, error: BaseException,
+                        retry_after: float | None) -> None:
+        decision = decide(kind=kind, attempt=run.attempt, max_attempts=run.max_attempts,
+                          retry_after=retry_after)
+        message = f"{decision.reason}: {error}" if str(error) else decision.reason
+        error_class = type(error).__name__
+        if decision.action == "retry":
+            metrics.retries.inc()
+            self._record(run, lambda conn: record_retry(
+                conn, run.run_id, run.lease_token, delay=decision.delay_seconds,
+                error=message, error_class=error_class), "retry")
+        else:
+            status = "failed" if decision.action == "fail" else "dead"
+            self._record(run, lambda conn: record_final_failure(
+                conn, run.run_id, run.lease_token, status=status, error=message,
+                error_class=error_class), status)
+
+    def _record(self, run: ClaimedRun, write: Callable[[Any], None], outcome: str) -> None:
+        try:
+            with self._pool.connection() as conn:
+                write(conn)
+        except LostLease:
+            metrics.stale_writes.inc()
+            log.warning("outcome not recorded: the run's lease was lost",
+                        extra=_fields(run) | {"outcome": outcome})
+            return
+        metrics.runs_finished.labels(outcome).inc()
+        log.debug("run finished", extra=_fields(run) | {"outcome": outcome})
+
+
+def _fields(run: ClaimedRun) -> dict[str, Any]:
+    return {"run_id": run.run_id, "job_id": run.job_id, "attempt": run.attempt,
+            "tenant_id": run.tenant_id}
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable

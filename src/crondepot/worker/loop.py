@@ -1,0 +1,256 @@
+"""The worker process: claim runs for free slots, run them, keep their leases alive.
+
+Threads, not asyncio: a slot spends its life waiting on a target (HTTP, a handler that may
+block), and psycopg and httpx are both thread-safe, so one thread per slot is the simplest
+thing that keeps 20 calls in flight. The main thread claims; a heartbeat thread renews.
+
+- Slots: ``concurrency`` in all, ``urgent_only`` of them reserved for urgent runs, so a
+  morning of bulk work never traps an urgent run behind it.
+- Claims are batched: one claim per priority for all free slots, in the weighted order.
+- Idle, the worker waits on ``LISTEN crondepot_runs`` (the scheduler notifies on commit), with
+  a poll interval as the fallback (retries become available without a notification).
+- Every ``reap_seconds`` it returns runs whose lease expired to the queue.
+- SIGTERM/SIGINT: stop claiming; runs not yet started are released at once (the attempt
+  does not count); calls in progress get ``grace_seconds`` to finish; then exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from crondepot import metrics
+from crondepot.db import Q, connect
+from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, \
+    release_run
+from crondepot.queue.claim import ClaimedRun
+from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline, HeldLease, \
+    extend_acquired_leases
+from crondepot.ratelimit import RateLimiter
+from crondepot.worker.execute import Attempt, Executor
+from crondepot.worker.targets import AddressGuard, WebhookTarget
+
+log = logging.getLogger("crondepot.worker")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerConfig:
+    url: str
+    concurrency: int = 20
+    urgent_only: int = 4
+    weights: tuple[int, int, int] = (6, 3, 1)
+    poll_seconds: float = 1.0
+    reap_seconds: float = 5.0
+    heartbeat_seconds: float = 5.0
+    grace_seconds: float = 30.0
+    max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, guard: AddressGuard | None = None) -> None:
+        if not 0 <= config.urgent_only < config.concurrency:
+            raise ValueError(f"urgent-only slots: expected 0 to {config.concurrency - 1}, got "
+                             f"{config.urgent_only}")
+        self.config = config
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._slot_freed = threading.Event()
+        self._lock = threading.Lock()
+        self._free = {"urgent": config.urgent_only,
+                      "general": config.concurrency - config.urgent_only}
+        self._held: dict[str, Attempt] = {}
+        self._order = WeightedOrder(config.weights)
+        self._pool = ConnectionPool(config.url, min_size=2, max_size=min(config.concurrency, 10)
+                                    + 2, kwargs={"autocommit": True,
+                                                 "application_name": "crondepot-worker"},
+                                    check=ConnectionPool.check_connection, open=False)
+        self._webhooks = WebhookTarget(guard or AddressGuard.from_env())
+        self._executor = Executor(self._pool, RateLimiter(self._pool), self._webhooks,
+                                  stopping=self._stop.is_set)
+
+    def stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+    def run(self) -> None:
+        self._pool.open(wait=True, timeout=60)
+        slots = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="slot")
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        heartbeat.start()
+        log.info("worker started", extra={"worker": self.config.name,
+                                          "concurrency": self.config.concurrency,
+                                          "urgent_only": self.config.urgent_only})
+        try:
+            self._claim_loop(slots)
+        finally:
+            self._shutdown(slots)
+            self._done.set()
+            heartbeat.join(timeout=5)
+            self._webhooks.close()
+            self._pool.close()
+            log.info("worker stopped", extra={"worker": self.config.name})
+
+    # -- claiming ---------------------------------------------------------------------------
+
+    def _claim_loop(self, slots: ThreadPoolExecutor) -> None:
+        listener: psycopg.Connection[Any] | None = None
+        next_reap = 0.0
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                if listener is None or listener.closed:
+                    listener = connect(self.config.url,
+                                       application_name="crondepot-worker-listen")
+                    listener.execute(Q.listen_runs_queued)
+                if time.monotonic() >= next_reap:
+                    self._reap()
+                    next_reap = time.monotonic() + self.config.reap_seconds
+                claimed = self._claim_for_free_slots(slots)
+                backoff = 0.5
+            except (psycopg.OperationalError, psycopg.InterfaceError,
+                    TimeoutError) as exc:
+                log.warning("database unavailable, retrying in %.1fs: %s", backoff, exc)
+                if listener is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        listener.close()
+                listener = None
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            if claimed:
+                continue
+            if self._no_free_slot():
+                self._slot_freed.wait(0.5)
+                self._slot_freed.clear()
+            else:
+                self._wait_for_runs(listener)
+        if listener is not None:
+            with contextlib.suppress(psycopg.Error):
+                listener.close()
+
+    def _no_free_slot(self) -> bool:
+        with self._lock:
+            return not any(self._free.values())
+
+    def _wait_for_runs(self, listener: psycopg.Connection[Any]) -> None:
+        deadline = time.monotonic() + self.config.poll_seconds
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            for _ in listener.notifies(timeout=min(0.25, deadline - time.monotonic()),
+                                       stop_after=1):
+                return
+
+    def _claim_for_free_slots(self, slots: ThreadPoolExecutor) -> int:
+        with self._lock:
+            free_urgent, free_general = self._free["urgent"], self._free["general"]
+        claimed: list[tuple[ClaimedRun, str]] = []
+        with self._pool.connection() as conn:
+            if free_urgent:     # urgent-only slots never borrow from other queues
+                runs = claim_runs(conn, owner=self.config.name,
+                                  shares={"urgent": free_urgent}, lend=False)
+                claimed += [(r, "urgent") for r in runs]
+            if free_general:
+                runs = claim_runs(conn, owner=self.config.name,
+                                  shares=self._order.take(free_general))
+                claimed += [(r, "general") for r in runs]
+        for run, slot in claimed:
+            self._start(slots, run, slot)
+        return len(claimed)
+
+    def _start(self, slots: ThreadPoolExecutor, run: ClaimedRun, slot: str) -> None:
+        attempt = Attempt(run=run, deadline=Deadline.from_lease(
+            run.lease_expires_at, run.db_now, time.monotonic()))
+        with self._lock:
+            self._free[slot] -= 1
+            self._held[run.run_id] = attempt
+        metrics.slots_busy.inc()
+        slots.submit(self._execute, attempt, slot)
+
+    def _execute(self, attempt: Attempt, slot: str) -> None:
+        try:
+            outcome = self._executor.run(attempt)
+            if outcome == "not-started" and not attempt.lost:
+                self._release(attempt)
+        except Exception:
+            log.exception("slot failed", extra={"run_id": attempt.run.run_id})
+        finally:
+            with self._lock:
+                self._free[slot] += 1
+                self._held.pop(attempt.run.run_id, None)
+            metrics.slots_busy.dec()
+            self._slot_freed.set()
+
+    def _release(self, attempt: Attempt) -> None:
+        try:
+            with self._pool.connection() as conn:
+                release_run(conn, attempt.run.run_id, attempt.run.lease_token)
+        except LostLease:
+            metrics.stale_writes.inc()
+        except psycopg.Error as exc:
+            log.warning("could not release run (its lease will expire): %s", exc,
+                        extra={"run_id": attempt.run.run_id})
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def _reap(self) -> None:
+        with self._pool.connection() as conn:
+            reaped = reap_abandoned_runs(conn)
+        for status, count in reaped.items():
+            if count:
+                metrics.leases_expired.labels(status).inc(count)
+                log.warning("reaped %d runs with expired leases", count, extra={"to": status})
+
+    def _heartbeat_loop(self) -> None:
+        # Runs until the worker is done, not merely stopping: calls finishing during the
+        # grace period still need their leases renewed.
+        while not self._done.wait(self.config.heartbeat_seconds):
+            self._heartbeat()
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            attempts = list(self._held.values())
+        if not attempts:
+            return
+        held = [HeldLease(a.run.run_id, a.run.lease_token, a.run.lease_seconds)
+                for a in attempts]
+        try:
+            with self._pool.connection() as conn:
+                renewed = extend_acquired_leases(
+                    conn, held, max_lease_seconds=self.config.max_lease_seconds)
+        except psycopg.Error as exc:
+            log.warning("heartbeat failed: %s", exc)
+            return
+        for attempt in attempts:
+            deadline = renewed.get(attempt.run.run_id)
+            if deadline is not None:
+                attempt.deadline = deadline
+            elif not attempt.lost:
+                attempt.lost = True
+                metrics.stale_writes.inc()
+                log.warning("heartbeat: lease lost", extra={"run_id": attempt.run.run_id})
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def _shutdown(self, slots: ThreadPoolExecutor) -> None:
+        """Runs not started are released by their slots (stopping is set); wait for calls."""
+        deadline = time.monotonic() + self.config.grace_seconds
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._held:
+                    break
+            time.sleep(0.05)
+        slots.shutdown(wait=False, cancel_futures=True)

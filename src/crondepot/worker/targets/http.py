@@ -1,0 +1,274 @@
+"""The HTTP webhook target: one signed POST per attempt, and what its outcome means.
+
+Owns the request (body, Standard Webhooks headers, ``Idempotency-Key: <run_id>``) and the
+classification of what came back: 2xx done; 408, 429 and 5xx temporary (``Retry-After``
+honoured); other statuses permanent. A failure before anything was sent is temporary. A
+failure after the request may have reached the target is ambiguous: it is retried only
+when the target drops repeated Idempotency-Keys, otherwise it is ``OutcomeUnknown`` and a
+person decides, because a second SMS is worse than a missing one.
+
+It must never follow a redirect, use a proxy or ``.netrc`` from the environment, or connect
+to an address the ``AddressGuard`` has not checked at connect time (``GuardedBackend``).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpcore
+import httpx
+
+from crondepot.errors import PermanentError, TargetError, TemporaryError
+from crondepot.worker.targets.guard import AddressGuard, GuardedBackend, Resolver, resolve
+from crondepot.worker.targets.signing import sign
+
+RETRY_AFTER_CAP_SECONDS = 3600.0
+EXCERPT_CHARS = 200
+# Enough of a response to drain a typical reply (so the connection is reused) and to
+# quote an error; a target that sends more gets its connection closed instead.
+_MAX_BODY_BYTES = 64 * 1024
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookCall:
+    url: str
+    run_id: str
+    body: bytes            # the JSON document, already encoded
+    signing_secret: str
+    timeout_s: float
+    dedupes: bool          # the target drops repeated Idempotency-Keys
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookResult:
+    status_code: int
+    duration_s: float
+
+
+class OutcomeUnknown(PermanentError):
+    """The request may have reached a target that does not drop repeats.
+
+    A read timeout or a connection lost after sending: the target may have acted. Retrying
+    could act twice, so the run is not retried automatically.
+    """
+
+
+def webhook_body(
+    *,
+    run_id: str,
+    job_id: int,
+    job_key: str | None,
+    scheduled_at: datetime,
+    due_at: datetime,
+    attempt: int,
+    payload: dict[str, Any],
+) -> bytes:
+    """The JSON document a webhook receives, compact, instants in UTC with ``Z``."""
+    document = {
+        "run_id": run_id,
+        "job_id": job_id,
+        "job_key": job_key,
+        "scheduled_at": _utc_text(scheduled_at, "scheduled_at"),
+        "due_at": _utc_text(due_at, "due_at"),
+        "attempt": attempt,
+        "payload": payload,
+    }
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _utc_text(instant: datetime, name: str) -> str:
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(f"{name}: expected an aware datetime, got naive {instant.isoformat()}")
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class WebhookTarget:
+    """Sends webhook calls through one shared, pooled, thread-safe ``httpx.Client``.
+
+    ``guard`` defaults to ``AddressGuard.from_env()``. ``resolver`` (host, port → addresses)
+    and ``clock`` (unix seconds) are seams for tests; ``ssl_context`` is for private CAs
+    (by default certifi's roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set).
+    """
+
+    def __init__(
+        self,
+        guard: AddressGuard | None = None,
+        *,
+        user_agent: str = "crondepot/0.1",
+        resolver: Resolver = resolve,
+        ssl_context: ssl.SSLContext | None = None,
+        clock: Callable[[], float] = time.time,
+        limits: httpx.Limits | None = None,
+    ) -> None:
+        backend = GuardedBackend(guard if guard is not None else AddressGuard.from_env(), resolver)
+        self._clock = clock
+        self._client = httpx.Client(
+            transport=_GuardedTransport(
+                backend, ssl_context or httpx.create_ssl_context(), limits or _LIMITS
+            ),
+            headers={"User-Agent": user_agent},
+            follow_redirects=False,
+            trust_env=False,  # no proxy or .netrc: either would bypass or leak past the guard
+        )
+
+    def call(self, call: WebhookCall) -> WebhookResult:
+        """POST the call; raise TemporaryError, PermanentError or OutcomeUnknown on failure."""
+        url = _target_url(call.url)
+        started = time.perf_counter()
+        try:
+            with self._client.stream(
+                "POST", url, content=call.body, headers=self._headers(call),
+                timeout=call.timeout_s,
+            ) as response:
+                excerpt = _excerpt(response)
+        except httpx.TransportError as exc:
+            raise _transport_failure(exc, call, url) from exc
+        duration = time.perf_counter() - started
+        _raise_for_status(response, excerpt, url, now=self._clock())
+        return WebhookResult(status_code=response.status_code, duration_s=duration)
+
+    def _headers(self, call: WebhookCall) -> dict[str, str]:
+        # A fresh timestamp (and so signature) per attempt, as Standard Webhooks expects;
+        # the id and the Idempotency-Key stay the run id on every attempt.
+        timestamp = int(self._clock())
+        return {
+            "Content-Type": "application/json",
+            "Idempotency-Key": call.run_id,
+            "webhook-id": call.run_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(call.signing_secret, call.run_id, timestamp, call.body),
+        }
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> WebhookTarget:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _GuardedTransport(httpx.HTTPTransport):
+    """httpx's own transport, its connection pool rebuilt on the guarded backend.
+
+    httpx offers no public way to pass an httpcore network backend, so the pool is
+    replaced after construction; everything else (exception mapping, streaming) is
+    httpx's. The tests that refuse ``localhost`` fail if this ever stops taking effect.
+    """
+
+    def __init__(
+        self, backend: GuardedBackend, ssl_context: ssl.SSLContext, limits: httpx.Limits
+    ) -> None:
+        super().__init__(verify=ssl_context, trust_env=False, limits=limits)
+        self._pool.close()
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=backend,
+        )
+
+
+def _target_url(text: str) -> httpx.URL:
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise PermanentError(f"target url {text!r} is not a valid URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise PermanentError(f"target url: expected an http:// or https:// URL, got {text!r}")
+    return url
+
+
+def _where(url: httpx.URL) -> str:
+    """The URL for messages, without credentials or a query that may hold a token."""
+    return str(url.copy_with(username=None, password=None, query=None, fragment=None))
+
+
+def _excerpt(response: httpx.Response) -> str:
+    """The start of the response body, read up to a bound; best effort."""
+    received = bytearray()
+    try:
+        for chunk in response.iter_bytes():
+            received += chunk
+            if len(received) >= _MAX_BODY_BYTES:
+                break
+    except httpx.TransportError:
+        pass  # the status already decides the outcome; the body is only for the message
+    return received.decode("utf-8", "replace")[:EXCERPT_CHARS]
+
+
+def _raise_for_status(
+    response: httpx.Response, excerpt: str, url: httpx.URL, *, now: float
+) -> None:
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    where = _where(url)
+    if 300 <= status < 400:
+        location = response.headers.get("Location", "(no Location header)")
+        raise PermanentError(
+            f"HTTP {status} from {where}: redirect to {location} not followed "
+            "(point the job at the final URL)"
+        )
+    message = f"HTTP {status} from {where}: {excerpt!r}"
+    if status in (408, 429) or 500 <= status < 600:
+        hint = response.headers.get("Retry-After")
+        raise TemporaryError(
+            message, retry_after_seconds=None if hint is None else retry_after(hint, now=now)
+        )
+    raise PermanentError(message)
+
+
+def retry_after(value: str, *, now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (seconds or HTTP-date), capped.
+
+    None when the value cannot be read; a date in the past means 0.
+    """
+    text = value.strip()
+    if text.isdigit():
+        seconds = float(text)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # "-0000" zones parse naive; HTTP dates are GMT
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - now
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP_SECONDS)
+
+
+# Failures that happen before a byte of the request can have left: safe to retry.
+_NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# Failures that say the request itself is wrong: retrying cannot help.
+_REQUEST_INVALID = (httpx.UnsupportedProtocol, httpx.LocalProtocolError)
+
+
+def _transport_failure(exc: httpx.TransportError, call: WebhookCall, url: httpx.URL) -> TargetError:
+    where = _where(url)
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, _NOTHING_SENT):
+        return TemporaryError(f"cannot connect to {where}: {detail} (nothing was sent)")
+    if isinstance(exc, _REQUEST_INVALID):
+        return PermanentError(f"cannot send to {where}: {detail}")
+    what = (
+        f"no response from {where} within {call.timeout_s:g} s"
+        if isinstance(exc, httpx.TimeoutException)
+        else f"connection to {where} failed after the request was sent ({detail})"
+    )
+    if call.dedupes:
+        return TemporaryError(f"{what}; retrying, the target drops repeated Idempotency-Keys")
+    return OutcomeUnknown(
+        f"outcome unknown: {what}; the target may have acted and does not drop repeated "
+        "Idempotency-Keys, so the run is not retried automatically"
+    )

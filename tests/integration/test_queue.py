@@ -1,0 +1,141 @@
+"""Claims, leases and fenced outcomes against a real database."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from uuid import uuid4
+
+import psycopg
+import pytest
+
+from crondepot.db import connect
+from crondepot.queue import LostLease, WeightedOrder, claim_runs, extend_acquired_leases, \
+    reap_abandoned_runs, record_retry, record_success, release_run
+from crondepot.queue.lease import HeldLease
+from crondepot.scheduler.tick import tick
+from tests.support.jobs import bulk_due_jobs, queued_runs
+
+
+def _status(conn: psycopg.Connection[Any], run_id: str) -> tuple[Any, ...]:
+    row = conn.execute("SELECT status, attempt, lease_owner FROM runs WHERE run_id = %s",
+                       (run_id,)).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def test_weighted_order_is_6_3_1_and_interleaved() -> None:
+    order = WeightedOrder((6, 3, 1))
+    assert order.take(10) == {"urgent": 6, "normal": 3, "bulk": 1}
+    assert order.take(100) == {"urgent": 60, "normal": 30, "bulk": 10}
+    sequence = [order.next() for _ in range(10)]
+    assert sequence[:3] != ["urgent"] * 3 or sequence.index("normal") < 6
+
+
+def test_weighted_order_rejects_bad_weights() -> None:
+    with pytest.raises(ValueError, match="three non-negative"):
+        WeightedOrder((0, 0, 0))
+
+
+def test_claim_leases_each_run_to_one_worker(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 5)
+    first = claim_runs(conn, owner="w1", shares={"normal": 3})
+    second = claim_runs(conn, owner="w2", shares={"normal": 10})
+    assert len(first) == 3 and len(second) == 2
+    assert not {r.run_id for r in first} & {r.run_id for r in second}
+    run = first[0]
+    assert run.attempt == 1 and run.lease_expires_at - run.db_now == timedelta(seconds=60)
+    assert _status(conn, run.run_id) == ("running", 1, "w1")
+
+
+def test_an_empty_queue_lends_its_share(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 10, priority="bulk")
+    claimed = claim_runs(conn, owner="w", shares={"urgent": 6, "normal": 3, "bulk": 1})
+    assert len(claimed) == 10 and {r.priority for r in claimed} == {"bulk"}
+    queued_runs(conn, 3, priority="normal")
+    alone = claim_runs(conn, owner="w", shares={"urgent": 3}, lend=False)
+    assert alone == []
+
+
+def test_outcome_with_a_stale_token_is_refused_and_changes_nothing(
+        conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1, lease_seconds=5)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    later = run.db_now + timedelta(seconds=6)
+    assert reap_abandoned_runs(conn, now=later) == {"queued": 1, "dead": 0}
+    (again,) = claim_runs(conn, owner="w2", shares={"normal": 1}, now=later)
+    assert again.run_id == run.run_id and again.attempt == 2
+    with pytest.raises(LostLease):
+        record_success(conn, run.run_id, run.lease_token)        # the first holder, too late
+    assert _status(conn, run.run_id) == ("running", 2, "w2")
+    record_success(conn, again.run_id, again.lease_token)
+    assert _status(conn, run.run_id)[0] == "succeeded"
+
+
+def test_lease_is_not_reaped_at_its_expiry_instant_only_after(
+        conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1, lease_seconds=30)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    assert reap_abandoned_runs(conn, now=run.lease_expires_at) == {"queued": 0, "dead": 0}
+    past = run.lease_expires_at + timedelta(seconds=1)
+    assert reap_abandoned_runs(conn, now=past) == {"queued": 1, "dead": 0}
+
+
+def test_reaping_the_last_attempt_dead_letters_it(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1, lease_seconds=5, max_attempts=1)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    assert reap_abandoned_runs(conn, now=run.lease_expires_at + timedelta(seconds=1)) == {
+        "queued": 0, "dead": 1}
+
+
+def test_heartbeat_extends_only_leases_still_held(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 2, lease_seconds=10)
+    a, b = claim_runs(conn, owner="w1", shares={"normal": 2})
+    held = [HeldLease(a.run_id, a.lease_token, 10), HeldLease(b.run_id, uuid4(), 10)]
+    renewed = extend_acquired_leases(conn, held, now=a.db_now + timedelta(seconds=5))
+    assert set(renewed) == {a.run_id}
+    expires = conn.execute("SELECT lease_expires_at FROM runs WHERE run_id = %s",
+                           (a.run_id,)).fetchone()
+    assert expires == (a.db_now + timedelta(seconds=15),)
+
+
+def test_heartbeat_is_capped_by_the_maximum_lease(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1, lease_seconds=60)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    extend_acquired_leases(conn, [HeldLease(run.run_id, run.lease_token, 60)],
+                           max_lease_seconds=90, now=run.db_now + timedelta(seconds=50))
+    (expires,) = conn.execute("SELECT lease_expires_at FROM runs").fetchone()  # type: ignore[misc]
+    assert expires == run.db_now + timedelta(seconds=90)
+
+
+def test_retry_returns_the_run_to_the_queue_later(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    record_retry(conn, run.run_id, run.lease_token, delay=30, error="503", error_class="T")
+    assert claim_runs(conn, owner="w1", shares={"normal": 1}) == []
+    (again,) = claim_runs(conn, owner="w1", shares={"normal": 1},
+                          now=run.db_now + timedelta(seconds=31))
+    assert again.attempt == 2
+
+
+def test_release_gives_the_attempt_back(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    release_run(conn, run.run_id, run.lease_token)
+    assert _status(conn, run.run_id) == ("queued", 0, None)
+
+
+def test_worker_cannot_take_a_run_before_the_scheduler_commits(db_url: str) -> None:
+    """The source document's race: on this backend a worker never sees an uncommitted run,
+    and once the tick commits the claim and the recorded outcome go through."""
+    with connect(db_url) as scheduler, connect(db_url) as worker:
+        bulk_due_jobs(scheduler, 1, due_in_seconds=-1)
+        # The tick inside an outer transaction: its runs are written but not committed,
+        # as when a scheduler's commit is slow.
+        with scheduler.transaction():
+            result = tick(scheduler, batch=10)
+            assert result.inserted == 1
+            assert claim_runs(worker, owner="fast", shares={"normal": 1}) == []
+        (run,) = claim_runs(worker, owner="fast", shares={"normal": 1})
+        record_success(worker, run.run_id, run.lease_token)
+        assert _status(worker, run.run_id)[0] == "succeeded"

@@ -1,0 +1,43 @@
+"""Handlers for worker tests. Each call is written to the ``test_calls`` table of the
+database in $CRONDEPOT_TEST_CALLS_URL, so a test counts calls per run id across processes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from crondepot import PermanentError, TemporaryError
+from crondepot.handlers import RunContext, handler
+
+_local = threading.local()
+
+
+def _conn() -> psycopg.Connection[Any]:
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        conn = psycopg.connect(os.environ["CRONDEPOT_TEST_CALLS_URL"], autocommit=True)
+        _local.conn = conn
+    return conn
+
+
+def _record(run: RunContext) -> None:
+    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid) VALUES (%s, %s, %s)",
+                    (run.run_id, run.attempt, os.getpid()))
+
+
+@handler("test.record")
+def record(run: RunContext) -> None:
+    _record(run)
+    time.sleep(float(run.payload.get("sleep", 0)))
+
+
+@handler("test.fail")
+def fail(run: RunContext) -> None:
+    _record(run)
+    if run.payload.get("permanent"):
+        raise PermanentError("invalid number")
+    raise TemporaryError("gateway said 503")
