@@ -105,7 +105,7 @@ class RateLimiter:
                 stash.tokens, stash.taken_at = granted - 1, time.monotonic()
                 return 0
             # Time until one whole token has refilled, plus a little spread between waiters.
-            return max(0.002, (1 - remaining) / rate)
+            return max(0.002, (1.0 - float(remaining)) / float(rate))
 
     def _warn_unknown(self, name: str) -> None:
         if name not in self._unknown_warned:

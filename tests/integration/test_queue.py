@@ -10,8 +10,16 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
-from crondepot.queue import LostLease, WeightedOrder, claim_runs, extend_acquired_leases, \
-    reap_abandoned_runs, record_retry, record_success, release_run
+from crondepot.queue import (
+    LostLease,
+    WeightedOrder,
+    claim_runs,
+    extend_acquired_leases,
+    reap_abandoned_runs,
+    record_retry,
+    record_success,
+    release_run,
+)
 from crondepot.queue.lease import HeldLease
 from crondepot.scheduler.tick import tick
 from tests.support.jobs import bulk_due_jobs, queued_runs

@@ -363,3 +363,15 @@ def test_parsing_is_cached() -> None:
 def test_a_bad_hash_key_type_is_a_programming_error() -> None:
     with pytest.raises(TypeError, match="hash_key"):
         Timetable("H * * * *", "UTC", hash_key=7)  # type: ignore[arg-type]
+
+
+def test_equal_ranges_mean_their_single_value() -> None:
+    """croniter reads 9-9 as the whole field; crondepot must not fire hourly for it."""
+    from datetime import UTC, datetime
+
+    from crondepot.timetable import next_fires
+
+    after = datetime(2026, 10, 1, tzinfo=UTC)
+    assert [f.hour for f in next_fires("0 9-9 * * *", "UTC", after, 3)] == [9, 9, 9]
+    assert [f.day for f in next_fires("0 9 1-1 * *", "UTC", after, 2)] == [1, 1]
+    assert [f.weekday() for f in next_fires("0 9 * * mon-mon", "UTC", after, 2)] == [0, 0]

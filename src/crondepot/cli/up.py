@@ -1,10 +1,10 @@
 """``crondepot up``: the whole system in one command, under one supervisor.
 
 Resolves the database (starting the embedded PostgreSQL when no URL is given), migrates,
-then runs the scheduler copies as child processes. A child that dies is restarted (with a
-short, growing pause so a crash loop does not spin); Ctrl-C or SIGTERM stops them all and
-waits for them. Children get the database URL explicitly, so they never start a server of
-their own.
+then runs the scheduler copies and the workers as child processes. A child that dies is
+restarted (with a short, growing pause so a crash loop does not spin); Ctrl-C or SIGTERM
+stops them all and waits for them. Children get the database URL explicitly, so they never
+start a server of their own.
 """
 
 from __future__ import annotations
@@ -27,11 +27,16 @@ log = logging.getLogger("crondepot.up")
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("up", help="migrate, then run scheduler copies under one "
-                                            "supervisor (embedded PostgreSQL without --db)")
+    parser = commands.add_parser("up", help="migrate, then run scheduler copies and workers "
+                                            "under one supervisor (embedded PostgreSQL "
+                                            "without --db)")
     add_database(parser)
     parser.add_argument("--schedulers", type=int, default=3, metavar="N",
                         help="scheduler copies (default 3)")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="worker processes (default 1)")
+    parser.add_argument("--import", dest="imports", action="append", default=[],
+                        metavar="MODULE", help="module whose handlers the workers register")
     parser.add_argument("--tick", default="2s", help="scheduler tick (default 2s)")
     parser.set_defaults(run=run)
 
@@ -52,8 +57,9 @@ class Child:
 
 def run(args: argparse.Namespace) -> int:
     logs.setup()
-    if args.schedulers < 1:
-        print("crondepot: error: --schedulers must be at least 1", file=sys.stderr)
+    if args.schedulers < 1 or args.workers < 0:
+        print("crondepot: error: --schedulers must be at least 1 and --workers at least 0",
+              file=sys.stderr)
         return 2
     with database(args) as db:
         with connect(db.url, application_name="crondepot-up") as conn:
@@ -63,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
             Child(f"scheduler-{i}", [sys.executable, "-m", "crondepot", "scheduler", "--db",
                                      db.url, "--tick", args.tick, "--name", f"scheduler-{i}"])
             for i in range(1, args.schedulers + 1)
+        ]
+        imports = [arg for module in args.imports for arg in ("--import", module)]
+        children += [
+            Child(f"worker-{i}", [sys.executable, "-m", "crondepot", "worker", "--db", db.url,
+                                  "--name", f"worker-{i}", *imports])
+            for i in range(1, args.workers + 1)
         ]
         return supervise(children)
 

@@ -69,4 +69,4 @@ def _weights(text: str) -> tuple[int, int, int]:
     if len(values) != 3 or any(v < 0 for v in values) or not any(values):
         raise SystemExit(f"crondepot: error: --weights: expected three non-negative integers "
                          f"like 6:3:1, got {text!r}")
-    return values  # type: ignore[return-value]
+    return (values[0], values[1], values[2])

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from crondepot.queue.claim import ClaimedRun, WeightedOrder, claim_runs
 from crondepot.queue.lease import extend_acquired_leases, reap_abandoned_runs
-from crondepot.queue.outcome import LostLease, record_final_failure, record_retry, \
-    record_success, release_run
+from crondepot.queue.outcome import (
+    LostLease,
+    record_final_failure,
+    record_retry,
+    record_success,
+    release_run,
+)
 
 __all__ = [
     "ClaimedRun", "LostLease", "WeightedOrder", "claim_runs", "extend_acquired_leases",

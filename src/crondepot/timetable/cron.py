@@ -32,11 +32,15 @@ Choices worth knowing:
   job's key or id, and an API caller without one still gets a deterministic answer.
 * **Never-firing expressions** (``0 0 30 2 *``) are rejected up front from the field sets,
   so no search can spin looking for a date that does not exist.
-* **croniter is not used at run time.** Measured on this project's machine, building a
-  croniter costs ~44 µs and each ``get_next`` ~32 µs, above the whole budget of one
-  ``next_fires`` call; and croniter reads an equal range such as ``9-9`` as the whole field
-  (``0 9-9 * * *`` fires hourly). The matching below is a few set look-ups per day instead;
-  the tests use croniter as an independent oracle for it.
+* **croniter parses; our code iterates.** croniter (behind this module only) turns each
+  validated field into the set of values it allows; the checks in front of it exist to give
+  messages that name the field, and to refuse its undocumented extensions. One croniter bug
+  is worked around: it reads an equal range such as ``9-9`` as the whole field (``0 9-9 * * *``
+  would fire hourly), so equal ranges are reduced to their single value first. Iteration
+  does not use croniter: a croniter object costs ~44 µs to build and ~32 µs per
+  ``get_next`` here, more than a whole ``next_fires`` call may take, while walking the
+  cached field sets costs a few look-ups per day. The tests use croniter's own iteration as
+  an independent oracle for that walk.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 from hashlib import sha256
+
+from croniter import croniter
 
 from crondepot.errors import InvalidSchedule
 
@@ -400,10 +406,25 @@ def _is_fixed_time(hour_text: str) -> bool:
     return "*" not in hour_text and "/" not in hour_text
 
 
+_EQUAL_RANGE = re.compile(r"\b(\w+)-\1\b")
+
+
+def _library_sets(fields: list[str]) -> list[frozenset[int]]:
+    """The value set of each (already validated) field, as croniter expands it."""
+    text = " ".join(_EQUAL_RANGE.sub(r"\1", field) for field in fields)
+    expanded, _ = croniter.expand(text)
+    return [
+        frozenset(range(field.low, field.star_high + 1))
+        if values == ["*"] else frozenset(int(v) % 7 if field is _WEEKDAY else int(v)
+                                          for v in values)
+        for values, field in zip(expanded, _FIELDS, strict=True)
+    ]
+
+
 def _spec_from_fields(fields: list[str]) -> CronSpec:
-    minute, hour, day, month, weekday = (
-        _field_values(text, field) for text, field in zip(fields, _FIELDS, strict=True)
-    )
+    for text, field in zip(fields, _FIELDS, strict=True):
+        _field_values(text, field)          # refuses bad fields with a message naming them
+    minute, hour, day, month, weekday = _library_sets(fields)
     day_restricted, week_restricted = fields[2] != "*", fields[4] != "*"
     if day_restricted and not week_restricted:
         refusal = _never_fires(day, month)

@@ -24,8 +24,13 @@ from psycopg_pool import ConnectionPool
 from crondepot import metrics
 from crondepot.errors import PermanentError, TemporaryError
 from crondepot.handlers import RunContext, UnknownHandler, lookup
-from crondepot.queue import ClaimedRun, LostLease, record_final_failure, record_retry, \
-    record_success
+from crondepot.queue import (
+    ClaimedRun,
+    LostLease,
+    record_final_failure,
+    record_retry,
+    record_success,
+)
 from crondepot.queue.lease import Deadline
 from crondepot.ratelimit import RateLimiter
 from crondepot.retry import decide

@@ -32,11 +32,14 @@ from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
 from crondepot.db import Q, connect
-from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, \
-    release_run
+from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
 from crondepot.queue.claim import ClaimedRun
-from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline, HeldLease, \
-    extend_acquired_leases
+from crondepot.queue.lease import (
+    DEFAULT_MAX_LEASE_SECONDS,
+    Deadline,
+    HeldLease,
+    extend_acquired_leases,
+)
 from crondepot.ratelimit import RateLimiter
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.targets import AddressGuard, WebhookTarget

@@ -60,6 +60,8 @@ class AddressGuard:
     """
 
     def __init__(self, allow: Sequence[str] = ()) -> None:
+        if isinstance(allow, str):  # a lone string would be read one character at a time
+            raise TypeError(f"allow: expected a sequence of entries, got the string {allow!r}")
         networks: list[IPNetwork] = []
         hosts: set[str] = set()
         for entry in allow:

@@ -34,7 +34,10 @@ EXCERPT_CHARS = 200
 # Enough of a response to drain a typical reply (so the connection is reused) and to
 # quote an error; a target that sends more gets its connection closed instead.
 _MAX_BODY_BYTES = 64 * 1024
-_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+# An idle connection is dropped before the shortest common server keep-alive (gunicorn: 2 s).
+# Reusing one the server is closing fails *after* sending, which for a target that does not
+# dedupe is an OutcomeUnknown; expiring early keeps that race rare.
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=1.5)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,12 +142,16 @@ class WebhookTarget:
         # A fresh timestamp (and so signature) per attempt, as Standard Webhooks expects;
         # the id and the Idempotency-Key stay the run id on every attempt.
         timestamp = int(self._clock())
+        try:
+            signature = sign(call.signing_secret, call.run_id, timestamp, call.body)
+        except ValueError as exc:
+            raise PermanentError(str(exc)) from None
         return {
             "Content-Type": "application/json",
             "Idempotency-Key": call.run_id,
             "webhook-id": call.run_id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": sign(call.signing_secret, call.run_id, timestamp, call.body),
+            "webhook-signature": signature,
         }
 
     def close(self) -> None:

@@ -1,0 +1,153 @@
+"""Workers as real processes: every run called once, and a killed worker's run comes back."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from crondepot.db import connect
+from tests.support.jobs import queued_runs
+from tests.support.processes import Proc, wait_until
+
+
+def _workers(url: str, n: int, *extra: str) -> list[Proc]:
+    return [Proc("worker", "--db", url, "--import", "tests.support.handlers", "--name", f"w{i}",
+                 *extra, env={"CRONDEPOT_TEST_CALLS_URL": url}) for i in range(n)]
+
+
+def _one(conn: psycopg.Connection[Any], sql: str) -> Any:
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
+
+
+@pytest.mark.slow
+def test_10000_runs_over_two_processes_each_called_exactly_once(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 10_000)
+        workers = _workers(db_url, 2, "--concurrency", "10", "--urgent-only", "0")
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") == 10_000,
+                       timeout=180, interval=0.2, message="10,000 runs succeeded")
+        finally:
+            for w in workers:
+                w.stop()
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 10_000
+        assert _one(conn, "SELECT count(DISTINCT run_id) FROM test_calls") == 10_000
+        assert _one(conn, "SELECT count(DISTINCT pid) FROM test_calls") == 2   # both worked
+    assert all(w.popen.returncode == 0 for w in workers)
+
+
+@pytest.mark.slow
+def test_kill_9_mid_call_brings_the_run_back_after_its_lease(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 1, payload='{"sleep": 30}', lease_seconds=5)
+        (victim,) = _workers(db_url, 1, "--heartbeat", "1")
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+                   message="the first call")
+        victim.kill(signal.SIGKILL)
+        killed_at = time.monotonic()
+        conn.execute("UPDATE jobs SET payload = '{}'")          # the second call is quick
+        (rescuer,) = _workers(db_url, 1)
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") == 1, timeout=60, message="retry")
+        finally:
+            rescuer.stop()
+        calls = conn.execute("SELECT run_id, attempt FROM test_calls ORDER BY at").fetchall()
+    assert len(calls) == 2 and calls[0][0] == calls[1][0]       # same run id, same key
+    assert [c[1] for c in calls] == [1, 2]
+    assert time.monotonic() - killed_at >= 3                     # not before the lease ended
+
+
+@pytest.mark.slow
+def test_a_worker_paused_past_its_lease_starts_no_call_and_its_writes_are_refused(
+        db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 1, payload='{"sleep": 4}', lease_seconds=5)
+        (paused,) = _workers(db_url, 1, "--heartbeat", "1")
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+                   message="the first call")
+        paused.kill(signal.SIGSTOP)
+        conn.execute("UPDATE jobs SET payload = '{}'")
+        (other,) = _workers(db_url, 1)
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") == 1, timeout=60, message="takeover")
+            (token_after,) = conn.execute("SELECT attempt FROM runs").fetchone()  # type: ignore[misc]
+            paused.kill(signal.SIGCONT)
+            time.sleep(6)        # the paused call finishes and tries to record
+        finally:
+            other.stop()
+            paused.stop()
+        calls = conn.execute("SELECT run_id, attempt FROM test_calls ORDER BY at").fetchall()
+        final = conn.execute("SELECT status, attempt FROM runs").fetchone()
+    assert [c[1] for c in calls] == [1, 2] and calls[0][0] == calls[1][0]
+    assert final == ("succeeded", 2) and token_after == 2
+    assert "outcome not recorded: the run's lease was lost" in paused.output()
+
+
+@pytest.mark.slow
+def test_permanent_errors_are_never_retried(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 20, handler="test.fail", payload='{"permanent": true}')
+        (worker,) = _workers(db_url, 1)
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = 'failed'")
+                       == 20, timeout=60, message="20 failed")
+            time.sleep(1)
+        finally:
+            worker.stop()
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 20
+        assert _one(conn, "SELECT max(attempt) FROM runs") == 1
+
+
+@pytest.mark.slow
+def test_temporary_errors_are_retried_then_dead_lettered_after_6_attempts(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 3, handler="test.fail")
+        (worker,) = _workers(db_url, 1)
+        try:
+            def skip_backoff_and_check() -> bool:
+                # Make waiting retries available now: this test counts attempts, not delays.
+                conn.execute("UPDATE runs SET available_at = now() WHERE status = 'queued'")
+                return bool(_one(conn, "SELECT count(*) FROM runs WHERE status = 'dead'") == 3)
+            wait_until(skip_backoff_and_check, timeout=90, interval=0.2, message="dead")
+        finally:
+            worker.stop()
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 18
+        assert _one(conn, "SELECT min(attempt) FROM runs") == 6
+        assert "gave up after 6 attempts" in _one(conn, "SELECT min(last_error) FROM runs")
+
+
+@pytest.mark.slow
+def test_urgent_only_slots_serve_urgent_while_normal_and_bulk_wait(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 40, priority="bulk", payload='{"sleep": 2}')
+        (worker,) = _workers(db_url, 1, "--concurrency", "6", "--urgent-only", "2")
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'running'") == 4, timeout=60, message="4 bulk")
+            queued_runs(conn, 2, priority="urgent")
+            started = time.monotonic()
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE priority = 'urgent'"
+                                          " AND status <> 'queued'") == 2,
+                       timeout=10, message="urgent runs started")
+            assert time.monotonic() - started < 1.5    # not behind the 2-second bulk calls
+        finally:
+            worker.stop(timeout=60)
+
+
+def test_sigterm_releases_runs_waiting_and_exits_0(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 1, payload='{"sleep": 1}')
+        (worker,) = _workers(db_url, 1)
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+                   message="call")
+        assert worker.stop(timeout=30) == 0
+        assert _one(conn, "SELECT status FROM runs") == "succeeded"   # finished in the grace
