@@ -435,19 +435,17 @@ INSERT_MANY_JOBS = """
 class DueQuery:
     jobs: int
     due: int
-    timings_ms: list[float]
+    timings_ms: list[float]        # client: execute + fetch of the claimed rows
+    server_ms: list[float]         # server: EXPLAIN ANALYZE execution time
     plan: list[str]
     table_bytes: int
     index_bytes: int
 
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.timings_ms)
 
-    @property
-    def p95_ms(self) -> float:
-        ordered = sorted(self.timings_ms)
-        return ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 def due_query(databases: BenchDatabases, batch: int = 2000) -> DueQuery:
@@ -460,16 +458,8 @@ def due_query(databases: BenchDatabases, batch: int = 2000) -> DueQuery:
                            "AND next_run_at <= now()").fetchone()
         assert row is not None
         due = int(row[0])
-        timings: list[float] = []
-        for attempt in range(DUE_QUERY_REPEATS + 1):   # the first one warms the cache
-            with contextlib.suppress(_Rollback), conn.transaction():
-                started = time.perf_counter()
-                claimed = conn.execute(Q.claim_due_jobs, params).fetchall()
-                elapsed = (time.perf_counter() - started) * 1000
-                raise _Rollback
-            if attempt:
-                timings.append(elapsed)
-        assert len(claimed) == min(batch, due), (len(claimed), due)
+        timings = [_claim_ms(conn, params, due) for _ in range(DUE_QUERY_REPEATS + 1)][1:]
+        server = [_claim_server_ms(conn, params) for _ in range(DUE_QUERY_REPEATS)]
         plan: list[str] = []
         with contextlib.suppress(_Rollback), conn.transaction():
             plan = [r[0] for r in conn.execute(
@@ -478,8 +468,31 @@ def due_query(databases: BenchDatabases, batch: int = 2000) -> DueQuery:
         row = conn.execute("SELECT pg_total_relation_size('jobs'), "
                            "pg_indexes_size('jobs')").fetchone()
         assert row is not None
-        return DueQuery(jobs=DUE_QUERY_JOBS, due=due, timings_ms=timings, plan=plan,
-                        table_bytes=int(row[0]), index_bytes=int(row[1]))
+        return DueQuery(jobs=DUE_QUERY_JOBS, due=due, timings_ms=timings, server_ms=server,
+                        plan=plan, table_bytes=int(row[0]), index_bytes=int(row[1]))
+
+
+def _claim_ms(conn: psycopg.Connection[Any], params: dict[str, Any], due: int) -> float:
+    """One claim, executed and fetched, then rolled back; the first call warms the cache."""
+    with contextlib.suppress(_Rollback), conn.transaction():
+        started = time.perf_counter()
+        claimed = conn.execute(Q.claim_due_jobs, params).fetchall()
+        elapsed = (time.perf_counter() - started) * 1000
+        if len(claimed) != min(params["batch"], due):
+            raise RuntimeError(f"claimed {len(claimed)} of {due} due jobs")
+        raise _Rollback
+    return elapsed
+
+
+def _claim_server_ms(conn: psycopg.Connection[Any], params: dict[str, Any]) -> float:
+    """The claim's execution time inside the server (no transfer to the client)."""
+    with contextlib.suppress(_Rollback), conn.transaction():
+        row = conn.execute(b"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "
+                           + Q.claim_due_jobs.encode(), params).fetchone()
+        assert row is not None
+        elapsed = float(row[0][0]["Execution Time"])
+        raise _Rollback
+    return elapsed
 
 
 class _Rollback(Exception):
@@ -524,25 +537,29 @@ def print_table(drains: list[Drain]) -> None:
 
 
 def print_costs(drains: list[Drain]) -> None:
-    print("\nWhere the time goes (CPU seconds over the whole drain; PostgreSQL = every process "
-          "of the server)")
+    print("\nWhere the time goes (CPU seconds over the whole drain, start-up included; "
+          "PostgreSQL = every process of the server; CPU busy = both / (wall x cores))")
     head = (f"{'kind':>9} {'size':>8} {'copies':>6} {'wall s':>7} {'sched CPU s':>11} "
             f"{'PG CPU s':>8} {'sched us/run':>12} {'PG us/run':>9} {'WAL B/run':>9} "
-            f"{'WAL MB':>7} {'base first->last s':>18}")
+            f"{'WAL MB':>7} {'CPU busy':>8}")
     print(head)
     print("-" * len(head))
+    cores = os.cpu_count() or 1
     for d in drains:
+        busy = (d.scheduler_cpu + d.postgres_cpu) / (d.wall * cores) * 100
         print(f"{d.kind:>9} {d.size:>8,} {d.copies:>6} {d.wall:>7.2f} {d.scheduler_cpu:>11.2f} "
               f"{d.postgres_cpu:>8.2f} {d.scheduler_cpu / d.size * 1e6:>12.1f} "
               f"{d.postgres_cpu / d.size * 1e6:>9.1f} {d.wal_bytes / d.size:>9.0f} "
-              f"{d.wal_bytes / MB:>7.1f} {d.first_to_last:>18.2f}")
+              f"{d.wal_bytes / MB:>7.1f} {busy:>7.0f}%")
 
 
 def print_due_query(result: DueQuery) -> None:
     print(f"\nDue query with {result.jobs:,} jobs ({result.due:,} due now), "
           f"Q.claim_due_jobs batch 2000, {len(result.timings_ms)} runs, rolled back:")
-    print(f"  median {result.median_ms:.2f} ms, p95 {result.p95_ms:.2f} ms, "
-          f"min {min(result.timings_ms):.2f} ms, max {max(result.timings_ms):.2f} ms")
+    for label, values in (("client (execute + fetch 2000 rows)", result.timings_ms),
+                          ("server (EXPLAIN ANALYZE execution)", result.server_ms)):
+        print(f"  {label}: median {statistics.median(values):.2f} ms, "
+              f"p95 {p95(values):.2f} ms, max {max(values):.2f} ms")
     print(f"  jobs table with indexes: {result.table_bytes / MB:,.0f} MB "
           f"(indexes {result.index_bytes / MB:,.0f} MB)")
     print("  EXPLAIN (ANALYZE, BUFFERS):")
@@ -565,6 +582,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--due-query", action="store_true",
                         help="only the due-query latency with 2.7 million jobs")
     parser.add_argument("--no-baseline", action="store_true", help="skip the baseline drains")
+    parser.add_argument("--no-due-query", action="store_true",
+                        help="skip the 2.7 M-job due query in a full run")
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -595,7 +614,7 @@ def run(args: argparse.Namespace) -> None:
     print_costs(drains)
     print(f"\nOne scheduler process starting on an empty database: {idle_cpu:.2f} CPU s, "
           f"{idle_rss / MB:.1f} MB RSS (start-up cost included in 'sched CPU s' above)")
-    if not args.quick:
+    if not (args.quick or args.no_due_query):
         print_due_query(due_query(databases))
 
 
