@@ -14,6 +14,7 @@ from crondepot.errors import (
     PermanentError,
     TemporaryError,
 )
+from crondepot.handlers import RunContext, handler
 from crondepot.timetable import next_fires, run_id, spread_offset
 
 __all__ = [
@@ -21,8 +22,10 @@ __all__ = [
     "InvalidJob",
     "InvalidSchedule",
     "PermanentError",
+    "RunContext",
     "TemporaryError",
     "__version__",
+    "handler",
     "next_fires",
     "run_id",
     "spread_offset",

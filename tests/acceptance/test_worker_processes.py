@@ -151,3 +151,84 @@ def test_sigterm_releases_runs_waiting_and_exits_0(db_url: str) -> None:
                    message="call")
         assert worker.stop(timeout=30) == 0
         assert _one(conn, "SELECT status FROM runs") == "succeeded"   # finished in the grace
+
+
+def _busiest_window(times: list[float], width: float = 1.0) -> int:
+    """The most events in any half-open window [t, t + width) — a sliding window."""
+    times.sort()
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while times[start] <= t - width:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+@pytest.mark.slow
+def test_three_workers_behind_450_per_second_never_exceed_limit_plus_burst(
+        db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 3000)
+        conn.execute("UPDATE jobs SET rate_limit = 'sms-gateway'")
+        from crondepot.ratelimit import set_limit
+        set_limit(conn, "sms-gateway", 450, 50)
+        workers = _workers(db_url, 3, "--concurrency", "10", "--urgent-only", "0")
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") == 3000, timeout=120, interval=0.2,
+                       message="3000 runs")
+        finally:
+            for w in workers:
+                w.stop()
+        times = [row[0] for row in conn.execute(
+            "SELECT extract(epoch FROM at)::float8 FROM test_calls").fetchall()]
+        pids = _one(conn, "SELECT count(DISTINCT pid) FROM test_calls")
+        failed = _one(conn, "SELECT count(*) FROM runs WHERE status <> 'succeeded'")
+    busiest = _busiest_window(times)
+    span = max(times) - min(times)
+    assert pids == 3 and failed == 0
+    assert busiest <= 500, f"busiest 1-second window had {busiest} calls"
+    assert span >= (3000 - 50) / 450 * 0.95      # the limit really held them back
+
+
+@pytest.mark.slow
+def test_bulk_keeps_at_least_a_tenth_of_claims_under_an_urgent_flood(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 3000, priority="urgent")
+        queued_runs(conn, 1000, priority="bulk")
+        (worker,) = _workers(db_url, 1, "--concurrency", "10", "--urgent-only", "0")
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") >= 1500, timeout=120, interval=0.2,
+                       message="1500 runs")
+        finally:
+            worker.stop()
+        first = conn.execute("SELECT priority FROM runs WHERE first_claimed_at IS NOT NULL "
+                             "ORDER BY first_claimed_at, run_id LIMIT 1000").fetchall()
+    bulk = sum(1 for (p,) in first if p == "bulk")
+    assert bulk >= 100, f"bulk got {bulk} of the first 1000 claims"
+
+
+@pytest.mark.slow
+def test_an_idle_worker_starts_a_new_run_within_about_100_ms(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 1)
+        (worker,) = _workers(db_url, 1)
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+                       message="warm-up run")
+            time.sleep(1.5)                        # the worker is idle, listening
+            lags = []
+            for _ in range(5):
+                conn.execute("DELETE FROM runs; DELETE FROM jobs")
+                queued_runs(conn, 1)              # written as a tick would, then…
+                conn.execute("NOTIFY crondepot_runs, 'normal'")
+                wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE started_at "
+                                              "IS NOT NULL") == 1, timeout=10,
+                           interval=0.005, message="start")
+                lags.append(_one(conn, "SELECT extract(epoch FROM started_at - due_at) "
+                                       "FROM runs"))
+                time.sleep(1.2)
+        finally:
+            worker.stop()
+    assert sorted(lags)[2] < 0.15, f"median start lag {sorted(lags)[2]:.3f}s (all: {lags})"

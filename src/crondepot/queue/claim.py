@@ -2,7 +2,7 @@
 
 Weighted reading (default urgent:normal:bulk = 6:3:1) keeps urgent runs first without
 starving bulk ones: of every ten runs a worker takes, six come from urgent, three from normal
-and one from bulk, and a queue with nothing ready lends its share to the others.
+and one from bulk, and a queue with nothing ready lends its turns to the next one.
 """
 
 from __future__ import annotations
@@ -74,25 +74,27 @@ class WeightedOrder:
 
 def claim_runs(conn: psycopg.Connection[Any], *, owner: str, shares: dict[str, int],
                lend: bool = True, now: datetime | None = None) -> list[ClaimedRun]:
-    """Claim up to ``shares[p]`` runs of each priority; a priority short of ready runs lends
-    what it could not use to the next ones (urgent → normal → bulk → urgent)."""
+    """Claim up to ``shares[p]`` runs of each priority. A priority short of ready runs lends
+    the turns it could not use to the *next* priority (urgent → normal → bulk → urgent), so
+    an empty normal queue under an urgent flood gives its turns to bulk, not to urgent."""
     claimed: list[ClaimedRun] = []
-    spare = 0
-    exhausted: set[str] = set()
+    short: dict[str, int] = {}
     for priority in PRIORITIES:
         want = shares.get(priority, 0)
         if want:
             got = _claim(conn, owner, priority, want, now)
             claimed += got
-            spare += want - len(got)
             if len(got) < want:
-                exhausted.add(priority)
-    # The share a short queue could not use goes to the others, in priority order.
-    for priority in PRIORITIES if lend else ():
-        if spare <= 0:
-            break
-        if priority not in exhausted:
-            got = _claim(conn, owner, priority, spare, now)
+                short[priority] = want - len(got)
+    if not lend:
+        return claimed
+    for lender, spare in short.items():
+        start = PRIORITIES.index(lender)
+        for step in (1, 2):
+            borrower = PRIORITIES[(start + step) % len(PRIORITIES)]
+            if spare <= 0 or borrower in short:
+                continue          # a queue that came up short has nothing more to give
+            got = _claim(conn, owner, borrower, spare, now)
             claimed += got
             spare -= len(got)
     return claimed

@@ -122,10 +122,10 @@ class Scheduler:
     def _observe_queued(self, result: TickResult) -> None:
         assert result.now is not None
         by_priority: dict[str, int] = {}
+        histograms = {p: metrics.enqueue_delay.labels(p) for p in set(result.queued_priorities)}
         for run, priority in zip(result.queued, result.queued_priorities, strict=True):
             by_priority[priority] = by_priority.get(priority, 0) + 1
-            metrics.enqueue_delay.labels(priority).observe(
-                (result.now - run.due_at).total_seconds())
+            histograms[priority].observe((result.now - run.due_at).total_seconds())
         for priority, count in by_priority.items():
             metrics.runs_created.labels(priority).inc(count)
 

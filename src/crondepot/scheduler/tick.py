@@ -21,7 +21,7 @@ from psycopg.rows import namedtuple_row
 
 from crondepot.db import Q
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
-from crondepot.timetable import Timetable, spread_offset
+from crondepot.timetable import Timetable, run_id, spread_offset
 
 log = logging.getLogger("crondepot.scheduler")
 
@@ -57,6 +57,9 @@ class FireMemo:
 
     def __init__(self) -> None:
         self._next: dict[tuple[Timetable, datetime], datetime | None] = {}
+        # Whole plans, per group of jobs that share timetable, due time and rules: only
+        # the run ids differ between them.
+        self.plans: dict[tuple[Any, ...], Plan] = {}
 
     def next_fire(self, timetable: Timetable) -> Callable[[datetime], datetime | None]:
         def lookup(after: datetime) -> datetime | None:
@@ -103,7 +106,16 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
     # H fields hash on the job key; without H the key changes nothing, so jobs share a
     # timetable (and its memo) whatever their keys.
     timetable = _timetable(row.cron, row.tz, hash_key if "H" in row.cron else "")
-    return plan(job, now, memo.next_fire(timetable))
+    group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
+             row.misfire_policy, row.misfire_seconds, row.misfire_until)
+    shared = memo.plans.get(group)
+    if shared is None:
+        shared = memo.plans[group] = plan(job, now, memo.next_fire(timetable))
+        return shared
+    return Plan(runs=[PlannedRun(run_id=run_id(row.id, r.nominal_at), nominal_at=r.nominal_at,
+                                 due_at=r.due_at, skip_reason=r.skip_reason)
+                      for r in shared.runs],
+                next_nominal_at=shared.next_nominal_at, next_run_at=shared.next_run_at)
 
 
 def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],

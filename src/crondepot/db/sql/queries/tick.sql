@@ -18,8 +18,10 @@ FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS t,
 
 -- name: insert_runs
 -- All the runs of a tick in one statement: arrays unnested server-side, one round trip
--- however many rows. ON CONFLICT DO NOTHING makes a repeated run id (a retried tick, a
--- manual trigger of the same instant) a no-op instead of a second run.
+-- however many rows. The arrays travel in binary format: as text, psycopg would quote them
+-- element by element in Python, which was half of a tick's CPU. ON CONFLICT DO NOTHING
+-- makes a repeated run id (a retried tick, a manual trigger of the same instant) a no-op
+-- instead of a second run.
 INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
                   status, skip_reason, finished_at)
 SELECT r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at, r.due_at,
@@ -27,9 +29,9 @@ SELECT r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at, r.du
        r.skip_reason,
        CASE WHEN r.skip_reason IS NULL THEN NULL
             ELSE coalesce(%(now)s::timestamptz, now()) END
-FROM unnest(%(run_ids)s::text[], %(job_ids)s::bigint[], %(tenant_ids)s::bigint[],
-            %(priorities)s::text[], %(nominal_ats)s::timestamptz[], %(due_ats)s::timestamptz[],
-            %(skip_reasons)s::text[])
+FROM unnest(%(run_ids)b::text[], %(job_ids)b::bigint[], %(tenant_ids)b::bigint[],
+            %(priorities)b::text[], %(nominal_ats)b::timestamptz[], %(due_ats)b::timestamptz[],
+            %(skip_reasons)b::text[])
      AS r(run_id, job_id, tenant_id, priority, nominal_at, due_at, skip_reason)
 ON CONFLICT (run_id) DO NOTHING;
 
@@ -38,8 +40,8 @@ ON CONFLICT (run_id) DO NOTHING;
 -- transaction, so nobody else moved them meanwhile).
 UPDATE jobs AS j
 SET next_run_at = u.next_run_at, next_nominal_at = u.next_nominal_at
-FROM unnest(%(ids)s::bigint[], %(next_run_ats)s::timestamptz[],
-            %(next_nominal_ats)s::timestamptz[]) AS u(id, next_run_at, next_nominal_at)
+FROM unnest(%(ids)b::bigint[], %(next_run_ats)b::timestamptz[],
+            %(next_nominal_ats)b::timestamptz[]) AS u(id, next_run_at, next_nominal_at)
 WHERE j.id = u.id;
 
 -- name: notify_runs_queued

@@ -1,0 +1,51 @@
+"""``crondepot limits set|list``: named rate limits shared by every worker."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from crondepot.cli.options import add_database, add_json, database
+from crondepot.cli.output import print_json
+from crondepot.db import Q, connect
+from crondepot.ratelimit import parse_rate, set_limit
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("limits", help="rate limits on targets (token buckets)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    setting = actions.add_parser("set", help="create or change a limit: limits set NAME RATE")
+    add_database(setting)
+    add_json(setting)
+    setting.add_argument("name", help="limit name, e.g. sms-gateway")
+    setting.add_argument("rate", help="e.g. 450/s or 600/m")
+    setting.add_argument("--burst", type=int, default=None,
+                         help="tokens that may be spent at once (default: one second's worth)")
+    setting.set_defaults(run=run_set)
+    listing = actions.add_parser("list", help="list limits")
+    add_database(listing)
+    add_json(listing)
+    listing.set_defaults(run=run_list)
+
+
+def run_set(args: argparse.Namespace) -> int:
+    rate = parse_rate(args.rate)
+    burst = args.burst if args.burst is not None else max(1, int(rate))
+    with database(args) as db, connect(db.url, application_name="crondepot-cli") as conn:
+        set_limit(conn, args.name, rate, burst)
+    if args.json:
+        print_json({"name": args.name, "rate_per_second": rate, "burst": burst})
+    else:
+        print(f"{args.name}: {rate:g}/s, burst {burst}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with database(args) as db, connect(db.url, application_name="crondepot-cli") as conn:
+        rows = conn.execute(Q.list_rate_limits).fetchall()
+    if args.json:
+        print_json([{"name": n, "rate_per_second": r, "burst": b} for n, r, b in rows])
+    else:
+        for name, rate, burst in rows:
+            print(f"{name}: {rate:g}/s, burst {burst}")
+    return 0

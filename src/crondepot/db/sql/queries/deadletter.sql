@@ -1,0 +1,27 @@
+-- name: list_dead_runs
+-- The dead letter, newest first, filtered. Every filter is optional (NULL = any); the
+-- runs_dead index serves the common (tenant, time) case.
+SELECT r.run_id, r.job_id, j.key AS job_key, tn.name AS tenant, r.priority, r.nominal_at,
+       r.due_at, r.attempt, r.finished_at, r.error_class, r.last_error
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+JOIN tenants tn ON tn.id = r.tenant_id
+WHERE r.status = 'dead'
+  AND (%(tenant)s::text IS NULL OR tn.name = %(tenant)s::text)
+  AND (%(job_id)s::bigint IS NULL OR r.job_id = %(job_id)s::bigint)
+  AND (%(run_ids)s::text[] IS NULL OR r.run_id = ANY(%(run_ids)s::text[]))
+  AND (%(error)s::text IS NULL OR r.error_class = %(error)s::text
+       OR r.last_error ILIKE '%%' || %(error)s::text || '%%')
+  AND (%(since)s::timestamptz IS NULL OR r.finished_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR r.finished_at < %(until)s::timestamptz)
+ORDER BY r.finished_at DESC, r.run_id
+LIMIT %(limit)s::integer;
+
+-- name: replay_dead_runs
+-- Replay: the same run id goes back to the queue with a fresh attempt budget. Conditional on
+-- status = 'dead', so a run replayed twice at once is queued once.
+UPDATE runs
+SET status = 'queued', attempt = 0, available_at = now(), updated_at = now(),
+    finished_at = NULL, last_error = NULL, error_class = NULL
+WHERE status = 'dead' AND run_id = ANY(%(run_ids)s::text[])
+RETURNING run_id, priority;
