@@ -13,13 +13,11 @@ import shutil
 import socket
 import ssl
 import subprocess
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -42,94 +40,7 @@ BODY = b'{"run_id":"r-1","payload":{"to":"+15550100"}}'
 LOOPBACK_ONLY = AddressGuard(["127.0.0.1/32"])
 
 
-# --- a real target on loopback ----------------------------------------------------------
-
-
-@dataclass
-class Route:
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b"ok"
-    delay_s: float = 0.0
-    drop: bool = False  # read the request, then close without answering
-
-
-@dataclass(frozen=True)
-class Received:
-    method: str
-    path: str
-    headers: dict[str, str]  # names lower-cased
-    body: bytes
-    client_port: int
-
-
-class TargetServer:
-    """A ThreadingHTTPServer on 127.0.0.1 that answers by route and records every request."""
-
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
-        self.routes: dict[str, Route] = {}
-        self.received: list[Received] = []
-        self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.target = self
-        if ssl_context is not None:
-            self._httpd.socket = ssl_context.wrap_socket(self._httpd.socket, server_side=True)
-        self.port = self._httpd.server_address[1]
-        self.scheme = "http" if ssl_context is None else "https"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
-                                        daemon=True)
-        self._thread.start()
-
-    def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
-        return f"{self.scheme}://{host}:{self.port}{path}"
-
-    def record(self, received: Received) -> None:
-        with self._lock:
-            self.received.append(received)
-
-    def paths(self) -> list[str]:
-        with self._lock:
-            return [r.path for r in self.received]
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    target: TargetServer
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, so connection reuse is observable
-    server: _Server
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        target = self.server.target
-        target.record(Received(self.command, self.path,
-                               {k.lower(): v for k, v in self.headers.items()}, body,
-                               self.client_address[1]))
-        route = target.routes.get(self.path, Route())
-        time.sleep(route.delay_s)
-        if route.drop:
-            self.close_connection = True
-            return
-        try:
-            self.send_response(route.status)
-            for name, value in route.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(route.body)))
-            self.end_headers()
-            self.wfile.write(route.body)
-        except OSError:  # the client gave up (a timeout test); nothing to tell it
-            self.close_connection = True
-
-    do_GET = do_POST
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+from tests.support.target_server import Route, TargetServer  # noqa: E402
 
 
 @pytest.fixture

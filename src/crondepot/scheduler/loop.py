@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +23,12 @@ import psycopg
 
 from crondepot import metrics
 from crondepot.db import Q, connect
+from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.scheduler.tick import TickResult, tick
 
 log = logging.getLogger("crondepot.scheduler")
 
 _MIN_WAIT = 0.05   # jobs still due after a short batch are locked by another copy
-_MAX_BACKOFF = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,36 +39,29 @@ class SchedulerConfig:
     name: str = "scheduler"
 
 
-class Scheduler:
+class Scheduler(Stoppable):
     def __init__(self, config: SchedulerConfig) -> None:
+        super().__init__()
         self.config = config
-        self._stop = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
         self._listener: psycopg.Connection[Any] | None = None
 
-    def stop(self, *_: object) -> None:
-        self._stop.set()
-
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
-
     def run(self) -> None:
-        backoff = 0.5
+        backoff = Backoff()
         log.info("scheduler started", extra={"batch": self.config.batch,
                                              "tick_seconds": self.config.tick_seconds})
         while not self._stop.is_set():
             try:
                 self._connect()
                 self._cycle()
-                backoff = 0.5
+                backoff.reset()
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 metrics.scheduler_errors.inc()
-                log.warning("database unavailable, retrying in %.1fs: %s", backoff,
+                wait = backoff.next()
+                log.warning("database unavailable, retrying in %.1fs: %s", wait,
                             str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
                 self._disconnect()
-                self._stop.wait(backoff * random.uniform(0.5, 1.0))
-                backoff = min(backoff * 2, _MAX_BACKOFF)
+                self._stop.wait(wait)
         self._disconnect()
         log.info("scheduler stopped")
 

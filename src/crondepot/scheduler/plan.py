@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
 from crondepot.timetable import run_id
+from crondepot.timetable.zone import place
 
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
                      "misfire_local_deadline"]
@@ -118,24 +119,8 @@ def local_deadline(nominal: datetime, until: time, tz: str) -> datetime:
     zone = ZoneInfo(tz)
     local = nominal.astimezone(zone)
     for day in (local.date(), local.date() + timedelta(days=1)):
-        candidate = _wall_to_instant(datetime.combine(day, until), zone)
+        where = place(zone, datetime.combine(day, until))
+        candidate = (where.second or where.first).replace(tzinfo=UTC)
         if candidate >= nominal:
             return candidate
     raise AssertionError("unreachable: a wall-clock time recurs within two days")
-
-
-def _wall_to_instant(wall: datetime, zone: ZoneInfo) -> datetime:
-    late = wall.replace(tzinfo=zone, fold=1)
-    if late.astimezone(ZoneInfo("UTC")).astimezone(zone).replace(tzinfo=None) == wall:
-        return late.astimezone(ZoneInfo("UTC"))
-    # In a gap: fold=1 maps with the offset after the change, landing before it; the change
-    # instant is the earliest instant whose wall-clock time is past ``wall``.
-    early = wall.replace(tzinfo=zone, fold=0).astimezone(ZoneInfo("UTC"))
-    low, high = late.astimezone(ZoneInfo("UTC")), early
-    while high - low > timedelta(seconds=1):
-        mid = low + (high - low) / 2
-        if mid.astimezone(zone).replace(tzinfo=None) > wall:
-            high = mid
-        else:
-            low = mid
-    return high.replace(microsecond=0)

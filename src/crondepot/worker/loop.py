@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -32,6 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
 from crondepot.db import Q, connect
+from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
 from crondepot.queue.claim import ClaimedRun
 from crondepot.queue.lease import (
@@ -61,13 +61,13 @@ class WorkerConfig:
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
-class Worker:
+class Worker(Stoppable):
     def __init__(self, config: WorkerConfig, guard: AddressGuard | None = None) -> None:
+        super().__init__()
         if not 0 <= config.urgent_only < config.concurrency:
             raise ValueError(f"urgent-only slots: expected 0 to {config.concurrency - 1}, got "
                              f"{config.urgent_only}")
         self.config = config
-        self._stop = threading.Event()
         self._done = threading.Event()
         self._slot_freed = threading.Event()
         self._lock = threading.Lock()
@@ -82,13 +82,6 @@ class Worker:
         self._webhooks = WebhookTarget(guard or AddressGuard.from_env())
         self._executor = Executor(self._pool, RateLimiter(self._pool), self._webhooks,
                                   stopping=self._stop.is_set)
-
-    def stop(self, *_: object) -> None:
-        self._stop.set()
-
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
 
     def run(self) -> None:
         self._pool.open(wait=True, timeout=60)
@@ -113,7 +106,7 @@ class Worker:
     def _claim_loop(self, slots: ThreadPoolExecutor) -> None:
         listener: psycopg.Connection[Any] | None = None
         next_reap = 0.0
-        backoff = 0.5
+        backoff = Backoff()
         while not self._stop.is_set():
             try:
                 if listener is None or listener.closed:
@@ -124,16 +117,16 @@ class Worker:
                     self._reap()
                     next_reap = time.monotonic() + self.config.reap_seconds
                 claimed = self._claim_for_free_slots(slots)
-                backoff = 0.5
+                backoff.reset()
             except (psycopg.OperationalError, psycopg.InterfaceError,
                     TimeoutError) as exc:
-                log.warning("database unavailable, retrying in %.1fs: %s", backoff, exc)
+                wait = backoff.next()
+                log.warning("database unavailable, retrying in %.1fs: %s", wait, exc)
                 if listener is not None:
                     with contextlib.suppress(psycopg.Error):
                         listener.close()
                 listener = None
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                self._stop.wait(wait)
                 continue
             if claimed:
                 continue

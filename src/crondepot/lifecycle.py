@@ -1,0 +1,38 @@
+"""What every long-running crondepot process shares: stopping on a signal, and backing off
+while the database is away."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+
+
+class Stoppable:
+    """A process loop that SIGTERM or SIGINT asks to finish what it holds and stop."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+
+    def stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+
+class Backoff:
+    """Capped exponential waits with jitter, so copies that lost the database together do
+    not all reconnect in the same instant."""
+
+    def __init__(self, first: float = 0.5, cap: float = 10.0) -> None:
+        self.first, self.cap, self.current = first, cap, first
+
+    def next(self) -> float:
+        wait = self.current * random.uniform(0.5, 1.0)
+        self.current = min(self.current * 2, self.cap)
+        return wait
+
+    def reset(self) -> None:
+        self.current = self.first
