@@ -232,3 +232,49 @@ def test_an_idle_worker_starts_a_new_run_within_about_100_ms(db_url: str) -> Non
         finally:
             worker.stop()
     assert sorted(lags)[2] < 0.15, f"median start lag {sorted(lags)[2]:.3f}s (all: {lags})"
+
+
+@pytest.mark.slow
+def test_heartbeats_keep_a_call_longer_than_its_lease(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 1, payload='{"sleep": 8}', lease_seconds=5)
+        workers = _workers(db_url, 2, "--heartbeat", "1")
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") == 1, timeout=60, message="done")
+        finally:
+            for w in workers:
+                w.stop()
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 1     # never taken over
+        assert _one(conn, "SELECT attempt FROM runs") == 1
+
+
+@pytest.mark.slow
+def test_async_handlers_run(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 20, handler="test.async")
+        (worker,) = _workers(db_url, 1)
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") == 20, timeout=60, message="20")
+        finally:
+            worker.stop()
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 20
+
+
+@pytest.mark.slow
+def test_sigterm_releases_runs_that_had_not_started(db_url: str) -> None:
+    with connect(db_url) as conn:
+        queued_runs(conn, 5)
+        conn.execute("UPDATE jobs SET rate_limit = 'trickle'")
+        from crondepot.ratelimit import set_limit
+        set_limit(conn, "trickle", 0.2, 1)              # one call, then one per 5 s
+        (worker,) = _workers(db_url, 1, "--concurrency", "5", "--urgent-only", "0")
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+                   message="the one call the bucket allows")
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = 'running'")
+                   == 4, timeout=30, message="four runs waiting for tokens")
+        assert worker.stop(timeout=30) == 0
+        rows = conn.execute("SELECT status, attempt, count(*) FROM runs GROUP BY 1, 2 "
+                            "ORDER BY 1").fetchall()
+    assert rows == [("queued", 0, 4), ("succeeded", 1, 1)]

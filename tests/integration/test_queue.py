@@ -74,9 +74,9 @@ def test_outcome_with_a_stale_token_is_refused_and_changes_nothing(
     (again,) = claim_runs(conn, owner="w2", shares={"normal": 1}, now=later)
     assert again.run_id == run.run_id and again.attempt == 2
     with pytest.raises(LostLease):
-        record_success(conn, run.run_id, run.lease_token)        # the first holder, too late
+        record_success(conn, run.run_id, run.lease_token, run.attempt)   # first holder, late
     assert _status(conn, run.run_id) == ("running", 2, "w2")
-    record_success(conn, again.run_id, again.lease_token)
+    record_success(conn, again.run_id, again.lease_token, again.attempt)
     assert _status(conn, run.run_id)[0] == "succeeded"
 
 
@@ -145,5 +145,17 @@ def test_worker_cannot_take_a_run_before_the_scheduler_commits(db_url: str) -> N
             assert result.inserted == 1
             assert claim_runs(worker, owner="fast", shares={"normal": 1}) == []
         (run,) = claim_runs(worker, owner="fast", shares={"normal": 1})
-        record_success(worker, run.run_id, run.lease_token)
+        record_success(worker, run.run_id, run.lease_token, run.attempt)
         assert _status(worker, run.run_id)[0] == "succeeded"
+
+
+def test_a_late_success_is_recorded_if_nobody_took_the_run_over(
+        conn: psycopg.Connection[Any]) -> None:
+    """Lease expired and reaped, but not yet claimed again: the call happened, record it,
+    so no second worker calls the target."""
+    queued_runs(conn, 1, lease_seconds=5)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    reap_abandoned_runs(conn, now=run.db_now + timedelta(seconds=6))
+    record_success(conn, run.run_id, run.lease_token, run.attempt)
+    assert _status(conn, run.run_id) == ("succeeded", 1, None)
+    assert claim_runs(conn, owner="w2", shares={"normal": 1}) == []     # nothing to repeat

@@ -41,3 +41,11 @@ def fail(run: RunContext) -> None:
     if run.payload.get("permanent"):
         raise PermanentError("invalid number")
     raise TemporaryError("gateway said 503")
+
+
+@handler("test.async")
+async def record_async(run: RunContext) -> None:
+    import asyncio
+
+    await asyncio.sleep(0.01)
+    _record(run)

@@ -28,9 +28,9 @@ def _fenced(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -
                         "holds the run; not recording over its new state")
 
 
-def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID,
+def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID, attempt: int,
                    result: dict[str, Any] | None = None) -> None:
-    _fenced(conn, Q.record_success, {"run_id": run_id, "token": token,
+    _fenced(conn, Q.record_success, {"run_id": run_id, "token": token, "attempt": attempt,
                                      "result": Jsonb(result) if result is not None else None})
 
 

@@ -92,7 +92,7 @@ class Executor:
         if kind is None or error is None:
             metrics.attempts.labels("ok").inc()
             self._record(run, lambda conn: record_success(conn, run.run_id, run.lease_token,
-                                                          result), "succeeded")
+                                                          run.attempt, result), "succeeded")
         else:
             metrics.attempts.labels(kind).inc()
             self._record_failure(run, kind, error, retry_after)

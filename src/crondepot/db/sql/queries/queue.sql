@@ -41,13 +41,17 @@ WHERE r.run_id = h.run_id AND r.lease_token = h.token AND r.status = 'running'
 RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
 
 -- name: record_success
--- Fenced by the lease token. A holder whose lease expired but was not yet taken over still
--- records: the call happened, and saying so prevents a repeat.
+-- Fenced by the lease token. Two cases are accepted: the holder still holds the run; or its
+-- lease expired and the run was reaped back to the queue but nobody has claimed it since
+-- (same attempt number, no token). The call happened; recording it then prevents a second
+-- call. Once another worker has claimed the run (attempt moved on), nothing is written.
 UPDATE runs
 SET status = 'succeeded', finished_at = now(), updated_at = now(), result = %(result)s,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     last_error = NULL, error_class = NULL
-WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+WHERE run_id = %(run_id)s::text
+  AND ((status = 'running' AND lease_token = %(token)s::uuid)
+       OR (status = 'queued' AND lease_token IS NULL AND attempt = %(attempt)s::integer));
 
 -- name: record_retry
 -- A temporary failure: back to the queue, available after the backoff delay.
