@@ -151,6 +151,9 @@ def _pgqueuer_worker(url: str, concurrency: int) -> int:
 def procrastinate_app(url: str) -> Any:
     import procrastinate
 
+    # It warns that an app made in ``__main__`` cannot be found by import path; ours is
+    # found by task name, in the worker and in the deferring process alike.
+    logging.getLogger("procrastinate.blueprints").setLevel(logging.ERROR)
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(
         conninfo=url, min_size=4, max_size=PEER_POOL_SIZE))
 
@@ -265,8 +268,9 @@ async def _load_procrastinate(url: str, size: int) -> None:
             await task.batch_defer_async(*({} for _ in range(min(LOAD_CHUNK, size - start))))
 
 
-# Per system: "is anything left?" (index probes, cheap enough every 50 ms), then the check
-# and the first→last span once it says no.
+# Per system: "is anything left?" (index probes, cheap enough every 50 ms), then, once it
+# says no: runs done, the first→last span, and the claims that returned runs (distinct claim
+# timestamps: each claim statement has its own now()).
 PENDING = {
     "crondepot": "SELECT EXISTS (SELECT 1 FROM runs WHERE status = 'queued') "
                  "OR EXISTS (SELECT 1 FROM runs WHERE status = 'running')",
@@ -277,16 +281,19 @@ PENDING = {
 FINISHED = {
     "crondepot": """
         SELECT count(*) FILTER (WHERE status = 'succeeded' AND attempt = 1),
-               extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM runs""",
+               extract(epoch FROM max(finished_at) - min(started_at))::float8,
+               count(DISTINCT started_at) FROM runs""",
     "pgqueuer": """
         SELECT count(*) FILTER (WHERE status = 'successful'),
                extract(epoch FROM max(created) FILTER (WHERE status = 'successful')
-                                - min(created) FILTER (WHERE status = 'picked'))::float8
+                                - min(created) FILTER (WHERE status = 'picked'))::float8,
+               count(DISTINCT created) FILTER (WHERE status = 'picked')
         FROM pgqueuer_log""",
     "procrastinate": """
         SELECT (SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'),
                extract(epoch FROM max(at) FILTER (WHERE type = 'succeeded')
-                                - min(at) FILTER (WHERE type = 'started'))::float8
+                                - min(at) FILTER (WHERE type = 'started'))::float8,
+               count(DISTINCT at) FILTER (WHERE type = 'started')
         FROM procrastinate_events""",
 }
 
@@ -459,6 +466,7 @@ class Drain:
     worker_cpu: float = 0.0
     postgres_cpu: float = 0.0
     xacts: int = 0
+    claims: int = 0
 
     @property
     def rate(self) -> float:
@@ -492,6 +500,7 @@ def drain(databases: BenchDatabases, system: str, size: int, processes: int,
             row = conn.execute(FINISHED[system]).fetchone()
             assert row is not None
             result.done, result.first_to_last = int(row[0]), float(row[1] or 0.0)
+            result.claims = int(row[2])
         if result.done != size:
             raise RuntimeError(f"{system}: expected {size} runs succeeded at the first attempt, "
                                f"found {result.done}")
@@ -668,7 +677,7 @@ def print_drains(drains: list[Drain]) -> None:
     cores = os.cpu_count() or 1
     head = (f"{'system':>13} {'procs':>5} {'runs':>7} {'wall s':>7} {'runs/s':>7} "
             f"{'f->l s':>7} {'runs/s f->l':>11} {'RSS MB':>7} {'wkr us/run':>10} "
-            f"{'PG us/run':>9} {'xacts/run':>9} {'CPU busy':>8}")
+            f"{'PG us/run':>9} {'xacts/run':>9} {'runs/claim':>10} {'CPU busy':>8}")
     print(head)
     print("-" * len(head))
     for d in drains:
@@ -676,7 +685,7 @@ def print_drains(drains: list[Drain]) -> None:
         print(f"{d.system:>13} {d.processes:>5} {d.size:>7,} {d.wall:>7.2f} {d.rate:>7,.0f} "
               f"{d.first_to_last:>7.2f} {d.rate_f2l:>11,.0f} {d.peak_rss / MB:>7.1f} "
               f"{d.worker_cpu / d.size * 1e6:>10.0f} {d.postgres_cpu / d.size * 1e6:>9.0f} "
-              f"{d.xacts / d.size:>9.2f} {busy:>7.0f}%")
+              f"{d.xacts / d.size:>9.2f} {d.size / max(1, d.claims):>10.1f} {busy:>7.0f}%")
 
 
 def print_ratios(drains: list[Drain]) -> None:

@@ -1,4 +1,9 @@
-"""Persisting jobs. Every write computes the first ``next_run_at`` on the database clock."""
+"""Persisting jobs. Every write computes the first ``next_run_at`` on the database clock.
+
+Reads and changes are scoped by tenant: a job of another tenant is not found, exactly like
+an unknown id. Every change names the state it expects (the version, "active", "paused") and
+raises instead of writing when the job is not in it; nothing here knows about HTTP.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,37 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from crondepot.db import Q
-from crondepot.job.spec import JobSpec
-from crondepot.timetable import spread_offset
+from crondepot.errors import CrondepotError, InvalidJob
+from crondepot.job.spec import JobSpec, Misfire
+from crondepot.timetable import run_id, spread_offset
+
+
+class JobNotFound(CrondepotError, LookupError):
+    """No job with this id for this tenant (it may exist for another: that is not said)."""
+
+
+class JobCancelled(CrondepotError):
+    """The job is cancelled; it can be read but no longer changed or triggered."""
+
+
+class VersionMismatch(CrondepotError):
+    """The job changed since the caller read it (optimistic concurrency)."""
+
+    def __init__(self, message: str, *, current: int) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class KeyConflict(CrondepotError):
+    """A create named a key the tenant already uses for a different document."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,4 +114,217 @@ def _columns(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
         "max_attempts": [s.max_attempts for s in specs],
         "lease_seconds": [s.lease_seconds for s in specs],
         "rate_limits": [s.rate_limit for s in specs],
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredJob:
+    """A job as stored: its document (``spec``) and the state around it."""
+
+    id: int
+    spec: JobSpec
+    paused: bool
+    next_run_at: datetime | None
+    next_nominal_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    cancelled_at: datetime | None
+    version: int
+
+    @property
+    def active(self) -> bool:
+        return self.spec.active
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFilter:
+    priority: str | None = None
+    paused: bool | None = None
+    active: bool | None = None
+    key_prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Triggered:
+    run_id: str
+    created: bool          # False: a run with this id existed (same second): nothing written
+
+
+def job_document(spec: JobSpec) -> dict[str, Any]:
+    """The canonical document of ``spec``: what ``JobSpec.from_document`` turns back into it."""
+    doc: dict[str, Any] = {
+        "key": spec.key, "cron": spec.cron, "tz": spec.tz, "priority": spec.priority,
+        "target": spec.target, "payload": spec.payload, "misfire": spec.misfire.document(),
+        "catchup": spec.catchup, "max_catchup": spec.max_catchup,
+        "max_attempts": spec.max_attempts, "lease_seconds": spec.lease_seconds,
+        "rate_limit": spec.rate_limit, "active": spec.active,
+    }
+    if spec.spread_seconds or spec.spread_key is not None:
+        doc["spread"] = {"seconds": spec.spread_seconds}
+        if spec.spread_key is not None:
+            doc["spread"]["key"] = spec.spread_key
+    return doc
+
+
+def create_job(conn: psycopg.Connection[Any], tenant_id: int,
+               spec: JobSpec) -> tuple[StoredJob, bool]:
+    """Create one job, idempotently on its key; returns the job and whether this call wrote it.
+
+    The same key with the same document returns the stored job; with another document,
+    KeyConflict. Safe under concurrent retries: the unique (tenant_id, key) constraint lets
+    one insert win and the others (ON CONFLICT DO NOTHING) find its row and compare.
+    """
+    (created,) = create_jobs(conn, tenant_id, [spec])
+    if created.created:
+        return get_job(conn, tenant_id, created.id), True
+    assert spec.key is not None   # only a key can clash
+    row = conn.cursor(row_factory=dict_row).execute(
+        Q.get_job_by_key, {"tenant_id": tenant_id, "key": spec.key}).fetchone()
+    if row is None:
+        raise JobNotFound(f"job with key {spec.key!r} vanished")   # jobs are never deleted
+    existing = _stored(row)
+    if existing.spec != spec:
+        state = "a cancelled job" if not existing.active else "a job with a different document"
+        raise KeyConflict(f"key {spec.key!r} already names {state} (id {existing.id}); use "
+                          "PATCH to change it, or another key", key=spec.key)
+    return existing, False
+
+
+def get_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> StoredJob:
+    row = conn.cursor(row_factory=dict_row).execute(
+        Q.get_tenant_job, {"id": job_id, "tenant_id": tenant_id}).fetchone()
+    if row is None:
+        raise JobNotFound(f"no job {job_id}")
+    return _stored(row)
+
+
+def list_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *,
+              after: int = 0, limit: int = 100) -> list[StoredJob]:
+    """A page of jobs in id order, strictly after id ``after``."""
+    rows = conn.cursor(row_factory=dict_row).execute(Q.list_tenant_jobs, {
+        "tenant_id": tenant_id, "after": after, "limit": limit, "priority": where.priority,
+        "paused": where.paused, "active": where.active, "key_prefix": where.key_prefix,
+    }).fetchall()
+    return [_stored(row) for row in rows]
+
+
+def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
+               patch: dict[str, Any], *, version: int, now: datetime | None = None) -> StoredJob:
+    """Merge ``patch`` into the stored document (each top-level field given replaces the
+    stored one; null resets it to its default), validate the result as a whole, and recompute
+    the next run from the database's now. ``version`` is the one the caller read."""
+    with conn.transaction():
+        job = _lock(conn, tenant_id, job_id)
+        if job.version != version:
+            raise VersionMismatch(f"job {job_id} is at version {job.version}, not {version}",
+                                  current=job.version)
+        spec = _patched(job, patch)
+        nominal, due = first_run(spec, job_id, _db_now(conn, now))
+        changed = conn.execute(Q.update_job_document, {
+            **_document_params(spec), "id": job_id, "tenant_id": tenant_id,
+            "version": version, "next_run_at": due, "next_nominal_at": nominal,
+        }).rowcount
+        assert changed == 1   # the row is locked and was checked above
+        conn.execute(Q.notify_jobs_changed)
+        return get_job(conn, tenant_id, job_id)
+
+
+def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> StoredJob:
+    """Pause an active job; pausing a paused job changes nothing."""
+    with conn.transaction():
+        job = _lock(conn, tenant_id, job_id)
+        if not job.paused:
+            conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id})
+        return get_job(conn, tenant_id, job_id)
+
+
+def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
+               now: datetime | None = None) -> StoredJob:
+    """Resume a paused job from now (missed runs are not caught up); else change nothing."""
+    with conn.transaction():
+        job = _lock(conn, tenant_id, job_id)
+        if job.paused:
+            nominal, due = first_run(job.spec, job_id, _db_now(conn, now))
+            conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
+                                        "next_run_at": due, "next_nominal_at": nominal})
+            conn.execute(Q.notify_jobs_changed)
+        return get_job(conn, tenant_id, job_id)
+
+
+def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> StoredJob:
+    """Cancel a job for good: it stays readable with its runs; its queued runs are cancelled.
+    Cancelling a cancelled job changes nothing."""
+    with conn.transaction():
+        job = _lock(conn, tenant_id, job_id, allow_cancelled=True)
+        if job.active:
+            conn.execute(Q.cancel_job, {"id": job_id, "tenant_id": tenant_id})
+            conn.execute(Q.cancel_queued_runs, {"job_id": job_id})
+        return get_job(conn, tenant_id, job_id)
+
+
+def trigger_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
+                now: datetime | None = None) -> Triggered:
+    """Queue one run due now, named after the current second (paused jobs may be triggered)."""
+    with conn.transaction():
+        job = _lock(conn, tenant_id, job_id)
+        at = _db_now(conn, now).replace(microsecond=0)
+        rid = run_id(job_id, at)
+        row = conn.execute(Q.insert_manual_run, {
+            "run_id": rid, "job_id": job_id, "tenant_id": tenant_id,
+            "priority": job.spec.priority, "now": at}).fetchone()
+        if row is not None:
+            conn.execute(Q.notify_runs_queued, {"priorities": job.spec.priority})
+    return Triggered(run_id=rid, created=row is not None)
+
+
+def _lock(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
+          allow_cancelled: bool = False) -> StoredJob:
+    row = conn.cursor(row_factory=dict_row).execute(
+        Q.lock_tenant_job, {"id": job_id, "tenant_id": tenant_id}).fetchone()
+    if row is None:
+        raise JobNotFound(f"no job {job_id}")
+    job = _stored(row)
+    if not job.active and not allow_cancelled:
+        raise JobCancelled(f"job {job_id} was cancelled at {job.cancelled_at}; it cannot be "
+                           "changed or triggered")
+    return job
+
+
+def _patched(job: StoredJob, patch: dict[str, Any]) -> JobSpec:
+    if "active" in patch:
+        raise InvalidJob("active cannot be patched: cancel with DELETE, or pause/resume",
+                         field="active")
+    if "key" in patch and patch["key"] != job.spec.key:
+        raise InvalidJob(f"key cannot be changed (it is {job.spec.key!r}); create a new job",
+                         field="key")
+    merged = {**job_document(job.spec), **patch}
+    return JobSpec.from_document({k: v for k, v in merged.items() if v is not None})
+
+
+def _stored(row: dict[str, Any]) -> StoredJob:
+    spec = JobSpec(
+        key=row["key"], cron=row["cron"], tz=row["tz"], priority=row["priority"],
+        target=row["target"], payload=row["payload"],
+        misfire=Misfire(policy=row["misfire_policy"], seconds=row["misfire_seconds"],
+                        until=row["misfire_until"]),
+        catchup=row["catchup"], max_catchup=row["max_catchup"],
+        spread_seconds=row["spread_seconds"], spread_key=row["spread_key"],
+        max_attempts=row["max_attempts"], lease_seconds=row["lease_seconds"],
+        rate_limit=row["rate_limit"], active=row["active"],
+    )
+    return StoredJob(id=row["id"], spec=spec, paused=row["paused"],
+                     next_run_at=row["next_run_at"], next_nominal_at=row["next_nominal_at"],
+                     created_at=row["created_at"], updated_at=row["updated_at"],
+                     cancelled_at=row["cancelled_at"], version=row["version"])
+
+
+def _document_params(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "cron": spec.cron, "tz": spec.tz, "priority": spec.priority,
+        "target": Jsonb(spec.target), "payload": Jsonb(spec.payload),
+        "misfire_policy": spec.misfire.policy, "misfire_seconds": spec.misfire.seconds,
+        "misfire_until": spec.misfire.until, "catchup": spec.catchup,
+        "max_catchup": spec.max_catchup, "spread_seconds": spec.spread_seconds,
+        "spread_key": spec.spread_key, "max_attempts": spec.max_attempts,
+        "lease_seconds": spec.lease_seconds, "rate_limit": spec.rate_limit,
     }

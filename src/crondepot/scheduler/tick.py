@@ -21,7 +21,8 @@ from psycopg.rows import namedtuple_row
 
 from crondepot.db import Q
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
-from crondepot.timetable import Timetable, run_id, spread_offset
+from crondepot.timetable import Timetable, spread_offset
+from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
 
@@ -59,7 +60,7 @@ class FireMemo:
         self._next: dict[tuple[Timetable, datetime], datetime | None] = {}
         # Whole plans, per group of jobs that share timetable, due time and rules: only
         # the run ids differ between them.
-        self.plans: dict[tuple[Any, ...], Plan] = {}
+        self.plans: dict[tuple[Any, ...], tuple[Plan, list[int]]] = {}
 
     def next_fire(self, timetable: Timetable) -> Callable[[datetime], datetime | None]:
         def lookup(after: datetime) -> datetime | None:
@@ -98,11 +99,6 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
     hash_key = row.key if row.key is not None else str(row.id)
     offset = (spread_offset(row.spread_key or hash_key, row.spread_seconds)
               if row.spread_seconds else 0)
-    job = DueJob(
-        id=row.id, next_nominal_at=row.next_nominal_at, spread_offset=timedelta(seconds=offset),
-        catchup=row.catchup, max_catchup=row.max_catchup, misfire_policy=row.misfire_policy,
-        misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz,
-    )
     # H fields hash on the job key; without H the key changes nothing, so jobs share a
     # timetable (and its memo) whatever their keys.
     timetable = _timetable(row.cron, row.tz, hash_key if "H" in row.cron else "")
@@ -110,12 +106,19 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
              row.misfire_policy, row.misfire_seconds, row.misfire_until)
     shared = memo.plans.get(group)
     if shared is None:
-        shared = memo.plans[group] = plan(job, now, memo.next_fire(timetable))
-        return shared
-    return Plan(runs=[PlannedRun(run_id=run_id(row.id, r.nominal_at), nominal_at=r.nominal_at,
+        job = DueJob(
+            id=row.id, next_nominal_at=row.next_nominal_at,
+            spread_offset=timedelta(seconds=offset), catchup=row.catchup,
+            max_catchup=row.max_catchup, misfire_policy=row.misfire_policy,
+            misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz)
+        first = plan(job, now, memo.next_fire(timetable))
+        memo.plans[group] = shared = (first, [unix_seconds(r.nominal_at) for r in first.runs])
+        return first
+    template, seconds = shared
+    return Plan(runs=[PlannedRun(run_id=format_run_id(row.id, s), nominal_at=r.nominal_at,
                                  due_at=r.due_at, skip_reason=r.skip_reason)
-                      for r in shared.runs],
-                next_nominal_at=shared.next_nominal_at, next_run_at=shared.next_run_at)
+                      for r, s in zip(template.runs, seconds, strict=True)],
+                next_nominal_at=template.next_nominal_at, next_run_at=template.next_run_at)
 
 
 def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["run_id"]
+__all__ = ["format_run_id", "run_id", "unix_seconds"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_SECOND = timedelta(seconds=1)
@@ -23,6 +23,15 @@ def run_id(job_id: int, nominal: datetime) -> str:
             f"nominal must be an aware datetime, got naive {nominal.isoformat()}; "
             "a naive time names no instant, so it cannot name a run"
         )
+    return format_run_id(job_id, unix_seconds(nominal))
+
+
+def unix_seconds(nominal: datetime) -> int:
+    """Whole Unix seconds of an aware instant."""
     # Aware subtraction is exact (whole microseconds); floor division drops any fraction.
-    seconds = (nominal - _EPOCH) // _ONE_SECOND
+    return (nominal - _EPOCH) // _ONE_SECOND
+
+
+def format_run_id(job_id: int, seconds: int) -> str:
+    """The run id from already computed Unix seconds (the scheduler reuses them per group)."""
     return f"{int(job_id)}:{seconds}"

@@ -29,3 +29,98 @@ RETURNING id;
 -- name: notify_jobs_changed
 -- Wake the schedulers so a job due in a second is not started a tick late.
 SELECT pg_notify('crondepot_jobs', '');
+
+-- name: get_tenant_job
+-- One job of one tenant. Another tenant's id finds nothing, exactly like an unknown id: the
+-- API must not reveal that a job it will not show exists.
+SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
+       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
+       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
+       updated_at, cancelled_at, version
+FROM jobs
+WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint;
+
+-- name: lock_tenant_job
+-- The same row locked for a read-modify-write (patch, pause, resume, cancel, trigger), so two
+-- writers of one job take turns and the version check below them is exact.
+SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
+       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
+       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
+       updated_at, cancelled_at, version
+FROM jobs
+WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
+FOR UPDATE;
+
+-- name: get_job_by_key
+-- The job a client key names (idempotent create: the key existed, compare documents).
+SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
+       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
+       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
+       updated_at, cancelled_at, version
+FROM jobs
+WHERE tenant_id = %(tenant_id)s::bigint AND key = %(key)s::text;
+
+-- name: list_tenant_jobs
+-- A page of a tenant's jobs in id order, after the cursor id. Every filter is optional
+-- (NULL = any). Keyset pagination: a page costs the same however deep the cursor is.
+SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
+       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
+       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
+       updated_at, cancelled_at, version
+FROM jobs
+WHERE tenant_id = %(tenant_id)s::bigint
+  AND id > %(after)s::bigint
+  AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)
+  AND (%(paused)s::boolean IS NULL OR paused = %(paused)s::boolean)
+  AND (%(active)s::boolean IS NULL OR active = %(active)s::boolean)
+  AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))
+ORDER BY id
+LIMIT %(limit)s::integer;
+
+-- name: update_job_document
+-- A patched document and the next run recomputed from it. Conditional on the version the
+-- caller read (If-Match), so a concurrent change is never overwritten.
+UPDATE jobs
+SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
+    payload = %(payload)s, misfire_policy = %(misfire_policy)s,
+    misfire_seconds = %(misfire_seconds)s, misfire_until = %(misfire_until)s,
+    catchup = %(catchup)s, max_catchup = %(max_catchup)s,
+    spread_seconds = %(spread_seconds)s, spread_key = %(spread_key)s,
+    max_attempts = %(max_attempts)s, lease_seconds = %(lease_seconds)s,
+    rate_limit = %(rate_limit)s, next_run_at = %(next_run_at)s,
+    next_nominal_at = %(next_nominal_at)s, version = version + 1, updated_at = now()
+WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
+  AND version = %(version)s::integer AND active;
+
+-- name: pause_job
+-- Paused jobs leave the jobs_due index; the next run time is kept for the record.
+UPDATE jobs SET paused = true, version = version + 1, updated_at = now()
+WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND NOT paused;
+
+-- name: resume_job
+-- Resuming restarts the timetable from now: the runs missed while paused are not caught up.
+UPDATE jobs
+SET paused = false, next_run_at = %(next_run_at)s, next_nominal_at = %(next_nominal_at)s,
+    version = version + 1, updated_at = now()
+WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND paused;
+
+-- name: cancel_job
+-- Cancel keeps the row and its runs (history); the job leaves the jobs_due index for good.
+UPDATE jobs SET active = false, cancelled_at = now(), version = version + 1, updated_at = now()
+WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active;
+
+-- name: cancel_queued_runs
+-- The queued runs of a cancelled job are not sent. Running ones finish: their call may
+-- already have happened.
+UPDATE runs
+SET status = 'cancelled', finished_at = now(), updated_at = now()
+WHERE job_id = %(job_id)s::bigint AND status = 'queued';
+
+-- name: insert_manual_run
+-- Trigger now: one queued run due at once. Its id is made from the second it was asked for,
+-- so a retried trigger in the same second (or a scheduled run of that very instant) is the
+-- same run, not a second one.
+INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at)
+VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING run_id;

@@ -1,0 +1,168 @@
+"""HTTP errors as RFC 9457 problem documents, and the one table mapping errors to statuses.
+
+    ApiError                      raised by the HTTP layer itself
+    ├── Unauthorized      401     no token, or an unknown or revoked one
+    ├── Forbidden         403     a read-only token asked for a change
+    ├── NotFound          404     unknown id, or another tenant's (never said which)
+    ├── PayloadTooLarge   413     a request body over its bound
+    ├── UnsupportedMedia  415     a body of the wrong Content-Type
+    ├── PreconditionRequired 428  a PATCH without If-Match
+    ├── RateLimited       429     the token's request budget is spent (Retry-After)
+    └── Invalid           422     bad input found before a domain object was made
+
+Domain errors (crondepot.errors, crondepot.job.store) are mapped in ``_DOMAIN`` below;
+anything else is a 500 that says nothing about its insides.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from crondepot.db.migrations import MigrationError
+from crondepot.errors import CrondepotError, DatabaseUnavailable, InvalidJob, InvalidSchedule
+from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
+
+PROBLEM_BASE = "https://crondepot.dev/problems/"
+MEDIA_TYPE = "application/problem+json"
+log = logging.getLogger("crondepot.api")
+
+
+class ApiError(Exception):
+    status = 400
+    slug = "bad-request"
+    title = "Bad request"
+
+    def __init__(self, detail: str, *, headers: dict[str, str] | None = None,
+                 errors: list[dict[str, str]] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.headers = headers or {}
+        self.errors = errors
+
+
+class Unauthorized(ApiError):
+    status, slug, title = 401, "unauthorized", "Missing or unknown bearer token"
+
+
+class Forbidden(ApiError):
+    status, slug, title = 403, "forbidden", "The token's role does not allow this"
+
+
+class NotFound(ApiError):
+    status, slug, title = 404, "not-found", "Not found"
+
+
+class PayloadTooLarge(ApiError):
+    status, slug, title = 413, "payload-too-large", "Request body too large"
+
+
+class UnsupportedMedia(ApiError):
+    status, slug, title = 415, "unsupported-media-type", "Unsupported Content-Type"
+
+
+class PreconditionRequired(ApiError):
+    status, slug, title = 428, "precondition-required", "If-Match header required"
+
+
+class RateLimited(ApiError):
+    status, slug, title = 429, "rate-limited", "Too many requests"
+
+
+class Invalid(ApiError):
+    status, slug, title = 422, "validation", "Invalid request"
+
+    def __init__(self, detail: str, *, field: str) -> None:
+        super().__init__(detail, errors=[{"field": field, "message": detail}])
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    status: int
+    slug: str
+    title: str
+
+
+# The error tree mapped to statuses, most specific first (the first isinstance match wins).
+_DOMAIN: tuple[tuple[type[BaseException], _Kind], ...] = (
+    (InvalidJob, _Kind(422, "validation", "Invalid job document")),
+    (InvalidSchedule, _Kind(422, "validation", "Invalid schedule")),
+    (JobNotFound, _Kind(404, "not-found", "Not found")),
+    (KeyConflict, _Kind(409, "key-conflict", "Key already used for another document")),
+    (JobCancelled, _Kind(409, "job-cancelled", "Job is cancelled")),
+    (VersionMismatch, _Kind(412, "version-mismatch", "Job changed since it was read")),
+    (MigrationError, _Kind(503, "schema-not-current", "Database schema not current")),
+    (DatabaseUnavailable, _Kind(503, "database-unavailable", "Database unavailable")),
+    (psycopg.OperationalError, _Kind(503, "database-unavailable", "Database unavailable")),
+    (CrondepotError, _Kind(400, "bad-request", "Bad request")),
+)
+
+
+def problem(status: int, slug: str, title: str, detail: str, *,
+            headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {"type": PROBLEM_BASE + slug, "title": title, "status": status,
+                            "detail": detail}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return JSONResponse(body, status_code=status, headers=headers, media_type=MEDIA_TYPE)
+
+
+def problem_for(exc: BaseException) -> JSONResponse:
+    """The problem response for any exception: the single place statuses are decided."""
+    if isinstance(exc, ApiError):
+        return problem(exc.status, exc.slug, exc.title, exc.detail, headers=exc.headers,
+                       errors=exc.errors)
+    if isinstance(exc, RequestValidationError):
+        return _request_validation(exc)
+    if isinstance(exc, StarletteHTTPException):
+        return problem(exc.status_code, _http_slug(exc.status_code), str(exc.detail),
+                       str(exc.detail), headers=exc.headers)
+    for cls, kind in _DOMAIN:
+        if isinstance(exc, cls):
+            return problem(kind.status, kind.slug, kind.title, str(exc) or kind.title,
+                           **_domain_extra(exc))
+    log.exception("unhandled error in the API", exc_info=exc)
+    return problem(500, "internal", "Internal error", "the server failed; see its log")
+
+
+def _domain_extra(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, InvalidJob | InvalidSchedule):
+        return {"errors": [{"field": exc.field, "message": str(exc)}]}
+    if isinstance(exc, KeyConflict):
+        return {"key": exc.key}
+    if isinstance(exc, VersionMismatch):
+        return {"current_version": exc.current}
+    return {}
+
+
+def _request_validation(exc: RequestValidationError) -> JSONResponse:
+    errors = []
+    for error in exc.errors():
+        loc = [str(part) for part in error.get("loc", ())]
+        # ("query", "limit") -> "limit"; ("body", "run_ids", 0) -> "run_ids.0"
+        where = ".".join(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") \
+            else ".".join(loc)
+        errors.append({"field": where, "message": str(error.get("msg", "invalid"))})
+    detail = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in errors)
+    return problem(422, "validation", "Invalid request", detail, errors=errors)
+
+
+def _http_slug(status: int) -> str:
+    return {404: "not-found", 405: "method-not-allowed"}.get(status, f"http-{status}")
+
+
+def install(app: FastAPI) -> None:
+    """Route every error through ``problem_for``."""
+
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        return problem_for(exc)
+
+    for cls in (ApiError, RequestValidationError, StarletteHTTPException, CrondepotError,
+                psycopg.OperationalError, Exception):
+        app.add_exception_handler(cls, handle)

@@ -1,0 +1,59 @@
+-- name: api_token_principal
+-- Bearer-token authentication: the sha256 of the presented token, never the token itself,
+-- is looked up. A revoked token finds nothing, like an unknown one.
+SELECT tok.tenant_id, tn.name AS tenant, tok.role
+FROM api_tokens tok
+JOIN tenants tn ON tn.id = tok.tenant_id
+WHERE tok.token_hash = %(token_hash)s AND tok.revoked_at IS NULL;
+
+-- name: api_get_run
+-- One run of one tenant; another tenant's run id finds nothing (404, not 403).
+SELECT run_id, job_id, priority, status, nominal_at, due_at, attempt, available_at,
+       lease_owner, lease_expires_at, first_claimed_at, started_at, finished_at, skip_reason,
+       last_error, error_class, result, created_at, updated_at
+FROM runs
+WHERE run_id = %(run_id)s::text AND tenant_id = %(tenant_id)s::bigint;
+
+-- name: api_list_job_runs
+-- A job's runs, newest first, after a (nominal_at, run_id) cursor; served by runs_job.
+SELECT run_id, job_id, priority, status, nominal_at, due_at, attempt, available_at,
+       lease_owner, lease_expires_at, first_claimed_at, started_at, finished_at, skip_reason,
+       last_error, error_class, result, created_at, updated_at
+FROM runs
+WHERE job_id = %(job_id)s::bigint AND tenant_id = %(tenant_id)s::bigint
+  AND (%(before_nominal)s::timestamptz IS NULL
+       OR (nominal_at, run_id) < (%(before_nominal)s::timestamptz, %(before_run_id)s::text))
+ORDER BY nominal_at DESC, run_id DESC
+LIMIT %(limit)s::integer;
+
+-- name: api_stats_queue
+-- Queue depth per priority: runs ready now, runs waiting for a retry time, and how long the
+-- oldest ready run has waited. Reads the partial index runs_queued only.
+SELECT priority,
+       count(*) FILTER (WHERE available_at <= now()) AS ready,
+       count(*) FILTER (WHERE available_at > now()) AS waiting,
+       extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now()))
+           ::float8 AS oldest_ready_seconds
+FROM runs
+WHERE status = 'queued' AND tenant_id = %(tenant_id)s::bigint
+GROUP BY priority;
+
+-- name: api_stats_lag
+-- Start lag of first attempts claimed in the last 5 minutes: first_claimed_at - due_at.
+-- started_at would be wrong: a retry overwrites it. The created_at bound lets the BRIN index
+-- skip old runs; a run first claimed more than a day after it was written is left out (the
+-- queue depth and oldest age above already shout about such a backlog).
+SELECT count(*) AS samples,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) AS p99
+FROM (
+    SELECT extract(epoch FROM first_claimed_at - due_at)::float8 AS lag
+    FROM runs
+    WHERE tenant_id = %(tenant_id)s::bigint
+      AND created_at >= now() - interval '1 day'
+      AND first_claimed_at >= now() - interval '5 minutes'
+) AS recent;
+
+-- name: api_stats_dead
+-- Dead-letter size of one tenant; served by the partial index runs_dead.
+SELECT count(*) FROM runs WHERE tenant_id = %(tenant_id)s::bigint AND status = 'dead';
