@@ -213,8 +213,16 @@ class Worker(Stoppable):
     def _heartbeat_loop(self) -> None:
         # Runs until the worker is done, not merely stopping: calls finishing during the
         # grace period still need their leases renewed.
-        while not self._done.wait(self.config.heartbeat_seconds):
+        while not self._done.wait(self._heartbeat_interval()):
             self._heartbeat()
+
+    def _heartbeat_interval(self) -> float:
+        """The configured interval, but at least three beats per lease of any run in hand."""
+        with self._lock:
+            shortest = min((a.run.lease_seconds for a in self._held.values()), default=None)
+        if shortest is None:
+            return self.config.heartbeat_seconds
+        return max(0.2, min(self.config.heartbeat_seconds, shortest / 3))
 
     def _heartbeat(self) -> None:
         with self._lock:
