@@ -122,7 +122,7 @@ def problem_for(exc: BaseException) -> JSONResponse:
         return _request_validation(exc)
     if isinstance(exc, StarletteHTTPException):
         return problem(exc.status_code, _http_slug(exc.status_code), str(exc.detail),
-                       str(exc.detail), headers=exc.headers)
+                       str(exc.detail), headers=dict(exc.headers or {}))
     for cls, kind in _DOMAIN:
         if isinstance(exc, cls):
             return problem(kind.status, kind.slug, kind.title, str(exc) or kind.title,
@@ -133,7 +133,7 @@ def problem_for(exc: BaseException) -> JSONResponse:
 
 def _domain_extra(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, InvalidJob | InvalidSchedule):
-        return {"errors": [{"field": exc.field, "message": str(exc)}]}
+        return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
     if isinstance(exc, KeyConflict):
         return {"key": exc.key}
     if isinstance(exc, VersionMismatch):
@@ -142,15 +142,21 @@ def _domain_extra(exc: BaseException) -> dict[str, Any]:
 
 
 def _request_validation(exc: RequestValidationError) -> JSONResponse:
-    errors = []
-    for error in exc.errors():
-        loc = [str(part) for part in error.get("loc", ())]
-        # ("query", "limit") -> "limit"; ("body", "run_ids", 0) -> "run_ids.0"
-        where = ".".join(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") \
-            else ".".join(loc)
-        errors.append({"field": where, "message": str(error.get("msg", "invalid"))})
-    detail = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in errors)
+    errors = [{"field": _field(error), "message": str(error.get("msg", "invalid"))}
+              for error in exc.errors()]
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
     return problem(422, "validation", "Invalid request", detail, errors=errors)
+
+
+def _field(error: dict[str, Any]) -> str:
+    """("query", "limit") -> "limit"; ("body", "run_ids", 0) -> "run_ids.0"; a body that
+    is not JSON at all -> "body"."""
+    loc = [str(part) for part in error.get("loc", ())]
+    if error.get("type") == "json_invalid" or loc == ["body"]:
+        return "body"
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        return ".".join(loc[1:])
+    return ".".join(loc)
 
 
 def _http_slug(status: int) -> str:

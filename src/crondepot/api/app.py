@@ -1,0 +1,91 @@
+"""The API's app factory: the pool, the limits, the routes and the error mapping in one place.
+
+``create_app(url)`` returns a FastAPI app whose lifespan opens a psycopg connection pool (and
+closes it). Endpoints are plain functions: FastAPI runs them in its thread pool, each with a
+pooled autocommit connection, so a request's transaction is exactly the ``with
+conn.transaction()`` of the store function it calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+
+from crondepot.api import problems
+from crondepot.api.limits import BodyLimit, RequestBudget
+from crondepot.api.openapi import add_documented_schemas
+from crondepot.api.routes import deadletter, imports, jobs, runs, service
+from crondepot.db import open_pool
+
+DESCRIPTION = """Cron at scale on PostgreSQL.
+
+Every `/v1` route needs `Authorization: Bearer <token>`; a token belongs to one tenant, and
+another tenant's jobs and runs answer 404. `read` tokens may only GET. Errors are RFC 9457
+`application/problem+json`; a validation error is 422 and names the field in `errors`.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiSettings:
+    """Limits and pool size; ``from_env`` reads ``CRONDEPOT_API_*`` variables."""
+
+    rate_per_second: float = 50.0
+    burst: int = 100
+    json_body_bytes: int = 64 * 1024
+    import_body_bytes: int = 64 * 1024 * 1024
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> ApiSettings:
+        env = dict(os.environ) if env is None else env
+        names = {"rate_per_second": "CRONDEPOT_API_RATE", "burst": "CRONDEPOT_API_BURST",
+                 "json_body_bytes": "CRONDEPOT_API_JSON_BODY_BYTES",
+                 "import_body_bytes": "CRONDEPOT_API_IMPORT_BODY_BYTES",
+                 "pool_max_size": "CRONDEPOT_API_POOL_SIZE"}
+        values: dict[str, Any] = {}
+        for name, variable in names.items():
+            if env.get(variable):
+                values[name] = float(env[variable]) if name == "rate_per_second" \
+                    else int(env[variable])
+        return cls(**values)
+
+    def body_limit(self, path: str) -> int:
+        return self.import_body_bytes if path == "/v1/import" else self.json_body_bytes
+
+
+def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAPI:
+    config = settings or ApiSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        with open_pool(database_url, min_size=config.pool_min_size,
+                       max_size=config.pool_max_size, application_name="crondepot-api") as pool:
+            app.state.pool = pool
+            yield
+
+    app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app.state.budget = RequestBudget(config.rate_per_second, config.burst)
+    app.state.settings = config
+    app.add_middleware(BodyLimit, limit_for=config.body_limit)
+    problems.install(app)
+    for module in (jobs, runs, deadletter, imports, service):
+        app.include_router(module.router)
+    _document(app)
+    return app
+
+
+def _document(app: FastAPI) -> None:
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = add_documented_schemas(build())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,76 @@
+"""Who is asking: the bearer token, its tenant and role, and the connection a request uses.
+
+A token is looked up by its sha256 in api_tokens (revoked tokens are not found). The
+``read`` role may only read; every change needs ``admin``. The request budget is spent here,
+once the token is known, so unknown tokens cannot fill the table of buckets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import psycopg
+from fastapi import Depends, Request
+from psycopg_pool import ConnectionPool
+
+from crondepot.api.limits import RequestBudget, retry_after
+from crondepot.api.problems import Forbidden, RateLimited, Unauthorized
+from crondepot.db import Q
+from crondepot.tenants import hash_token
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Principal:
+    tenant_id: int
+    tenant: str
+    role: Literal["admin", "read"]
+
+
+def connection(request: Request) -> Iterator[psycopg.Connection[Any]]:
+    """One pooled connection per request (autocommit; changes open their own transaction)."""
+    pool: ConnectionPool = request.app.state.pool
+    with pool.connection() as conn:
+        yield conn
+
+
+Conn = Annotated[psycopg.Connection[Any], Depends(connection)]
+
+
+def principal(request: Request, conn: Conn) -> Principal:
+    token = _bearer(request.headers.get("authorization"))
+    row = conn.execute(Q.api_token_principal, {"token_hash": hash_token(token)}).fetchone()
+    if row is None:
+        raise Unauthorized("the bearer token is unknown or revoked",
+                           headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    budget: RequestBudget = request.app.state.budget
+    wait = budget.take(hash_token(token))
+    if wait > 0:
+        raise RateLimited(f"this token's request budget ({budget.rate:g}/s, burst "
+                          f"{budget.burst}) is spent; retry in {wait:.2f} s",
+                          headers={"Retry-After": retry_after(wait)})
+    return Principal(tenant_id=row[0], tenant=row[1], role=row[2])
+
+
+def writer(request: Request, who: Annotated[Principal, Depends(principal)]) -> Principal:
+    """The principal, if its role may change things."""
+    if who.role != "admin":
+        raise Forbidden(f"a {who.role!r} token may only read; {request.method} needs an "
+                        "'admin' token")
+    return who
+
+
+def _bearer(header: str | None) -> str:
+    if not header:
+        raise Unauthorized("send Authorization: Bearer <token>",
+                           headers={"WWW-Authenticate": "Bearer"})
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("expected Authorization: Bearer <token>",
+                           headers={"WWW-Authenticate": "Bearer"})
+    return token.strip()
+
+
+Reader = Annotated[Principal, Depends(principal)]
+Writer = Annotated[Principal, Depends(writer)]

@@ -1,0 +1,69 @@
+"""Bulk import: an NDJSON file of job documents, stored in batches; bad lines reported.
+
+Each line is validated on its own; the valid ones are stored (1000 to a statement), the bad
+ones are reported with their line number and field and change nothing. A key already used
+by the tenant is counted as ``existing`` and left as it is, so an import can be re-run.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from crondepot.api.auth import Conn, Writer
+from crondepot.api.body import ndjson_body, parse_json
+from crondepot.api.openapi import ndjson_body as ndjson_doc
+from crondepot.api.openapi import problems
+from crondepot.api.problems import ApiError
+from crondepot.api.schemas import EMI_REMINDER, PYTHON_JOB, ImportResult
+from crondepot.errors import InvalidJob
+from crondepot.job.spec import JobSpec
+from crondepot.job.store import create_jobs
+
+router = APIRouter(prefix="/v1", tags=["import"])
+BATCH = 1000
+MAX_REPORTED = 1000
+
+
+def _example() -> str:
+    import json
+
+    return "\n".join(json.dumps(d) for d in (EMI_REMINDER, PYTHON_JOB)) + "\n"
+
+
+@router.post("/import", summary="Import jobs from NDJSON (one job document per line)",
+             responses={200: {"model": ImportResult}, **problems(401, 403, 413, 415, 429)},
+             openapi_extra=ndjson_doc({"two_jobs": _example()}))
+def import_jobs(who: Writer, conn: Conn,
+                raw: Annotated[bytes, Depends(ndjson_body)]) -> JSONResponse:
+    counts = {"lines": 0, "created": 0, "existing": 0, "failed": 0}
+    errors: list[dict[str, Any]] = []
+    batch: list[JobSpec] = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        counts["lines"] += 1
+        try:
+            batch.append(JobSpec.from_document(parse_json(line, field="body")))
+        except (InvalidJob, ApiError) as exc:
+            counts["failed"] += 1
+            if len(errors) < MAX_REPORTED:
+                errors.append({"line": number, **_line_error(exc)})
+        if len(batch) == BATCH:
+            _store(conn, who.tenant_id, batch, counts)
+    _store(conn, who.tenant_id, batch, counts)
+    return JSONResponse({**counts, "errors": errors})
+
+
+def _store(conn: Conn, tenant_id: int, batch: list[JobSpec], counts: dict[str, int]) -> None:
+    for created in create_jobs(conn, tenant_id, batch):
+        counts["created" if created.created else "existing"] += 1
+    batch.clear()
+
+
+def _line_error(exc: InvalidJob | ApiError) -> dict[str, str]:
+    if isinstance(exc, InvalidJob):
+        return {"field": exc.field or "line", "message": str(exc)}
+    return {"field": "line", "message": exc.detail}

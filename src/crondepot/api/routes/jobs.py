@@ -1,0 +1,155 @@
+"""Jobs: create (idempotent on key), read, list, patch, pause, resume, trigger, cancel."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import JSONResponse
+
+from crondepot.api.auth import Conn, Reader, Writer
+from crondepot.api.body import json_body
+from crondepot.api.openapi import problems, request_body
+from crondepot.api.problems import Invalid, PreconditionRequired
+from crondepot.api.reads import get_run
+from crondepot.api.render import job_json, run_json
+from crondepot.api.schemas import (
+    EMI_REMINDER,
+    PYTHON_JOB,
+    Job,
+    JobDocument,
+    JobPage,
+    JobPatch,
+    TriggerResult,
+)
+from crondepot.job.spec import JobSpec
+from crondepot.job.store import (
+    JobFilter,
+    StoredJob,
+    cancel_job,
+    create_job,
+    get_job,
+    list_jobs,
+    pause_job,
+    resume_job,
+    trigger_job,
+    update_job,
+)
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+Body = Annotated[Any, Depends(json_body)]
+MAX_JOB_ID = 2**63 - 1
+
+
+def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
+    return JSONResponse(job_json(job), status_code=status, headers={"ETag": f'"{job.version}"'})
+
+
+@router.post("", summary="Create a job (idempotent on key)", status_code=201,
+             responses={200: {"model": Job, "description": "the key existed with this "
+                                                           "document: the stored job"},
+                        201: {"model": Job, "description": "created"},
+                        **problems(401, 403, 409, 413, 415, 422, 429)},
+             openapi_extra=request_body(JobDocument, {"emi_reminder": EMI_REMINDER,
+                                                      "python_handler": PYTHON_JOB}))
+def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
+    spec = JobSpec.from_document(doc)
+    job, created = create_job(conn, who.tenant_id, spec)
+    return _job_response(job, 201 if created else 200)
+
+
+@router.get("", summary="List jobs (cursor pagination by id)",
+            responses={200: {"model": JobPage}, **problems(401, 422, 429)})
+def list_(who: Reader, conn: Conn,
+          limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+          cursor: Annotated[str | None, Query(max_length=20,
+                                              description="next_cursor of the last page")] = None,
+          priority: Annotated[str | None, Query(pattern="^(urgent|normal|bulk)$")] = None,
+          paused: bool | None = None, active: bool | None = None,
+          key_prefix: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+          ) -> JSONResponse:
+    after = _cursor(cursor)
+    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
+    jobs = list_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1)
+    page = jobs[:limit]
+    next_cursor = str(page[-1].id) if len(jobs) > limit else None
+    return JSONResponse({"items": [job_json(j) for j in page], "next_cursor": next_cursor})
+
+
+@router.get("/{job_id}", summary="Get a job", responses={200: {"model": Job},
+                                                        **problems(401, 404, 429)})
+def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
+    return _job_response(get_job(conn, who.tenant_id, known_job_id(job_id)))
+
+
+@router.patch("/{job_id}", summary="Change a job (If-Match: its version)",
+              responses={200: {"model": Job}, **problems(401, 403, 404, 409, 412, 413, 415,
+                                                         422, 428, 429)},
+              openapi_extra=request_body(JobPatch, {"move_to_10am": {
+                  "cron": "0 10 5 * *", "misfire": {"policy": "skip_after", "seconds": 3600}}},
+                  media_type="application/merge-patch+json"))
+def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
+          if_match: Annotated[str | None, Header(description="the job's version, from its "
+                                                             "ETag or `version`")] = None,
+          ) -> JSONResponse:
+    version = _if_match(if_match)
+    if not isinstance(doc, dict):
+        raise Invalid(f"expected a JSON object of fields to change, got {type(doc).__name__}",
+                      field="body")
+    return _job_response(update_job(conn, who.tenant_id, known_job_id(job_id), doc,
+                                    version=version))
+
+
+@router.post("/{job_id}/pause", summary="Pause a job",
+             responses={200: {"model": Job}, **problems(401, 403, 404, 409, 429)})
+def pause(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
+    return _job_response(pause_job(conn, who.tenant_id, known_job_id(job_id)))
+
+
+@router.post("/{job_id}/resume", summary="Resume a job from now",
+             responses={200: {"model": Job}, **problems(401, 403, 404, 409, 429)})
+def resume(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
+    return _job_response(resume_job(conn, who.tenant_id, known_job_id(job_id)))
+
+
+@router.post("/{job_id}/trigger", summary="Queue one run now", status_code=201,
+             responses={201: {"model": TriggerResult}, 200: {"model": TriggerResult},
+                        **problems(401, 403, 404, 409, 429)})
+def trigger(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
+    done = trigger_job(conn, who.tenant_id, known_job_id(job_id))
+    run = get_run(conn, who.tenant_id, done.run_id)
+    return JSONResponse({"run_id": done.run_id, "created": done.created, "run": run_json(run)},
+                        status_code=201 if done.created else 200)
+
+
+@router.delete("/{job_id}", summary="Cancel a job (its history is kept)", status_code=204,
+               responses=problems(401, 403, 404, 429))
+def cancel(who: Writer, conn: Conn, job_id: int) -> Response:
+    cancel_job(conn, who.tenant_id, known_job_id(job_id))
+    return Response(status_code=204)
+
+
+def known_job_id(job_id: int) -> int:
+    """Ids outside bigint are unknown ids (404), not errors."""
+    return job_id if 1 <= job_id <= MAX_JOB_ID else 0
+
+
+def _cursor(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise Invalid(f"expected cursor to be a next_cursor value, got {json.dumps(cursor)}",
+                      field="cursor")
+    return int(cursor)
+
+
+def _if_match(header: str | None) -> int:
+    if header is None:
+        raise PreconditionRequired("send If-Match: <version> (the job's ETag); a PATCH "
+                                   "without it could overwrite a change you have not seen")
+    text = header.strip().removeprefix("W/").strip('"')
+    if not text.isdigit() or len(text) > 9:
+        raise Invalid(f"expected If-Match to be a job version like \"3\", got "
+                      f"{json.dumps(header)}", field="If-Match")
+    return int(text)

@@ -1,0 +1,251 @@
+"""The API's request and response shapes, for the OpenAPI document.
+
+These models describe; they do not decide. A job document is validated by
+``JobSpec.from_document`` (one set of rules for the API, the importer and the CLI), so the
+job models here are never used to parse a request. Only the dead-letter replay body, which
+has no domain object of its own, is parsed by its model.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EMI_REMINDER: dict[str, Any] = {
+    "key": "bank42:48213:emi",
+    "cron": "0 9 5 * *",
+    "tz": "Asia/Kolkata",
+    "priority": "normal",
+    "target": {"type": "http", "url": "https://hooks.bank42.example/emi", "timeout_s": 10,
+               "dedupes": True},
+    "payload": {"loan": 48213, "template": "emi_due"},
+    "misfire": {"policy": "skip_after_local_time", "until": "20:00"},
+    "catchup": "all",
+    "spread": {"seconds": 1800, "key": "48213"},
+    "max_attempts": 6,
+    "lease_seconds": 60,
+    "rate_limit": "sms-gateway",
+}
+PYTHON_JOB: dict[str, Any] = {
+    "key": "ops:nightly-report", "cron": "30 2 * * *", "tz": "Europe/Berlin",
+    "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly"},
+}
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HttpTarget(_Doc):
+    type: Literal["http"]
+    url: str = Field(description="http or https URL, at most 2048 characters, no credentials")
+    timeout_s: float = Field(10, gt=0, le=300)
+    dedupes: bool = Field(False, description="the target drops repeated Idempotency-Keys, so "
+                                             "a call whose outcome is unknown may be retried")
+
+
+class PythonTarget(_Doc):
+    type: Literal["python"]
+    handler: str = Field(description="a registered handler name, like 'sms.send'")
+
+
+class MisfireRunLate(_Doc):
+    policy: Literal["run_late"]
+
+
+class MisfireSkipAfter(_Doc):
+    policy: Literal["skip_after"]
+    seconds: int = Field(ge=1, le=31 * 86400)
+
+
+class MisfireSkipAfterLocalTime(_Doc):
+    policy: Literal["skip_after_local_time"]
+    until: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="local HH:MM")
+
+
+class Spread(_Doc):
+    seconds: int = Field(0, ge=0, le=86_400, description="ignored for urgent jobs")
+    key: str | None = Field(None, min_length=1, max_length=200)
+
+
+class JobDocument(_Doc):
+    """A job document (also one line of an NDJSON import)."""
+
+    key: str | None = Field(None, max_length=200,
+                            description="unique per tenant; the same key again = same job")
+    cron: str = Field(description="five fields, aliases like @daily, H for hashed values")
+    tz: str = Field(description="IANA zone the cron is read in")
+    priority: Literal["urgent", "normal", "bulk"] = "normal"
+    target: HttpTarget | PythonTarget
+    payload: dict[str, Any] = Field(default_factory=dict, description="JSON, at most 16 KiB")
+    misfire: MisfireRunLate | MisfireSkipAfter | MisfireSkipAfterLocalTime | None = None
+    catchup: Literal["all", "latest"] = "all"
+    max_catchup: int = Field(1000, ge=1, le=100_000)
+    spread: Spread | None = None
+    max_attempts: int = Field(6, ge=1, le=100)
+    lease_seconds: int = Field(60, ge=5, le=43_200)
+    rate_limit: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+    active: bool = True
+
+
+class JobPatch(_Doc):
+    """Fields to change. Each one given replaces the stored field whole; null resets it to
+    its default. ``key`` and ``active`` cannot be changed (cancel with DELETE)."""
+
+    cron: str | None = None
+    tz: str | None = None
+    priority: Literal["urgent", "normal", "bulk"] | None = None
+    target: HttpTarget | PythonTarget | None = None
+    payload: dict[str, Any] | None = None
+    misfire: MisfireRunLate | MisfireSkipAfter | MisfireSkipAfterLocalTime | None = None
+    catchup: Literal["all", "latest"] | None = None
+    max_catchup: int | None = None
+    spread: Spread | None = None
+    max_attempts: int | None = None
+    lease_seconds: int | None = None
+    rate_limit: str | None = None
+
+
+class Job(JobDocument):
+    id: int
+    paused: bool
+    next_run_at: datetime | None = Field(description="due time of the next run (with spread); "
+                                                     "null when the timetable has no more")
+    next_nominal_at: datetime | None
+    version: int = Field(description="send it back in If-Match to PATCH")
+    created_at: datetime
+    updated_at: datetime
+    cancelled_at: datetime | None
+
+
+class JobPage(_Doc):
+    items: list[Job]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page")
+
+
+class Run(_Doc):
+    run_id: str
+    job_id: int
+    priority: str
+    status: Literal["queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled"]
+    nominal_at: datetime
+    due_at: datetime
+    attempt: int
+    available_at: datetime
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    first_claimed_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    skip_reason: str | None
+    last_error: str | None
+    error_class: str | None
+    result: Any
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunPage(_Doc):
+    items: list[Run]
+    next_cursor: str | None
+
+
+class DeadRun(_Doc):
+    run_id: str
+    job_id: int
+    job_key: str | None
+    priority: str
+    nominal_at: datetime
+    due_at: datetime
+    attempt: int
+    finished_at: datetime
+    error_class: str | None
+    last_error: str | None
+
+
+class DeadRunList(_Doc):
+    items: list[DeadRun]
+
+
+class ReplayRequest(_Doc):
+    """Which dead runs to queue again (at least one filter). Runs keep their ids."""
+
+    run_ids: list[str] | None = Field(None, max_length=10_000)
+    job_id: int | None = Field(None, ge=1)
+    error: str | None = Field(None, min_length=1, max_length=500,
+                              description="error class, or a part of the error message")
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = Field(1000, ge=1, le=100_000)
+    dry_run: bool = False
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"error": "TimeoutError", "since": "2025-01-05T03:30:00Z",
+                      "dry_run": True}]})
+
+
+class ReplayResult(_Doc):
+    dry_run: bool
+    count: int
+    items: list[DeadRun]
+
+
+class TriggerResult(_Doc):
+    run_id: str
+    created: bool = Field(description="false: a run with this id (same second) existed")
+    run: Run
+
+
+class LineError(_Doc):
+    line: int
+    field: str
+    message: str
+
+
+class ImportResult(_Doc):
+    lines: int
+    created: int
+    existing: int = Field(description="lines whose key was already used (nothing written)")
+    failed: int
+    errors: list[LineError] = Field(description="the first 1000 bad lines")
+
+
+class QueueStats(_Doc):
+    ready: int
+    waiting: int = Field(description="queued, waiting for a retry time")
+    oldest_ready_seconds: float | None
+
+
+class LagStats(_Doc):
+    samples: int
+    p50_seconds: float | None
+    p99_seconds: float | None
+
+
+class Stats(_Doc):
+    queue: dict[str, QueueStats]
+    lag: LagStats = Field(description="first_claimed_at - due_at of first attempts claimed "
+                                      "in the last 5 minutes")
+    dead_letter: int
+
+
+class FieldError(_Doc):
+    field: str = Field(examples=["misfire.until"])
+    message: str
+
+
+class Problem(_Doc):
+    """RFC 9457 problem details."""
+
+    type: str = Field(examples=["https://crondepot.dev/problems/validation"])
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+    key: str | None = None
+    current_version: int | None = None
+
+
+DOCUMENTED: tuple[type[BaseModel], ...] = (JobDocument, JobPatch)

@@ -1,0 +1,50 @@
+"""``crondepot api``: the HTTP API (FastAPI on uvicorn) over one database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from crondepot import logs
+from crondepot.cli.options import add_database, database
+from crondepot.db import connect
+from crondepot.db.migrations import require_current
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("api", help="serve the HTTP API (OpenAPI at /openapi.json)")
+    add_database(parser)
+    parser.add_argument("--host", default=os.environ.get("CRONDEPOT_API_HOST", "127.0.0.1"),
+                        help="address to listen on (env CRONDEPOT_API_HOST; default 127.0.0.1)")
+    parser.add_argument("--port", type=_port,
+                        default=_port(os.environ.get("CRONDEPOT_API_PORT", "8080")),
+                        help="port to listen on (env CRONDEPOT_API_PORT; default 8080)")
+    parser.add_argument("--log-json", action="store_true", default=None,
+                        help="log one JSON object per line")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from crondepot.api import ApiSettings, create_app
+
+    logs.setup(as_json=args.log_json)
+    with database(args) as db:
+        with connect(db.url, application_name="crondepot-api-check") as conn:
+            require_current(conn)
+        app = create_app(db.url, ApiSettings.from_env())
+        uvicorn.run(app, host=args.host, port=args.port, log_config=None,
+                    proxy_headers=False, server_header=False)
+    return 0
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value

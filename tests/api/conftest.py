@@ -1,0 +1,87 @@
+"""Fixtures for API tests: the app on a fresh database, tenants and their tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from crondepot.api import ApiSettings, create_app
+from crondepot.db import Q
+from crondepot.tenants import create_tenant, hash_token, new_token
+
+EMI: dict[str, Any] = {
+    "key": "bank42:48213:emi", "cron": "0 9 5 * *", "tz": "Asia/Kolkata",
+    "priority": "normal",
+    "target": {"type": "http", "url": "https://hooks.example.com/emi", "timeout_s": 10,
+               "dedupes": True},
+    "payload": {"loan": 48213},
+    "misfire": {"policy": "skip_after_local_time", "until": "20:00"},
+    "catchup": "all", "spread": {"seconds": 1800, "key": "48213"},
+    "max_attempts": 6, "lease_seconds": 60, "rate_limit": "sms-gateway",
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+    """Every row of jobs and runs, hashed: equal snapshots mean nothing changed."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM runs),"
+        " (SELECT md5(coalesce(string_agg(j::text, ',' ORDER BY id), '')) FROM jobs j),"
+        " (SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY run_id), '')) FROM runs r)"
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+@pytest.fixture
+def settings() -> ApiSettings:
+    return ApiSettings(pool_max_size=12, rate_per_second=1000, burst=1000)
+
+
+@pytest.fixture
+def client(db_url: str, settings: ApiSettings) -> Iterator[TestClient]:
+    with TestClient(create_app(db_url, settings)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def token(conn: psycopg.Connection[Any]) -> str:
+    """An admin token of tenant bank42."""
+    return create_tenant(conn, "bank42").token
+
+
+@pytest.fixture
+def h(token: str) -> dict[str, str]:
+    return bearer(token)
+
+
+@pytest.fixture
+def other(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """Headers of another tenant's admin token."""
+    return bearer(create_tenant(conn, "otherbank").token)
+
+
+@pytest.fixture
+def reader(conn: psycopg.Connection[Any], token: str) -> dict[str, str]:
+    """Headers of a read-only token of bank42."""
+    read_token = new_token()
+    tenant = conn.execute("SELECT id FROM tenants WHERE name = 'bank42'").fetchone()
+    assert tenant is not None
+    conn.execute(Q.insert_api_token, {"tenant_id": tenant[0], "token_hash": hash_token(read_token),
+                                      "role": "read", "label": "test"})
+    return bearer(read_token)
+
+
+@pytest.fixture
+def job(client: TestClient, h: dict[str, str]) -> dict[str, Any]:
+    response = client.post("/v1/jobs", json=EMI, headers=h)
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body

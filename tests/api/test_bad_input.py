@@ -1,0 +1,219 @@
+"""The bad-input corpus: every case answers 4xx with a problem naming the field, and changes
+nothing in jobs or runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import EMI, snapshot
+
+GOOD: dict[str, Any] = {"key": "fresh", "cron": "0 9 * * *", "tz": "UTC",
+                        "target": {"type": "python", "handler": "sms.send"}}
+
+
+def doc(**changes: Any) -> dict[str, Any]:
+    """GOOD with top-level changes; a value of ... removes the field."""
+    out = {**GOOD, **changes}
+    return {k: v for k, v in out.items() if v is not ...}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    status: int
+    names: str                         # the field in errors[], or a word of the detail
+    json: Any = None
+    content: str | bytes | None = None
+    method: str = "POST"
+    path: str = "/v1/jobs"
+    auth: str = "admin"                # admin | reader | foreign | none | raw Authorization
+    headers: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def create(case_id: str, body: dict[str, Any], name: str, status: int = 422) -> Case:
+    return Case(case_id, status, name, json=body)
+
+
+CASES = [
+    # cron, one bad field at a time, and schedules that cannot fire
+    create("cron-minute-61", doc(cron="61 * * * *"), "cron"),
+    create("cron-hour-24", doc(cron="* 24 * * *"), "cron"),
+    create("cron-dom-32", doc(cron="* * 32 * *"), "cron"),
+    create("cron-month-13", doc(cron="* * * 13 *"), "cron"),
+    create("cron-dow-8", doc(cron="* * * * 8"), "cron"),
+    create("cron-feb-30", doc(cron="0 0 30 2 *"), "cron"),
+    create("cron-three-fields", doc(cron="* * *"), "cron"),
+    create("cron-unknown-alias", doc(cron="@never"), "cron"),
+    create("cron-step-0", doc(cron="*/0 * * * *"), "cron"),
+    create("cron-number", doc(cron=5), "cron"),
+    create("cron-missing", doc(cron=...), "cron"),
+    # zones
+    create("tz-unknown", doc(tz="Mars/Olympus_Mons"), "tz"),
+    create("tz-offset", doc(tz="UTC+5"), "tz"),
+    create("tz-missing", doc(tz=...), "tz"),
+    create("tz-number", doc(tz=330), "tz"),
+    # priority, misfire
+    create("priority-high", doc(priority="high"), "priority"),
+    create("priority-number", doc(priority=1), "priority"),
+    create("misfire-until-25h", doc(misfire={"policy": "skip_after_local_time",
+                                             "until": "25:00"}), "misfire.until"),
+    create("misfire-until-9am", doc(misfire={"policy": "skip_after_local_time",
+                                             "until": "9am"}), "misfire.until"),
+    create("misfire-policy", doc(misfire={"policy": "sometimes"}), "misfire.policy"),
+    create("misfire-seconds-missing", doc(misfire={"policy": "skip_after"}), "misfire.seconds"),
+    create("misfire-seconds-negative", doc(misfire={"policy": "skip_after", "seconds": -5}),
+           "misfire.seconds"),
+    # targets
+    create("url-ftp", doc(target={"type": "http", "url": "ftp://example.com/x"}), "target.url"),
+    create("url-file", doc(target={"type": "http", "url": "file:///etc/passwd"}), "target.url"),
+    create("url-javascript", doc(target={"type": "http", "url": "javascript:alert(1)"}),
+           "target.url"),
+    create("url-credentials", doc(target={"type": "http", "url": "https://u:p@example.com"}),
+           "target.url"),
+    create("url-no-host", doc(target={"type": "http", "url": "http://"}), "target.url"),
+    create("target-type", doc(target={"type": "email", "to": "a@b.c"}), "target.type"),
+    create("target-missing", doc(target=...), "target"),
+    create("target-handler", doc(target={"type": "python", "handler": "1 bad"}),
+           "target.handler"),
+    create("timeout-zero", doc(target={"type": "http", "url": "https://a.b", "timeout_s": 0}),
+           "target.timeout_s"),
+    create("timeout-huge", doc(target={"type": "http", "url": "https://a.b", "timeout_s": 1e9}),
+           "target.timeout_s"),
+    create("target-unknown-field", doc(target={"type": "http", "url": "https://a.b",
+                                               "method": "PUT"}), "target.method"),
+    # numbers
+    create("max-attempts-negative", doc(max_attempts=-1), "max_attempts"),
+    create("max-attempts-huge", doc(max_attempts=10**30), "max_attempts"),
+    create("max-attempts-string", doc(max_attempts="6"), "max_attempts"),
+    create("max-attempts-bool", doc(max_attempts=True), "max_attempts"),
+    create("lease-too-short", doc(lease_seconds=2), "lease_seconds"),
+    create("max-catchup-zero", doc(max_catchup=0), "max_catchup"),
+    create("spread-too-long", doc(spread={"seconds": 86_401}), "spread.seconds"),
+    create("spread-negative", doc(spread={"seconds": -1}), "spread.seconds"),
+    # unknown fields, payload, key, other fields
+    create("unknown-field", doc(colour="blue"), "colour"),
+    create("unknown-spread-field", doc(spread={"seconds": 5, "jitter": 1}), "spread.jitter"),
+    create("payload-17k", doc(payload={"text": "x" * 17_000}), "payload"),
+    create("payload-array", doc(payload=[1, 2]), "payload"),
+    create("key-empty", doc(key=""), "key"),
+    create("key-too-long", doc(key="k" * 201), "key"),
+    create("key-number", doc(key=5), "key"),
+    create("rate-limit-name", doc(rate_limit="SMS Gateway"), "rate_limit"),
+    create("active-string", doc(active="yes"), "active"),
+    create("catchup-some", doc(catchup="some"), "catchup"),
+    # the body itself
+    Case("json-malformed", 422, "body", content="{", headers={"Content-Type":
+                                                             "application/json"}),
+    Case("json-trailing-comma", 422, "body", content='{"cron": "* * * * *",}',
+         headers={"Content-Type": "application/json"}),
+    Case("json-nan", 422, "body", content='{"max_attempts": NaN}',
+         headers={"Content-Type": "application/json"}),
+    Case("json-empty", 422, "body", content="", headers={"Content-Type": "application/json"}),
+    Case("json-array", 422, "body", json=[GOOD]),
+    Case("json-not-utf8", 422, "body", content=b'{"key": "\xff"}',
+         headers={"Content-Type": "application/json"}),
+    Case("text-plain", 415, "Content-Type", content=json.dumps(GOOD),
+         headers={"Content-Type": "text/plain"}),
+    Case("body-over-64k", 413, "body", json=doc(payload={"t": "x" * 70_000})),
+    # tokens and roles
+    Case("token-missing", 401, "Authorization", json=GOOD, auth="none"),
+    Case("token-garbage", 401, "token", json=GOOD, auth="Bearer not-a-token"),
+    Case("token-basic", 401, "Bearer", json=GOOD, auth="Basic dXNlcjpwdw=="),
+    Case("token-read-only", 403, "admin", json=GOOD, auth="reader"),
+    Case("token-foreign-patch", 404, "job", method="PATCH", path="/v1/jobs/{job}",
+         json={"cron": "0 1 * * *"}, auth="foreign", headers={"If-Match": "1"}),
+    Case("token-foreign-trigger", 404, "job", path="/v1/jobs/{job}/trigger", auth="foreign"),
+    Case("token-foreign-cancel", 404, "job", method="DELETE", path="/v1/jobs/{job}",
+         auth="foreign"),
+    # patch
+    Case("patch-key", 422, "key", method="PATCH", path="/v1/jobs/{job}", json={"key": "new"},
+         headers={"If-Match": "1"}),
+    Case("patch-active", 422, "active", method="PATCH", path="/v1/jobs/{job}",
+         json={"active": False}, headers={"If-Match": "1"}),
+    Case("patch-no-if-match", 428, "If-Match", method="PATCH", path="/v1/jobs/{job}",
+         json={"cron": "0 1 * * *"}),
+    Case("patch-if-match-garbage", 422, "If-Match", method="PATCH", path="/v1/jobs/{job}",
+         json={"cron": "0 1 * * *"}, headers={"If-Match": "latest"}),
+    Case("patch-stale", 412, "version", method="PATCH", path="/v1/jobs/{job}",
+         json={"cron": "0 1 * * *"}, headers={"If-Match": "9"}),
+    Case("patch-bad-zone", 422, "tz", method="PATCH", path="/v1/jobs/{job}",
+         json={"tz": "Asia/Atlantis"}, headers={"If-Match": "1"}),
+    Case("patch-array", 422, "body", method="PATCH", path="/v1/jobs/{job}", json=[1],
+         headers={"If-Match": "1"}),
+    Case("job-id-garbage", 422, "job_id", method="GET", path="/v1/jobs/abc"),
+    # queries
+    Case("list-limit-zero", 422, "limit", method="GET", params={"limit": 0}),
+    Case("list-limit-word", 422, "limit", method="GET", params={"limit": "many"}),
+    Case("list-priority", 422, "priority", method="GET", params={"priority": "high"}),
+    Case("list-cursor", 422, "cursor", method="GET", params={"cursor": "abc"}),
+    Case("list-paused", 422, "paused", method="GET", params={"paused": "perhaps"}),
+    Case("runs-cursor", 422, "cursor", method="GET", path="/v1/jobs/{job}/runs",
+         params={"cursor": "!!!"}),
+    # dead-letter replay
+    Case("replay-no-filter", 422, "run_ids", path="/v1/dead-letter/replay", json={}),
+    Case("replay-job-id-word", 422, "job_id", path="/v1/dead-letter/replay",
+         json={"job_id": "seven"}),
+    Case("replay-unknown-field", 422, "colour", path="/v1/dead-letter/replay",
+         json={"colour": "red"}),
+    Case("replay-since-word", 422, "since", path="/v1/dead-letter/replay",
+         json={"since": "yesterday"}),
+    Case("replay-malformed", 422, "body", path="/v1/dead-letter/replay", content="{",
+         headers={"Content-Type": "application/json"}),
+    Case("dead-letter-since-word", 422, "since", method="GET", path="/v1/dead-letter",
+         params={"since": "yesterday"}),
+    # import
+    Case("import-json-type", 415, "Content-Type", path="/v1/import",
+         content=json.dumps(GOOD), headers={"Content-Type": "application/json"}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_answers_a_problem_naming_the_field_and_changes_nothing(
+        case: Case, client: TestClient, job: dict[str, Any], h: dict[str, str],
+        reader: dict[str, str], other: dict[str, str], conn: psycopg.Connection[Any]) -> None:
+    headers = {"admin": h, "reader": reader, "foreign": other, "none": {}}.get(
+        case.auth, {"Authorization": case.auth})
+    before = snapshot(conn)
+    response = client.request(case.method, case.path.format(job=job["id"]), json=case.json,
+                              content=case.content, params=case.params,
+                              headers={**headers, **case.headers})
+    assert response.status_code == case.status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["status"] == case.status
+    assert problem["type"].startswith("https://crondepot.dev/problems/")
+    assert problem["title"] and problem["detail"]
+    if case.status == 422:
+        assert case.names in [e["field"] for e in problem["errors"]], problem
+    else:
+        assert case.names.lower() in problem["detail"].lower(), problem
+    assert snapshot(conn) == before
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 40
+
+
+def test_validation_messages_say_what_was_expected_and_got(client: TestClient,
+                                                           h: dict[str, str]) -> None:
+    problem = client.post("/v1/jobs", json=doc(max_attempts=-1), headers=h).json()
+    assert problem["type"] == "https://crondepot.dev/problems/validation"
+    assert problem["errors"] == [{"field": "max_attempts", "message": problem["detail"]}]
+    assert "-1" in problem["detail"] and "1 to 100" in problem["detail"]
+
+
+def test_revoked_token_is_refused(client: TestClient, h: dict[str, str],
+                                  conn: psycopg.Connection[Any]) -> None:
+    conn.execute("UPDATE api_tokens SET revoked_at = now()")
+    assert client.get("/v1/jobs", headers=h).status_code == 401
+
+
+def test_emi_reminder_is_valid() -> None:
+    assert EMI["cron"] == "0 9 5 * *"

@@ -1,0 +1,54 @@
+"""``crondepot api`` serves the app over real HTTP and stops cleanly on SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+# The group is driven directly: registering it in crondepot.cli is the lead's one-line change.
+RUNNER = """
+import argparse, sys
+from crondepot.cli import api
+parser = argparse.ArgumentParser()
+api.register(parser.add_subparsers())
+args = parser.parse_args(sys.argv[1:])
+sys.exit(args.run(args))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_api_command_serves_healthz_and_readyz_then_stops_on_sigint(db_url: str) -> None:
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-c", RUNNER, "api", "--db", db_url,
+                                "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, process.stdout.read() if process.stdout else ""
+                assert time.monotonic() < deadline, "the API did not start in 30 s"
+                time.sleep(0.1)
+        assert response.json() == {"status": "ok"}
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/jobs", timeout=5).status_code == 401
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
