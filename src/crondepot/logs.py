@@ -12,7 +12,8 @@ import os
 import sys
 from datetime import UTC, datetime
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# color_message: uvicorn attaches an ANSI-coloured copy of the message to its records.
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
 
 
 def _extras(record: logging.LogRecord) -> dict[str, object]:

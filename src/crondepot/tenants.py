@@ -56,3 +56,12 @@ def create_tenant(conn: psycopg.Connection[Any], name: str, *,
     except psycopg.errors.UniqueViolation:
         raise InvalidTenant(f"tenant name: {name!r} is already taken") from None
     return NewTenant(id=row[0], name=name, token=token, created_at=row[1])
+
+
+def issue_token(conn: psycopg.Connection[Any], tenant_id: int, *,
+                role: Literal["admin", "read"] = "admin", label: str | None = None) -> str:
+    """A new token for an existing tenant (shown once; only its hash is stored)."""
+    token = new_token()
+    conn.execute(Q.insert_api_token, {"tenant_id": tenant_id, "token_hash": hash_token(token),
+                                      "role": role, "label": label})
+    return token

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from urllib.request import urlopen
 
@@ -92,8 +93,15 @@ def _try(fn):  # type: ignore[no-untyped-def]
         return None
 
 
+def _child_pid(up: Proc, name: str) -> int | None:
+    pids = [line["child_pid"] for line in up.lines()
+            if line.get("msg") == f"started {name}" and line.get("child_pid")]
+    return int(pids[-1]) if pids else None
+
+
 def test_up_migrates_runs_schedulers_and_stops_on_ctrl_c(empty_db_url: str) -> None:
-    up = Proc("up", "--db", empty_db_url, "--schedulers", "2", "--tick", "500ms")
+    up = Proc("up", "--db", empty_db_url, "--schedulers", "2", "--workers", "0", "--tick",
+              "500ms", "--port", str(free_port()))
     try:
         def ready() -> bool:
             try:
@@ -117,27 +125,45 @@ def test_up_migrates_runs_schedulers_and_stops_on_ctrl_c(empty_db_url: str) -> N
 
 
 def test_up_restarts_a_crashed_scheduler(empty_db_url: str) -> None:
-    up = Proc("up", "--db", empty_db_url, "--schedulers", "1")
+    up = Proc("up", "--db", empty_db_url, "--schedulers", "1", "--port", str(free_port()))
     try:
-        def scheduler_pids() -> list[int]:
-            with connect(empty_db_url) as conn:
-                return [r[0] for r in conn.execute(
-                    "SELECT pid FROM pg_stat_activity "
-                    "WHERE application_name = 'crondepot-scheduler-1'").fetchall()]
-
-        def child_pid() -> int | None:
-            out = up.lines()
-            pids = [line.get("child_pid") for line in out if line.get("child_pid")]
-            return int(pids[-1]) if pids else None
-
-        wait_until(lambda: child_pid() is not None and bool(_try(scheduler_pids)),
-                   timeout=60, message="scheduler up")
-        first = child_pid()
+        wait_until(lambda: _child_pid(up, "scheduler-1") is not None, timeout=60,
+                   message="scheduler up")
+        first = _child_pid(up, "scheduler-1")
         assert first is not None
+        time.sleep(1)
         os.kill(first, signal.SIGKILL)
-        wait_until(lambda: child_pid() not in (None, first), timeout=30, message="restart")
+        wait_until(lambda: _child_pid(up, "scheduler-1") not in (None, first), timeout=30,
+                   message="restart")
     finally:
         up.stop()
+
+
+@pytest.mark.slow
+def test_up_demo_serves_the_api_runs_demo_jobs_and_stops_on_sigint(empty_db_url: str) -> None:
+    port = free_port()
+    up = Proc("up", "--db", empty_db_url, "--demo", "--port", str(port), "--tick", "500ms")
+    try:
+        def healthy() -> bool:
+            try:
+                return bool(urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).status == 200)
+            except OSError:
+                return False
+
+        wait_until(healthy, timeout=90, message="/healthz")
+        with connect(empty_db_url) as conn:
+            wait_until(lambda: bool(conn.execute(
+                "SELECT count(*) FROM runs WHERE status = 'succeeded'").fetchone()[0]),  # type: ignore[index]
+                timeout=60, message="a demo run succeeded")
+            jobs = conn.execute("SELECT count(*) FROM jobs").fetchone()
+    finally:
+        up.kill(signal.SIGINT)
+        code = up.popen.wait(timeout=60)
+    output = up.output()
+    assert code == 0, output
+    assert jobs == (4,)
+    assert f"docs http://127.0.0.1:{port}/docs" in output
+    assert "demo tenant token (shown once): cdp_" in output
 
 
 def test_embedded_database_is_shared_and_stopped_by_the_last_user() -> None:

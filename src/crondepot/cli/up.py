@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from crondepot import logs
+from crondepot import demo, logs
 from crondepot.cli.options import add_database, database
 from crondepot.db import connect, migrate
 
@@ -38,6 +38,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="module whose handlers the workers register")
     parser.add_argument("--tick", default="2s", help="scheduler tick (default 2s)")
+    parser.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="API port (default 8080)")
+    parser.add_argument("--demo", action="store_true",
+                        help="also create a demo tenant and sample reminder jobs")
     parser.set_defaults(run=run)
 
 
@@ -64,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
     with database(args) as db:
         with connect(db.url, application_name="crondepot-up") as conn:
             applied = migrate(conn)
+            demo_token = demo.install(conn).token if args.demo else None
         log.info("database %s ready (%d migrations applied)", db.describe(), len(applied))
         children = [
+            Child("api", [sys.executable, "-m", "crondepot", "api", "--db", db.url,
+                          "--host", args.host, "--port", str(args.port)]),
+        ] + [
             Child(f"scheduler-{i}", [sys.executable, "-m", "crondepot", "scheduler", "--db",
                                      db.url, "--tick", args.tick, "--name", f"scheduler-{i}"])
             for i in range(1, args.schedulers + 1)
@@ -76,7 +84,21 @@ def run(args: argparse.Namespace) -> int:
                                   "--name", f"worker-{i}", *imports])
             for i in range(1, args.workers + 1)
         ]
+        _welcome(args, demo_token)
         return supervise(children)
+
+
+def _welcome(args: argparse.Namespace, demo_token: str | None) -> None:
+    base = f"http://{args.host}:{args.port}"
+    lines = [f"crondepot is up: API {base}/v1, docs {base}/docs, OpenAPI {base}/openapi.json"]
+    if demo_token:
+        lines += [
+            f"demo tenant token (shown once): {demo_token}",
+            f"  curl -H 'Authorization: Bearer {demo_token}' {base}/v1/jobs",
+            "runs of the demo jobs appear in this log within a minute "
+            "(handler crondepot.log); Ctrl-C stops everything",
+        ]
+    print("\n".join(lines), flush=True)
 
 
 def supervise(children: list[Child]) -> int:
