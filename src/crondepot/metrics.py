@@ -7,9 +7,23 @@ or run id.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram, Info, start_http_server
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+    start_http_server,
+)
+from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from crondepot import __version__
+from crondepot.db import Q
 
 _LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
 
@@ -95,3 +109,58 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
     """Serve /metrics on ``port`` from a daemon thread (0 = don't serve)."""
     if port:
         start_http_server(port, addr=addr)
+
+
+class DatabaseCollector(Collector):
+    """Gauges read from the database at scrape time: the whole system's state, the same
+    whichever process serves them (the API does). ``connection`` lends a connection."""
+
+    def __init__(self, connection: Callable[[], Any]) -> None:
+        self._connection = connection
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._connection() as conn:
+            queue = conn.execute(Q.metrics_queue).fetchall()
+            (dead,) = conn.execute(Q.metrics_dead).fetchone()
+            (lag,) = conn.execute(Q.metrics_scheduler_lag).fetchone()
+            workers = conn.execute(Q.live_workers).fetchall()
+        depth = GaugeMetricFamily("crondepot_queue_depth", "Queued runs, by priority.",
+                                  labels=["priority"])
+        oldest = GaugeMetricFamily("crondepot_queue_oldest_age_seconds",
+                                   "Age of the oldest ready queued run, by priority.",
+                                   labels=["priority"])
+        seen = {row[0]: row for row in queue}
+        for priority in ("urgent", "normal", "bulk"):
+            _, count, age = seen.get(priority, (priority, 0, 0.0))
+            depth.add_metric([priority], count)
+            oldest.add_metric([priority], age)
+        yield depth
+        yield oldest
+        yield GaugeMetricFamily("crondepot_dead_letter_size", "Runs in the dead letter.",
+                                value=dead)
+        yield GaugeMetricFamily(
+            "crondepot_scheduler_lag_seconds",
+            "Now minus the oldest due time not yet written as runs (0 when none is due).",
+            value=lag)
+        yield GaugeMetricFamily("crondepot_workers_live", "Workers that have not stopped.",
+                                value=len(workers))
+        age = GaugeMetricFamily("crondepot_worker_heartbeat_age_seconds",
+                                "Seconds since each live worker's last heartbeat.",
+                                labels=["worker"])
+        for name, _host, _pid, _concurrency, _busy, _started, heartbeat_age in workers:
+            age.add_metric([name], heartbeat_age)
+        yield age
+
+
+def database_registry(connection: Callable[[], Any]) -> CollectorRegistry:
+    """A registry holding only the database gauges (one per app, so apps made in tests do
+    not collide in the process-wide registry)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector(connection))
+    return registry
+
+
+def exposition(*extra: CollectorRegistry) -> tuple[bytes, str]:
+    """This process's metrics, plus ``extra`` registries, in the Prometheus text format."""
+    body = generate_latest(REGISTRY) + b"".join(generate_latest(r) for r in extra)
+    return body, CONTENT_TYPE_LATEST

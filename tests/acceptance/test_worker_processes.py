@@ -149,8 +149,10 @@ def test_sigterm_releases_runs_waiting_and_exits_0(db_url: str) -> None:
         (worker,) = _workers(db_url, 1)
         wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="call")
+        assert _one(conn, "SELECT count(*) FROM workers WHERE stopped_at IS NULL") == 1
         assert worker.stop(timeout=30) == 0
         assert _one(conn, "SELECT status FROM runs") == "succeeded"   # finished in the grace
+        assert _one(conn, "SELECT count(*) FROM workers WHERE stopped_at IS NULL") == 0
 
 
 def _busiest_window(times: list[float], width: float = 1.0) -> int:

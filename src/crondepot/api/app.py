@@ -14,8 +14,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 
+from crondepot import metrics
 from crondepot.api import problems
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import add_documented_schemas
@@ -67,6 +68,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
         with open_pool(database_url, min_size=config.pool_min_size,
                        max_size=config.pool_max_size, application_name="crondepot-api") as pool:
             app.state.pool = pool
+            app.state.metrics = metrics.database_registry(pool.connection)
             yield
 
     app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan)
@@ -76,8 +78,15 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     problems.install(app)
     for module in (jobs, runs, deadletter, imports, service):
         app.include_router(module.router)
+    app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
     _document(app)
     return app
+
+
+def _metrics(request: Request) -> Response:
+    """Prometheus scrape: this process's metrics and the database-derived gauges."""
+    body, content_type = metrics.exposition(request.app.state.metrics)
+    return Response(body, media_type=content_type)
 
 
 def _document(app: FastAPI) -> None:

@@ -205,6 +205,7 @@ class Worker(Stoppable):
     def _reap(self) -> None:
         with self._pool.connection() as conn:
             reaped = reap_abandoned_runs(conn)
+            conn.execute(Q.forget_old_workers)
         for status, count in reaped.items():
             if count:
                 metrics.leases_expired.labels(status).inc(count)
@@ -213,8 +214,27 @@ class Worker(Stoppable):
     def _heartbeat_loop(self) -> None:
         # Runs until the worker is done, not merely stopping: calls finishing during the
         # grace period still need their leases renewed.
+        self._announce()
         while not self._done.wait(self._heartbeat_interval()):
             self._heartbeat()
+            self._announce()
+        self._announce(stopped=True)
+
+    def _announce(self, *, stopped: bool = False) -> None:
+        """Tell the workers table we are alive (or gone), for operators and metrics."""
+        with self._lock:
+            busy = len(self._held)
+        try:
+            with self._pool.connection() as conn:
+                if stopped:
+                    conn.execute(Q.worker_stopped, {"name": self.config.name})
+                else:
+                    conn.execute(Q.worker_beat, {
+                        "name": self.config.name, "host": socket.gethostname(),
+                        "pid": os.getpid(), "concurrency": self.config.concurrency,
+                        "busy": busy})
+        except psycopg.Error as exc:
+            log.warning("could not record worker heartbeat: %s", exc)
 
     def _heartbeat_interval(self) -> float:
         """The configured interval, but at least three beats per lease of any run in hand."""

@@ -1,0 +1,92 @@
+"""Metrics: the database gauges, the API's /metrics, and alert rules that name real metrics."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+from fastapi.testclient import TestClient
+from prometheus_client.core import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from crondepot import metrics
+from crondepot.api import create_app
+from crondepot.db import connect
+from crondepot.queue import claim_runs, record_final_failure
+from tests.support.jobs import bulk_due_jobs, queued_runs
+
+RULES = Path(__file__).parents[2] / "deploy" / "prometheus" / "alerts.yml"
+SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"], "gauge": [""],
+            "info": ["_info"], "summary": ["_count", "_sum"]}
+
+
+def _samples(text: str) -> dict[str, float]:
+    return {s.name + str(sorted(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _exposed_names(db_url: str) -> set[str]:
+    names = set()
+    with connect(db_url) as conn:
+        registry = metrics.database_registry(lambda: _Borrowed(conn))
+        for source in (REGISTRY, registry):
+            for family in source.collect():
+                names |= {family.name + s for s in SUFFIXES.get(family.type, [""])}
+    return names
+
+
+class _Borrowed:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> psycopg.Connection[Any]:
+        return self.conn
+
+    def __exit__(self, *_: object) -> None:
+        pass
+
+
+def test_database_gauges_count_queue_dead_letter_lag_and_workers(
+        conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 3, priority="urgent")
+    queued_runs(conn, 2, priority="bulk")
+    (run,) = claim_runs(conn, owner="w", shares={"bulk": 1}, lend=False)
+    record_final_failure(conn, run.run_id, run.lease_token, status="dead", error="x",
+                         error_class="T")
+    bulk_due_jobs(conn, 1, due_in_seconds=-30)
+    conn.execute("INSERT INTO workers (name, host, pid, concurrency) VALUES ('w1', 'h', 1, 20)")
+    registry = metrics.database_registry(lambda: _Borrowed(conn))
+    samples = _samples(metrics.exposition(registry)[0].decode())
+    assert samples["crondepot_queue_depth[('priority', 'urgent')]"] == 3
+    assert samples["crondepot_queue_depth[('priority', 'bulk')]"] == 1
+    assert samples["crondepot_queue_depth[('priority', 'normal')]"] == 0
+    assert samples["crondepot_dead_letter_size[]"] == 1
+    assert samples["crondepot_scheduler_lag_seconds[]"] >= 29
+    assert samples["crondepot_workers_live[]"] == 1
+    assert samples["crondepot_worker_heartbeat_age_seconds[('worker', 'w1')]"] >= 0
+
+
+def test_api_serves_metrics_without_a_token(db_url: str) -> None:
+    with TestClient(create_app(db_url)) as client:
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    samples = _samples(response.text)
+    assert "crondepot_queue_depth[('priority', 'normal')]" in samples
+    assert "crondepot_build_info[('version', '0.1.0')]" in samples
+
+
+def test_alert_rules_parse_and_name_only_metrics_that_exist(db_url: str) -> None:
+    rules = yaml.safe_load(RULES.read_text())
+    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+    names = {rule["alert"] for rule in alerts}
+    assert {"CrondepotStartLagHigh", "CrondepotCatchupBoundHit", "CrondepotDeadLetterGrowing",
+            "CrondepotRescueStorm", "CrondepotNoLiveWorkers", "CrondepotNoSchedulerProgress",
+            "CrondepotMetricsAbsent"} <= names
+    exposed = _exposed_names(db_url)
+    for rule in alerts:
+        assert rule["expr"].strip() and rule["annotations"]["summary"]
+        for metric in re.findall(r"\bcrondepot_[a-z_]+", rule["expr"]):
+            assert metric in exposed, f"{rule['alert']} names {metric}, which no process serves"
