@@ -44,7 +44,14 @@ class DatabaseUnavailable(CrondepotError):
 
 
 class TargetError(CrondepotError):
-    """Raised by a target or handler to say how a call went."""
+    """Raised by a target or handler to say how a call went.
+
+    ``status_code`` carries the HTTP status when the target answered one.
+    """
+
+    def __init__(self, message: str = "", *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 class TemporaryError(TargetError):
@@ -53,8 +60,9 @@ class TemporaryError(TargetError):
     ``retry_after_seconds`` carries a server's ``Retry-After`` hint when there was one.
     """
 
-    def __init__(self, message: str = "", *, retry_after_seconds: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str = "", *, retry_after_seconds: float | None = None,
+                 status_code: int | None = None) -> None:
+        super().__init__(message, status_code=status_code)
         self.retry_after_seconds = retry_after_seconds
 
 

@@ -71,8 +71,10 @@ runs_finished = Counter(
     "crondepot_runs_finished_total", "Runs that reached an outcome, by outcome.", ["outcome"]
 )
 attempts = Counter(
-    "crondepot_attempts_total", "Target calls, by outcome (ok, temporary, permanent, unknown).",
-    ["outcome"],
+    "crondepot_attempts_total",
+    "Target calls, by outcome (ok, temporary, permanent, unknown) and HTTP status class "
+    "(2xx … 5xx, or none for handlers and calls that got no answer).",
+    ["outcome", "status_class"],
 )
 start_lag = Histogram(
     "crondepot_start_lag_seconds",

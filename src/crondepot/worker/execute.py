@@ -22,7 +22,7 @@ from typing import Any, Literal
 from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
-from crondepot.errors import PermanentError, TemporaryError
+from crondepot.errors import PermanentError, TargetError, TemporaryError
 from crondepot.handlers import RunContext, UnknownHandler, lookup
 from crondepot.queue import (
     ClaimedRun,
@@ -90,11 +90,13 @@ class Executor:
         metrics.target_duration.labels(run.target.get("type", "?")).observe(
             time.perf_counter() - began)
         if kind is None or error is None:
-            metrics.attempts.labels("ok").inc()
+            code = result.get("status_code") if result else None
+            metrics.attempts.labels("ok", _status_class(code)).inc()
             self._record(run, lambda conn: record_success(conn, run.run_id, run.lease_token,
                                                           run.attempt, result), "succeeded")
         else:
-            metrics.attempts.labels(kind).inc()
+            code = error.status_code if isinstance(error, TargetError) else None
+            metrics.attempts.labels(kind, _status_class(code)).inc()
             self._record_failure(run, kind, error, retry_after)
         return "done"
 
@@ -155,6 +157,10 @@ class Executor:
             return
         metrics.runs_finished.labels(outcome).inc()
         log.debug("run finished", extra=_fields(run) | {"outcome": outcome})
+
+
+def _status_class(code: Any) -> str:
+    return f"{code // 100}xx" if isinstance(code, int) else "none"
 
 
 def _fields(run: ClaimedRun) -> dict[str, Any]:

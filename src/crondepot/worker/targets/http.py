@@ -225,15 +225,16 @@ def _raise_for_status(
         location = response.headers.get("Location", "(no Location header)")
         raise PermanentError(
             f"HTTP {status} from {where}: redirect to {location} not followed "
-            "(point the job at the final URL)"
+            "(point the job at the final URL)", status_code=status
         )
     message = f"HTTP {status} from {where}: {excerpt!r}"
     if status in (408, 429) or 500 <= status < 600:
         hint = response.headers.get("Retry-After")
         raise TemporaryError(
-            message, retry_after_seconds=None if hint is None else retry_after(hint, now=now)
+            message, retry_after_seconds=None if hint is None else retry_after(hint, now=now),
+            status_code=status,
         )
-    raise PermanentError(message)
+    raise PermanentError(message, status_code=status)
 
 
 def retry_after(value: str, *, now: float) -> float | None:
