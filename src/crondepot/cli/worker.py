@@ -31,6 +31,10 @@ def register(commands: Any) -> None:
                         help="on SIGTERM, how long calls in progress may finish (default 30)")
     parser.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
                         help="lease renewal interval (default 5)")
+    parser.add_argument("--retention-days", type=float,
+                        default=float(env("CRONDEPOT_RETENTION_DAYS", "30")),
+                        help="delete finished runs older than this (0 = keep; default 30; "
+                             "dead-lettered runs are always kept)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         default=int(env("CRONDEPOT_METRICS_PORT", "0")))
     parser.add_argument("--name", default=None, help="worker name (default host:pid)")
@@ -53,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         config = WorkerConfig(url=db.url, concurrency=args.concurrency,
                               urgent_only=args.urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
+                              retention_days=args.retention_days,
                               **({"name": args.name} if args.name else {}))
         worker = Worker(config)
         worker.install_signal_handlers()

@@ -24,6 +24,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -41,6 +42,7 @@ from crondepot.queue.lease import (
     extend_acquired_leases,
 )
 from crondepot.ratelimit import RateLimiter
+from crondepot.retention import DEFAULT_RETENTION, prune_finished_runs
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.targets import AddressGuard, WebhookTarget
 
@@ -58,6 +60,7 @@ class WorkerConfig:
     heartbeat_seconds: float = 5.0
     grace_seconds: float = 30.0
     max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS
+    retention_days: float = DEFAULT_RETENTION.days   # 0 keeps finished runs forever
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
@@ -105,7 +108,7 @@ class Worker(Stoppable):
 
     def _claim_loop(self, slots: ThreadPoolExecutor) -> None:
         listener: psycopg.Connection[Any] | None = None
-        next_reap = 0.0
+        next_reap = next_prune = 0.0
         backoff = Backoff()
         while not self._stop.is_set():
             try:
@@ -116,6 +119,9 @@ class Worker(Stoppable):
                 if time.monotonic() >= next_reap:
                     self._reap()
                     next_reap = time.monotonic() + self.config.reap_seconds
+                if self.config.retention_days and time.monotonic() >= next_prune:
+                    self._prune()
+                    next_prune = time.monotonic() + 60
                 claimed = self._claim_for_free_slots(slots)
                 backoff.reset()
             except (psycopg.OperationalError, psycopg.InterfaceError,
@@ -210,6 +216,12 @@ class Worker(Stoppable):
             if count:
                 metrics.leases_expired.labels(status).inc(count)
                 log.warning("reaped %d runs with expired leases", count, extra={"to": status})
+
+    def _prune(self) -> None:
+        with self._pool.connection() as conn:
+            pruned = prune_finished_runs(conn, timedelta(days=self.config.retention_days))
+        if pruned:
+            log.info("pruned %d finished runs past retention", pruned)
 
     def _heartbeat_loop(self) -> None:
         # Runs until the worker is done, not merely stopping: calls finishing during the

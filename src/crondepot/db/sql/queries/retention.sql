@@ -1,0 +1,14 @@
+-- name: prune_finished_runs
+-- Retention: delete up to %(limit)s finished runs written before the cut-off. The BRIN index
+-- on created_at finds the old block ranges directly, and the LIMIT bounds each pass, so a
+-- pass costs the same on a table of a million runs or a billion. Dead runs are kept: a
+-- person decides about them. SKIP LOCKED lets several workers prune side by side.
+WITH old AS (
+    SELECT run_id FROM runs
+    WHERE created_at < coalesce(%(now)s::timestamptz, now())
+                       - make_interval(secs => %(keep_seconds)s::float8)
+      AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+    LIMIT %(limit)s::integer
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM runs AS r USING old WHERE r.run_id = old.run_id;
