@@ -17,10 +17,10 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 
 from crondepot import metrics
-from crondepot.api import problems
+from crondepot.api import console, problems
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import add_documented_schemas
-from crondepot.api.routes import deadletter, imports, jobs, runs, service
+from crondepot.api.routes import audit, deadletter, imports, jobs, runs, service
 from crondepot.db import open_pool
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
@@ -76,8 +76,9 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
-    for module in (jobs, runs, deadletter, imports, service):
+    for module in (jobs, runs, deadletter, imports, audit, service):
         app.include_router(module.router)
+    console.install(app)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
     _document(app)
     return app

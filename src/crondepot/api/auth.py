@@ -17,6 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot.api.limits import RequestBudget, retry_after
 from crondepot.api.problems import Forbidden, RateLimited, Unauthorized
+from crondepot.audit import act_as
 from crondepot.db import Q
 from crondepot.tenants import hash_token
 
@@ -50,6 +51,8 @@ def principal(request: Request, conn: Conn) -> Principal:
         raise RateLimited(f"this token's request budget ({budget.rate:g}/s, burst "
                           f"{budget.burst}) is spent; retry in {wait:.2f} s",
                           headers={"Retry-After": retry_after(wait)})
+    # Every change this request makes is audited under this token (see crondepot.audit).
+    act_as(conn, f"token:{row[3]}@{row[1]}")
     return Principal(tenant_id=row[0], tenant=row[1], role=row[2])
 
 

@@ -1,7 +1,7 @@
 """Reads the API serves about runs: one run, a job's runs, and the tenant's stats.
 
 Every query is scoped by tenant; a run of another tenant is not found, exactly like an
-unknown id.
+unknown id. The one exception, ``all_tenants_stats``, is for operators (the CLI).
 """
 
 from __future__ import annotations
@@ -41,13 +41,24 @@ def job_runs(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
 
 
 def stats(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
-    params = {"tenant_id": tenant_id}
+    return _stats(conn, (Q.api_stats_queue, Q.api_stats_lag, Q.api_stats_dead),
+                  {"tenant_id": tenant_id})
+
+
+def all_tenants_stats(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """``stats`` across every tenant, for operators (``crondepot status`` without --tenant)."""
+    return _stats(conn, (Q.admin_stats_queue, Q.admin_stats_lag, Q.admin_stats_dead), {})
+
+
+def _stats(conn: psycopg.Connection[Any], queries: tuple[str, str, str],
+           params: dict[str, Any]) -> dict[str, Any]:
+    queue_sql, lag_sql, dead_sql = queries
     queue = {p: {"ready": 0, "waiting": 0, "oldest_ready_seconds": None}
              for p in PRIORITY_ORDER}
-    for priority, ready, waiting, oldest in conn.execute(Q.api_stats_queue, params):
+    for priority, ready, waiting, oldest in conn.execute(queue_sql, params):
         queue[priority] = {"ready": ready, "waiting": waiting, "oldest_ready_seconds": oldest}
-    lag = conn.execute(Q.api_stats_lag, params).fetchone()
-    dead = conn.execute(Q.api_stats_dead, params).fetchone()
+    lag = conn.execute(lag_sql, params).fetchone()
+    dead = conn.execute(dead_sql, params).fetchone()
     assert lag is not None and dead is not None
     return {"queue": queue,
             "lag": {"samples": lag[0], "p50_seconds": lag[1], "p99_seconds": lag[2]},

@@ -19,6 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from crondepot.db.embedded import EmbeddedPostgres, default_data_dir
+from crondepot.db.queries import Q
 
 URL_ENV = "CRONDEPOT_DATABASE_URL"
 DATA_DIR_ENV = "CRONDEPOT_DATA_DIR"
@@ -62,6 +63,10 @@ def connect(url: str, *, application_name: str = "crondepot") -> psycopg.Connect
     return psycopg.connect(url, autocommit=True, application_name=application_name)
 
 
+def _forget_actor(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(Q.clear_actor)
+
+
 @contextmanager
 def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot"
@@ -73,6 +78,8 @@ def open_pool(
         kwargs={"autocommit": True, "application_name": application_name},
         # A restarted database leaves dead connections in the pool; check before lending.
         check=ConnectionPool.check_connection,
+        # A connection returned to the pool forgets the actor its last user named.
+        reset=_forget_actor,
         open=False,
     )
     pool.open(wait=True, timeout=30)

@@ -1,7 +1,7 @@
 -- name: api_token_principal
 -- Bearer-token authentication: the sha256 of the presented token, never the token itself,
 -- is looked up. A revoked token finds nothing, like an unknown one.
-SELECT tok.tenant_id, tn.name AS tenant, tok.role
+SELECT tok.tenant_id, tn.name AS tenant, tok.role, tok.id AS token_id
 FROM api_tokens tok
 JOIN tenants tn ON tn.id = tok.tenant_id
 WHERE tok.token_hash = %(token_hash)s AND tok.revoked_at IS NULL;

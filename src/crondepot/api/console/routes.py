@@ -1,0 +1,366 @@
+"""The console's pages and form posts, under ``/console``.
+
+Pages are server-rendered (Jinja2, autoescaped) with a little local JavaScript; every change
+is a POST form carrying the session's CSRF token and calls the same store function as the
+API route and the CLI command that do it. Another tenant's job or run is "not found", like
+an unknown one; a read-only token sees everything and is refused every change (403).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from crondepot.api.auth import Conn
+from crondepot.api.console import views
+from crondepot.api.console.session import (
+    LOGIN_COOKIE,
+    PATH,
+    ConsoleError,
+    Session,
+    check_login_nonce,
+    check_token,
+    clear_session_cookie,
+    first,
+    form_fields,
+    login_nonce,
+    require_admin,
+    require_csrf,
+    session,
+    set_login_cookie,
+    set_session_cookie,
+)
+from crondepot.api.problems import RateLimited, Unauthorized
+from crondepot.api.reads import get_run
+from crondepot.deadletter import DeadFilter
+from crondepot.deadletter import replay as replay_dead
+from crondepot.job.store import (
+    JobCancelled,
+    JobFilter,
+    JobNotFound,
+    get_job,
+    pause_job,
+    resume_job,
+    trigger_job,
+)
+
+router = APIRouter(prefix=PATH, include_in_schema=False)
+Form = Annotated[dict[str, list[str]], Depends(form_fields)]
+MAX_JOB_ID = 2**63 - 1
+REPLAY_LIMIT = 10_000
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self' data:; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+}
+NOTICES = {
+    "paused": "Job paused: no new runs until it is resumed.",
+    "resumed": "Job resumed from now (missed runs are not caught up).",
+    "triggered": "A run due now was queued.",
+    "already": "A run for this second already exists: nothing new was queued.",
+}
+STATIC = {"console.css": "text/css; charset=utf-8",
+          "console.js": "text/javascript; charset=utf-8"}
+
+
+def _dt(value: datetime | None) -> str:
+    return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _local(value: datetime | None) -> str:
+    return "—" if value is None else value.strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _secs(value: float | timedelta | None) -> str:
+    if value is None:
+        return "—"
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    sign, seconds = ("−" if seconds < 0 else ""), abs(seconds)
+    if seconds < 10:
+        return f"{sign}{seconds:.2f} s"
+    if seconds < 120:
+        return f"{sign}{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{sign}{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{sign}{seconds / 3600:.1f} h"
+    return f"{sign}{seconds / 86400:.1f} d"
+
+
+_env = Environment(loader=PackageLoader("crondepot.api.console", "templates"),
+                   autoescape=select_autoescape(default=True, default_for_string=True),
+                   trim_blocks=True, lstrip_blocks=True)
+_env.filters.update(dt=_dt, local=_local, secs=_secs)
+_env.globals.update(PATH=PATH)
+
+
+def render(request: Request, template: str, context: dict[str, Any], *,
+           status: int = 200) -> HTMLResponse:
+    body = _env.get_template(template).render(request=request, **context)
+    return HTMLResponse(body, status_code=status,
+                        headers={**SECURITY_HEADERS, "Cache-Control": "no-store"})
+
+
+def redirect(url: str, *, notice: dict[str, str] | None = None) -> RedirectResponse:
+    if notice:
+        url += ("&" if "?" in url else "?") + urlencode(notice)
+    return RedirectResponse(url, status_code=303, headers=SECURITY_HEADERS)
+
+
+def _page(request: Request, current: Session, template: str, status: int = 200,
+          **context: Any) -> HTMLResponse:
+    notice = NOTICES.get(request.query_params.get("notice", ""))
+    replayed = request.query_params.get("replayed", "")
+    if replayed.isdigit():
+        notice = f"{int(replayed)} dead run(s) queued again (same run ids, fresh attempts)."
+    return render(request, template, {"s": current, "notice": notice, **context}, status=status)
+
+
+@contextmanager
+def _found() -> Iterator[None]:
+    """Store errors as console pages: not found (or another tenant's) 404, cancelled 409."""
+    try:
+        yield
+    except JobNotFound:
+        raise ConsoleError(404, "Not found", "no such job or run for this tenant") from None
+    except JobCancelled as exc:
+        raise ConsoleError(409, "Job cancelled", str(exc)) from None
+
+
+def _job_id(raw: str) -> int:
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_JOB_ID:
+        raise ConsoleError(404, "Not found", "no such job or run for this tenant")
+    return int(raw)
+
+
+# ----- login / logout ---------------------------------------------------------------------
+
+
+@router.get("/login")
+def login_page(request: Request) -> HTMLResponse:
+    nonce = login_nonce(request)
+    response = render(request, "login.html", {"csrf": nonce, "error": None})
+    set_login_cookie(response, request, nonce)
+    return response
+
+
+@router.post("/login")
+def login(request: Request, conn: Conn, form: Form) -> Response:
+    check_login_nonce(request, form)
+    token = first(form, "token").strip()
+    try:
+        if not token:
+            raise Unauthorized("paste a token")
+        check_token(request, conn, token)
+    except Unauthorized:
+        nonce = login_nonce(request)
+        page = render(request, "login.html", {
+            "csrf": nonce, "error": "That token is unknown or revoked."}, status=401)
+        set_login_cookie(page, request, nonce)
+        return page
+    except RateLimited as exc:
+        raise ConsoleError(429, "Slow down", exc.detail, headers=exc.headers) from None
+    response = redirect(PATH)
+    set_session_cookie(response, request, token)
+    response.delete_cookie(LOGIN_COOKIE, path=f"{PATH}/login")
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, conn: Conn, form: Form) -> Response:
+    require_csrf(session(request, conn), form)
+    response = redirect(f"{PATH}/login")
+    clear_session_cookie(response)
+    return response
+
+
+# ----- pages ------------------------------------------------------------------------------
+
+
+@router.get("")
+def overview(request: Request, conn: Conn) -> HTMLResponse:
+    current = session(request, conn)
+    data = views.overview(conn, current.who.tenant_id)
+    return _page(request, current, "overview.html", nav="overview", **data)
+
+
+@router.get("/jobs")
+def jobs(request: Request, conn: Conn) -> HTMLResponse:
+    current = session(request, conn)
+    q = request.query_params
+    key_prefix = q.get("key_prefix", "").strip()[:200] or None
+    priority = q.get("priority") if q.get("priority") in ("urgent", "normal", "bulk") else None
+    paused = {"yes": True, "no": False}.get(q.get("paused", ""))
+    active = {"yes": True, "no": False}.get(q.get("active", "yes"))
+    after = int(q["after"]) if q.get("after", "").isdigit() else 0
+    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
+    rows, next_after = views.jobs_page(conn, current.who.tenant_id, where, after=after,
+                                       limit=50)
+    filters = {"key_prefix": key_prefix or "", "priority": priority or "",
+               "paused": q.get("paused", ""), "active": q.get("active", "yes")}
+    next_url = f"{PATH}/jobs?" + urlencode({**filters, "after": next_after}) \
+        if next_after else None
+    return _page(request, current, "jobs.html", nav="jobs", rows=rows, filters=filters,
+                 next_url=next_url, back=str(request.url.path) + (
+                     "?" + request.url.query if request.url.query else ""))
+
+
+@router.get("/jobs/{job_id}")
+def job(request: Request, conn: Conn, job_id: str) -> HTMLResponse:
+    current = session(request, conn)
+    raw = request.query_params.get("runs", "")
+    count = min(max(int(raw), 1), 500) if raw.isdigit() else 25
+    with _found():
+        data = views.job_detail(conn, current.who.tenant_id, _job_id(job_id), count)
+    return _page(request, current, "job.html", nav="jobs", count=count,
+                 back=f"{PATH}/jobs/{data['job'].id}", **data)
+
+
+ACTIONS: dict[str, tuple[str, Callable[..., Any]]] = {
+    "pause": ("pause jobs", pause_job),
+    "resume": ("resume jobs", resume_job),
+    "trigger": ("trigger runs", trigger_job),
+}
+
+
+@router.post("/jobs/{job_id}/{action}")
+def job_action(request: Request, conn: Conn, form: Form, job_id: str, action: str) -> Response:
+    if action not in ACTIONS:
+        raise ConsoleError(404, "Not found", "no such action")
+    current = session(request, conn)
+    require_csrf(current, form)
+    what, call = ACTIONS[action]
+    require_admin(current, what)
+    with _found():
+        done = call(conn, current.who.tenant_id, _job_id(job_id))
+    notice = {"pause": "paused", "resume": "resumed"}.get(action) or (
+        "triggered" if done.created else "already")
+    return redirect(_back(form, f"{PATH}/jobs/{int(job_id)}"), notice={"notice": notice})
+
+
+def _back(form: dict[str, list[str]], default: str) -> str:
+    """Where a form asks to return: a console path only (never another site)."""
+    back = first(form, "back")
+    if re.fullmatch(r"/console(/[A-Za-z0-9_\-/]*)?(\?[A-Za-z0-9_\-=&%.+:]*)?", back):
+        return re.sub(r"[?&]notice=[a-z]*|[?&]replayed=\d*", "", back)
+    return default
+
+
+@router.get("/runs/{run_id}")
+def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
+    current = session(request, conn)
+    with _found():
+        row = get_run(conn, current.who.tenant_id, run_id[:100])
+        owner = get_job(conn, current.who.tenant_id, row["job_id"])
+    row["lateness"] = views.lateness(row)
+    return _page(request, current, "run.html", nav="dead", run=row, job=owner)
+
+
+def _dead_filter(current: Session, get: Callable[[str], str], *,
+                 run_ids: list[str] | None = None) -> tuple[DeadFilter, dict[str, str]]:
+    values = {name: get(name).strip()[:500] for name in ("error", "job_id", "since", "until")}
+    job_id = values["job_id"]
+    if job_id and not job_id.isdigit():
+        raise ConsoleError(422, "Invalid filter", "job must be a job id (a number)")
+    where = DeadFilter(tenant=current.who.tenant, error=values["error"] or None,
+                       job_id=int(job_id) if job_id else None,
+                       since=_when(values["since"], "since"), until=_when(values["until"],
+                                                                         "until"),
+                       run_ids=run_ids, limit=REPLAY_LIMIT)
+    return where, values
+
+
+def _when(text: str, name: str) -> datetime | None:
+    """A datetime-local input (read as UTC) or an ISO 8601 instant."""
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConsoleError(422, "Invalid filter", f"{name}: expected a date and time like "
+                           "2025-03-30T02:30 (UTC)") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@router.get("/dead-letter")
+def dead_letter(request: Request, conn: Conn) -> HTMLResponse:
+    current = session(request, conn)
+    where, values = _dead_filter(current, lambda n: request.query_params.get(n, ""))
+    shown = views.dead_letter(conn, replace(where, limit=200))
+    total = len(views.dead_letter(conn, where)) if len(shown) == 200 else len(shown)
+    return _page(request, current, "dead.html", nav="dead", runs=shown, total=total,
+                 filters=values, query=urlencode(values))
+
+
+@router.get("/dead-letter/replay")
+def replay_confirm(request: Request, conn: Conn) -> HTMLResponse:
+    """The confirmation before replaying everything matching a filter (nothing changes)."""
+    current = session(request, conn)
+    where, values = _dead_filter(current, lambda n: request.query_params.get(n, ""))
+    matching = replay_dead(conn, where, dry_run=True)
+    return _page(request, current, "replay.html", nav="dead", runs=matching[:20],
+                 count=len(matching), filters=values, query=urlencode(values))
+
+
+@router.post("/dead-letter/replay")
+def replay_runs(request: Request, conn: Conn, form: Form) -> Response:
+    current = session(request, conn)
+    require_csrf(current, form)
+    require_admin(current, "replay dead runs")
+    mode = first(form, "mode")
+    if mode == "selected":
+        run_ids = [r[:100] for r in form.get("run_id", []) if r][:REPLAY_LIMIT]
+        if not run_ids:
+            raise ConsoleError(422, "Nothing selected", "tick the runs to replay first")
+        where = DeadFilter(tenant=current.who.tenant, run_ids=run_ids, limit=REPLAY_LIMIT)
+    elif mode == "matching":
+        where, values = _dead_filter(current, lambda n: first(form, n))
+        if first(form, "confirm") != "yes":
+            return redirect(f"{PATH}/dead-letter/replay?" + urlencode(values))
+    else:
+        raise ConsoleError(422, "Invalid form", "mode must be 'selected' or 'matching'")
+    done = replay_dead(conn, where)
+    return redirect(f"{PATH}/dead-letter", notice={"replayed": str(len(done))})
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    if name not in STATIC:
+        raise ConsoleError(404, "Not found", "no such file")
+    body = (resources.files("crondepot.api.console") / "static" / name).read_bytes()
+    return Response(body, media_type=STATIC[name],
+                    headers={**SECURITY_HEADERS, "Cache-Control": "max-age=300"})
+
+
+# ----- errors -----------------------------------------------------------------------------
+
+
+async def _error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConsoleError)
+    if exc.redirect:
+        response: Response = redirect(exc.redirect)
+        if exc.status == 401:
+            clear_session_cookie(response)
+        return response
+    response = render(request, "error.html", {"error": exc}, status=exc.status)
+    response.headers.update(exc.headers)
+    return response
+
+
+def install(app: FastAPI) -> None:
+    """Mount the console on ``app`` (its pages and its error pages)."""
+    app.include_router(router)
+    app.add_exception_handler(ConsoleError, _error)

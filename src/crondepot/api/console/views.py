@@ -1,0 +1,133 @@
+"""What the console's pages show, read through the same store functions as the API and CLI.
+
+Each function takes a connection and the caller's tenant and returns plain data for a
+template; the only SQL of its own is in ``db/sql/queries/console.sql`` (runs by state and the
+per-minute buckets of the last hour).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import islice
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from crondepot.api import reads
+from crondepot.api.console import charts
+from crondepot.db import Q
+from crondepot.deadletter import DeadFilter, DeadRun, list_dead
+from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
+from crondepot.timetable import Fire
+
+STATES = ("queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled")
+NOTES = {
+    "moved": "moved: its local time was skipped by a clock change; fires at the change",
+    "merged": "merged: several skipped local times fire once, at the clock change",
+    "repeated-once": "repeated time: the clock goes back; fires on the first pass only",
+    "second-pass": "second pass: the clock went back and this local time happens again",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FireView:
+    at: datetime
+    local: datetime
+    note: str | None
+
+    @property
+    def note_text(self) -> str:
+        return NOTES.get(self.note or "", self.note or "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRow:
+    job: StoredJob
+    fires: list[FireView]
+    last: dict[str, Any] | None
+
+    @property
+    def state(self) -> str:
+        if not self.job.active:
+            return "cancelled"
+        return "paused" if self.job.paused else "active"
+
+
+def fires(job: StoredJob, count: int, *, now: datetime | None = None) -> list[FireView]:
+    """The job's next ``count`` fires after now (the timetable's nominal instants)."""
+    after = now or datetime.now(UTC)
+    stream = job.spec.timetable(job.id).fires_after(after)
+    return [_fire(f) for f in islice(stream, count)]
+
+
+def _fire(fire: Fire) -> FireView:
+    return FireView(at=fire.at, local=fire.local, note=fire.note)
+
+
+def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
+    stats = reads.stats(conn, tenant_id)
+    states = dict.fromkeys(STATES, 0)
+    for status, count in conn.execute(Q.console_runs_by_state, {"tenant_id": tenant_id}):
+        states[status] = states.get(status, 0) + count
+    minutes = conn.execute(Q.console_minutes, {"tenant_id": tenant_id}).fetchall()
+    labels = [row[0].astimezone(UTC).strftime("%H:%M") for row in minutes]
+    throughput = charts.stacked_bars(
+        "Throughput", "runs/min", labels,
+        [("succeeded", "ok", [row[1] for row in minutes]),
+         ("failed or dead", "bad", [row[2] for row in minutes])])
+    lag = charts.lines(
+        "Start lag", "s", labels,
+        [("average", "avg", [row[3] for row in minutes]),
+         ("max", "max", [row[4] for row in minutes])])
+    workers = conn.cursor(row_factory=dict_row).execute(Q.live_workers).fetchall()
+    return {"stats": stats, "states": states, "throughput": throughput, "lag": lag,
+            "workers": workers,
+            "finished_last_hour": sum(row[1] + row[2] for row in minutes)}
+
+
+def jobs_page(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *,
+              after: int, limit: int) -> tuple[list[JobRow], int | None]:
+    """A page of jobs with their next 3 fires and their newest run; and the next cursor."""
+    found = list_jobs(conn, tenant_id, where, after=after, limit=limit + 1)
+    page = found[:limit]
+    last = {row["job_id"]: row for row in conn.cursor(row_factory=dict_row).execute(
+        Q.console_last_runs, {"tenant_id": tenant_id, "job_ids": [j.id for j in page]})}
+    now = datetime.now(UTC)
+    rows = [JobRow(job=j, fires=fires(j, 3, now=now) if j.active else [], last=last.get(j.id))
+            for j in page]
+    return rows, (page[-1].id if len(found) > limit else None)
+
+
+def job_detail(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
+               runs: int) -> dict[str, Any]:
+    job = get_job(conn, tenant_id, job_id)
+    history = reads.job_runs(conn, tenant_id, job_id, before=None, limit=runs)
+    for run in history:
+        run["lateness"] = lateness(run)
+    return {"job": job, "fires": fires(job, 10) if job.active else [], "runs": history,
+            "target": target_summary(job.spec.target)}
+
+
+def lateness(run: dict[str, Any]) -> timedelta | None:
+    """first_claimed_at - due_at: how late the first attempt started."""
+    claimed, due = run.get("first_claimed_at"), run.get("due_at")
+    if claimed is None or due is None:
+        return None
+    late: timedelta = claimed - due
+    return late
+
+
+def target_summary(target: dict[str, Any]) -> str:
+    """Where a job calls: "http https://…" or "python sms.send" (nothing else of it)."""
+    kind = str(target.get("type", "?"))
+    if kind == "http":
+        return f"http {target.get('url', '')}"
+    if "handler" in target:
+        return f"{kind} {target['handler']}"
+    return kind
+
+
+def dead_letter(conn: psycopg.Connection[Any], where: DeadFilter) -> list[DeadRun]:
+    return list_dead(conn, where)

@@ -1,0 +1,83 @@
+"""The audit log: API and CLI actions are recorded with who, what and before/after; the
+scheduler's bookkeeping is not; entries cannot be changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from crondepot.audit import act_as, list_audit
+from crondepot.scheduler.tick import tick
+from tests.api.conftest import EMI
+
+
+def _actions(client: TestClient, h: dict[str, str], **params: Any) -> list[dict[str, Any]]:
+    response = client.get("/v1/audit", headers=h, params=params)
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+def test_job_actions_through_the_api_are_audited_with_before_and_after(
+        client: TestClient, h: dict[str, str], job: dict[str, Any]) -> None:
+    job_id = job["id"]
+    client.post(f"/v1/jobs/{job_id}/pause", headers=h)
+    client.post(f"/v1/jobs/{job_id}/resume", headers=h)
+    version = client.get(f"/v1/jobs/{job_id}", headers=h).json()["version"]
+    patched = client.patch(f"/v1/jobs/{job_id}", json={"cron": "0 10 5 * *"},
+                           headers={**h, "If-Match": str(version)})
+    assert patched.status_code == 200, patched.text
+    trigger = client.post(f"/v1/jobs/{job_id}/trigger", headers=h)
+    client.delete(f"/v1/jobs/{job_id}", headers=h)
+    items = _actions(client, h)
+    # Cancelling also cancels the job's queued run (the one just triggered).
+    actions = [i["action"] for i in items]
+    assert sorted(actions[:2]) == ["job.cancel", "run.cancel"]
+    assert actions[2:] == ["job.trigger", "job.update", "job.resume", "job.pause", "job.create"]
+    update = items[3]
+    assert update["before"]["cron"] == "0 9 5 * *" and update["after"]["cron"] == "0 10 5 * *"
+    assert update["actor"].startswith("token:") and update["actor"].endswith("@bank42")
+    assert items[2]["subject"] == trigger.json()["run_id"]
+    assert _actions(client, h, subject=str(job_id), action="job.pause")[0]["action"] == \
+        "job.pause"
+
+
+def test_other_tenants_do_not_see_each_others_audit(
+        client: TestClient, h: dict[str, str], other: dict[str, str],
+        job: dict[str, Any]) -> None:
+    assert _actions(client, other) == []
+    assert _actions(client, h)
+
+
+def test_scheduler_bookkeeping_is_not_audited(conn: psycopg.Connection[Any], client: TestClient,
+                                              h: dict[str, str], job: dict[str, Any]) -> None:
+    conn.execute("UPDATE jobs SET next_run_at = now() - interval '1 minute', "
+                 "next_nominal_at = now() - interval '1 minute'")   # no actor: not audited
+    assert tick(conn, batch=10).claimed == 1
+    assert [i["action"] for i in _actions(client, h)] == ["job.create"]
+
+
+def test_import_writes_one_summary_entry(client: TestClient, h: dict[str, str]) -> None:
+    import json
+
+    lines = "\n".join(json.dumps({**EMI, "key": f"k{i}"}) for i in range(25))
+    response = client.post("/v1/import", content=lines.encode(),
+                           headers={**h, "Content-Type": "application/x-ndjson"})
+    assert response.status_code == 200, response.text
+    items = _actions(client, h)
+    assert [i["action"] for i in items] == ["job.import"]
+    assert items[0]["after"] == {"created": 25, "existing": 0}
+
+
+def test_the_audit_log_is_append_only(conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    act_as(conn, "cli:test@host")
+    conn.execute("INSERT INTO audit_log (tenant_id, actor, action, subject) "
+                 "VALUES (%s, 'x', 'y', 'z')", (tenant_id,))
+    for statement in ("UPDATE audit_log SET actor = 'forged'", "DELETE FROM audit_log",
+                      "TRUNCATE audit_log"):
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute(statement)
+    assert [e.actor for e in list_audit(conn, tenant_id)] == ["x"]
