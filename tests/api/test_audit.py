@@ -81,3 +81,23 @@ def test_the_audit_log_is_append_only(conn: psycopg.Connection[Any], tenant_id: 
         with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
             conn.execute(statement)
     assert [e.actor for e in list_audit(conn, tenant_id)] == ["x"]
+
+
+def test_cli_changes_are_audited_as_the_cli_user(db_url: str, conn: psycopg.Connection[Any],
+                                                 tenant_id: int) -> None:
+    import json
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "crondepot", *args, "--db", db_url,
+                               "--tenant", "bank42", "--json"], capture_output=True, text=True,
+                              timeout=60)
+
+    added = cli("jobs", "add", json.dumps({**EMI, "key": "cli-made"}))
+    assert added.returncode == 0, added.stderr
+    job_id = json.loads(added.stdout)["id"]
+    assert cli("jobs", "pause", str(job_id)).returncode == 0
+    entries = list_audit(conn, tenant_id)
+    assert [e.action for e in entries] == ["job.pause", "job.create"]
+    assert all(e.actor.startswith("cli:") for e in entries)

@@ -12,11 +12,27 @@ from collections.abc import Sequence
 
 import psycopg
 
-from crondepot.cli import api, db, dlq, limits, migrate, next_fires, scheduler, up, worker
+from crondepot.cli import (
+    api,
+    db,
+    dlq,
+    importing,
+    jobs,
+    limits,
+    migrate,
+    next_fires,
+    runs,
+    scheduler,
+    status,
+    tenants,
+    up,
+    worker,
+)
 from crondepot.cli.output import fail
 from crondepot.errors import CrondepotError
 
-_GROUPS = (up, migrate, scheduler, worker, api, dlq, limits, next_fires, db)
+_GROUPS = (up, migrate, scheduler, worker, api, tenants, jobs, runs, importing, status, dlq,
+           limits, next_fires, db)
 
 
 def build_parser() -> argparse.ArgumentParser:

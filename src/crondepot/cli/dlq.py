@@ -9,9 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from crondepot.cli.options import add_database, add_json, database
+from crondepot.cli.options import add_database, add_json, operator_connection
 from crondepot.cli.output import fail, print_json
-from crondepot.db import connect
 from crondepot.deadletter import DeadFilter, DeadRun, list_dead, replay
 
 
@@ -48,7 +47,7 @@ def _where(args: argparse.Namespace, limit: int = 100_000) -> DeadFilter:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with database(args) as db, connect(db.url, application_name="crondepot-cli") as conn:
+    with operator_connection(args) as conn:
         runs = list_dead(conn, _where(args, args.limit))
     _show(runs, args.json, title="dead letter")
     return 0
@@ -59,7 +58,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if where.is_empty() and not args.all:
         return fail("replay needs a filter (run ids, --job, --error, --tenant, --since, "
                     "--until) or --all", as_json=args.json)
-    with database(args) as db, connect(db.url, application_name="crondepot-cli") as conn:
+    with operator_connection(args) as conn:
         runs = replay(conn, where, dry_run=args.dry_run)
     verb = "would replay" if args.dry_run else "replayed"
     if args.json:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from crondepot.cli.options import add_database, add_json, database
+from crondepot.cli.options import add_database, add_json, operator_connection
 from crondepot.cli.output import print_json
-from crondepot.db import Q, connect
+from crondepot.db import Q
 from crondepot.ratelimit import parse_rate, set_limit
 
 
@@ -31,7 +31,7 @@ def register(commands: Any) -> None:
 def run_set(args: argparse.Namespace) -> int:
     rate = parse_rate(args.rate)
     burst = args.burst if args.burst is not None else max(1, int(rate))
-    with database(args) as db, connect(db.url, application_name="crondepot-cli") as conn:
+    with operator_connection(args) as conn:
         set_limit(conn, args.name, rate, burst)
     if args.json:
         print_json({"name": args.name, "rate_per_second": rate, "burst": burst})
@@ -41,7 +41,7 @@ def run_set(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with database(args) as db, connect(db.url, application_name="crondepot-cli") as conn:
+    with operator_connection(args) as conn:
         rows = conn.execute(Q.list_rate_limits).fetchall()
     if args.json:
         print_json([{"name": n, "rate_per_second": r, "burst": b} for n, r, b in rows])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from crondepot.cli.options import add_database, add_json, database
+from crondepot.cli.options import add_database, add_json, operator_connection
 from crondepot.cli.output import print_json
-from crondepot.db import connect, migrations
+from crondepot.db import migrations
 
 
 def register(commands: Any) -> None:
@@ -20,7 +20,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with database(args) as db, connect(db.url, application_name="crondepot-migrate") as conn:
+    with operator_connection(args, "crondepot-migrate") as conn:
         if args.check:
             todo = migrations.pending(conn)
             _report([m.version for m in todo], args.json, verb="pending")

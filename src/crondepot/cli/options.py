@@ -6,8 +6,12 @@ import argparse
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from crondepot.db.connect import DATA_DIR_ENV, URL_ENV, Database, open_database
+import psycopg
+
+from crondepot.audit import act_as, cli_actor
+from crondepot.db.connect import DATA_DIR_ENV, URL_ENV, Database, connect, open_database
 
 
 def add_database(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +27,15 @@ def add_database(parser: argparse.ArgumentParser) -> None:
 
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+@contextmanager
+def operator_connection(args: argparse.Namespace,
+                        name: str = "crondepot-cli") -> Iterator[psycopg.Connection[Any]]:
+    """A connection for an operator's command: what it changes is audited as this CLI user."""
+    with database(args) as db, connect(db.url, application_name=name) as conn:
+        act_as(conn, cli_actor())
+        yield conn
 
 
 @contextmanager

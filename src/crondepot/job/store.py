@@ -328,3 +328,18 @@ def _document_params(spec: JobSpec) -> dict[str, Any]:
         "spread_key": spec.spread_key, "max_attempts": spec.max_attempts,
         "lease_seconds": spec.lease_seconds, "rate_limit": spec.rate_limit,
     }
+
+
+def import_batch(conn: psycopg.Connection[Any], tenant_id: int,
+                specs: Sequence[JobSpec]) -> list[CreatedJob]:
+    """``create_jobs`` for bulk imports: one audit entry for the batch, not one per job."""
+    from crondepot.audit import record_summary, without_row_entries
+
+    with conn.transaction():
+        without_row_entries(conn)
+        created = create_jobs(conn, tenant_id, specs)
+        new = [job.id for job in created if job.created]
+        if new:
+            record_summary(conn, tenant_id, "job.import", f"jobs {new[0]}..{new[-1]}",
+                           {"created": len(new), "existing": len(created) - len(new)})
+    return created

@@ -18,10 +18,9 @@ from crondepot.api.openapi import ndjson_body as ndjson_doc
 from crondepot.api.openapi import problems
 from crondepot.api.problems import ApiError
 from crondepot.api.schemas import EMI_REMINDER, PYTHON_JOB, ImportResult
-from crondepot.audit import record_summary, without_row_entries
 from crondepot.errors import InvalidJob
 from crondepot.job.spec import JobSpec
-from crondepot.job.store import create_jobs
+from crondepot.job.store import import_batch
 
 router = APIRouter(prefix="/v1", tags=["import"])
 BATCH = 1000
@@ -59,15 +58,7 @@ def import_jobs(who: Writer, conn: Conn,
 
 
 def _store(conn: Conn, tenant_id: int, batch: list[JobSpec], counts: dict[str, int]) -> None:
-    # One audit entry per batch, not one per job: an import of millions stays affordable.
-    with conn.transaction():
-        without_row_entries(conn)
-        created = create_jobs(conn, tenant_id, batch)
-        new = [job.id for job in created if job.created]
-        if new:
-            record_summary(conn, tenant_id, "job.import", f"jobs {new[0]}..{new[-1]}",
-                           {"created": len(new), "existing": len(created) - len(new)})
-    for job in created:
+    for job in import_batch(conn, tenant_id, batch):
         counts["created" if job.created else "existing"] += 1
     batch.clear()
 

@@ -1,0 +1,95 @@
+"""``crondepot tenants create|list``, and the ``--tenant`` option of tenant-scoped commands.
+
+A tenant's token is printed once, when it is created: only its sha256 is stored, so it
+cannot be shown again. Commands that act for a tenant (``jobs``, ``runs``, ``import``) name
+it with ``--tenant NAME`` or ``CRONDEPOT_TENANT``; an unknown name is an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import psycopg
+from rich.console import Console
+from rich.table import Table
+
+from crondepot.cli.options import add_database, add_json, operator_connection
+from crondepot.cli.output import print_json
+from crondepot.db import Q
+from crondepot.errors import CrondepotError
+from crondepot.tenants import create_tenant
+
+TENANT_ENV = "CRONDEPOT_TENANT"
+
+
+class UnknownTenant(CrondepotError, LookupError):
+    """No tenant by this name."""
+
+
+def add_tenant(parser: argparse.ArgumentParser, *, required: bool = True,
+               help_text: str = "the tenant acted for") -> None:
+    default = os.environ.get(TENANT_ENV) or None
+    parser.add_argument("--tenant", metavar="NAME", default=default,
+                        required=required and default is None,
+                        help=f"{help_text} (env {TENANT_ENV})")
+
+
+def tenant_id(conn: psycopg.Connection[Any], name: str) -> int:
+    """The id of the tenant called ``name``; UnknownTenant when there is none."""
+    row = conn.execute(Q.tenant_by_name, {"name": name}).fetchone()
+    if row is None:
+        raise UnknownTenant(f"unknown tenant {name!r} (`crondepot tenants list` shows them)")
+    value: int = row[0]
+    return value
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("tenants", help="tenants and their API tokens")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    creating = actions.add_parser("create", help="create a tenant and print its API token "
+                                                 "(shown once)")
+    add_database(creating)
+    add_json(creating)
+    creating.add_argument("name", help="lowercase letters, digits, '.', '_' or '-'")
+    creating.add_argument("--role", choices=("admin", "read"), default="admin",
+                          help="what the token may do: admin (read and write, the default) "
+                               "or read")
+    creating.set_defaults(run=run_create)
+    listing = actions.add_parser("list", help="list tenants")
+    add_database(listing)
+    add_json(listing)
+    listing.set_defaults(run=run_list)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    with operator_connection(args) as conn:
+        tenant = create_tenant(conn, args.name, role=args.role)
+    if args.json:
+        print_json({"tenant": tenant.name, "id": tenant.id, "token": tenant.token,
+                    "role": args.role})
+        return 0
+    print(f"created tenant {tenant.name} (id {tenant.id})")
+    print(f"{args.role} token: {tenant.token}")
+    print("Keep this token now: it will not be shown again (only its hash is stored).")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with operator_connection(args) as conn:
+        rows = conn.execute(Q.list_tenants).fetchall()
+    if args.json:
+        print_json([{"id": i, "tenant": name, "created_at": created.isoformat(),
+                     "active_jobs": jobs} for i, name, created, jobs in rows])
+        return 0
+    table = Table(title="tenants")
+    table.add_column("id", justify="right")
+    table.add_column("tenant")
+    table.add_column("active jobs", justify="right")
+    table.add_column("created")
+    for i, name, created, jobs in rows:
+        table.add_row(str(i), name, str(jobs), created.isoformat(timespec="seconds"))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    return 0
