@@ -443,6 +443,9 @@ def _spec_from_fields(fields: list[str]) -> CronSpec:
     )
 
 
+_HASH_TOKEN = re.compile(r"(?<![A-Za-z])H(?![A-Za-z])")
+
+
 @lru_cache(maxsize=4096)
 def _parse(text: str, hash_key: str) -> CronSpec:
     fields = _fields_of(text)
@@ -466,4 +469,6 @@ def parse_cron(cron: object, *, hash_key: str | None = None) -> CronSpec:
         raise InvalidSchedule(
             f"cron: the expression is empty; expected 5 fields ({_LAYOUT}) or an alias like @daily"
         )
-    return _parse(text, hash_key or "")
+    # The key only matters to H fields; without them every key shares one cached parse
+    # (an import of millions of keyed jobs would otherwise parse each expression anew).
+    return _parse(text, (hash_key or "") if _HASH_TOKEN.search(text) else "")

@@ -11,9 +11,12 @@ SELECT set_config('crondepot.actor', '', false), set_config('crondepot.audit_row
 SELECT set_config('crondepot.audit_rows', 'off', true);
 
 -- name: audit_summary
+-- One entry standing for many rows (an import batch); like the triggers, only for sessions
+-- that name an actor.
 INSERT INTO audit_log (tenant_id, actor, action, subject, after)
-VALUES (%(tenant_id)s, current_setting('crondepot.actor'), %(action)s, %(subject)s,
-        %(after)s);
+SELECT %(tenant_id)s, current_setting('crondepot.actor', true), %(action)s, %(subject)s,
+       %(after)s
+WHERE coalesce(current_setting('crondepot.actor', true), '') <> '';
 
 -- name: list_audit
 -- A tenant's audit entries, newest first, optionally one subject's or one action's.

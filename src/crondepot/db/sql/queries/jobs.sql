@@ -9,20 +9,21 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 
 -- name: insert_jobs
 -- Many jobs in one statement (API create, bulk import). A key already used by the tenant
--- inserts nothing; the caller finds the existing job by key.
+-- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
+-- format: psycopg would otherwise quote every element in Python.
 INSERT INTO jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active,
                   target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
                   max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds,
                   rate_limit)
 OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest(
-    %(ids)s::bigint[], %(tenant_ids)s::bigint[], %(keys)s::text[], %(crons)s::text[],
-    %(tzs)s::text[], %(next_run_ats)s::timestamptz[], %(next_nominal_ats)s::timestamptz[],
-    %(priorities)s::text[], %(actives)s::boolean[], %(targets)s::jsonb[], %(payloads)s::jsonb[],
-    %(misfire_policies)s::text[], %(misfire_seconds)s::integer[], %(misfire_untils)s::time[],
-    %(catchups)s::text[], %(max_catchups)s::integer[], %(spread_seconds)s::integer[],
-    %(spread_keys)s::text[], %(max_attempts)s::integer[], %(lease_seconds)s::integer[],
-    %(rate_limits)s::text[])
+    %(ids)b::bigint[], %(tenant_ids)b::bigint[], %(keys)b::text[], %(crons)b::text[],
+    %(tzs)b::text[], %(next_run_ats)b::timestamptz[], %(next_nominal_ats)b::timestamptz[],
+    %(priorities)b::text[], %(actives)b::boolean[], %(targets)b::jsonb[], %(payloads)b::jsonb[],
+    %(misfire_policies)b::text[], %(misfire_seconds)b::integer[], %(misfire_untils)b::time[],
+    %(catchups)b::text[], %(max_catchups)b::integer[], %(spread_seconds)b::integer[],
+    %(spread_keys)b::text[], %(max_attempts)b::integer[], %(lease_seconds)b::integer[],
+    %(rate_limits)b::text[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
