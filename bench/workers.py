@@ -670,7 +670,14 @@ def server_report(admin_url: str) -> list[str]:
             versions.append(f"{name} {version(name)}")
     lines.append(f"cores: {os.cpu_count()}, python {sys.version.split()[0]}, "
                  + ", ".join(versions))
+    lines.append(load_line())
     return lines
+
+
+def load_line() -> str:
+    """Other work on the machine skews every figure here: say how busy it was."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average: {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def print_drains(drains: list[Drain]) -> None:
@@ -823,7 +830,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; child processes stopped, databases dropped", file=sys.stderr)
         return 130
-    print(f"\ntotal {time.monotonic() - started:.0f}s")
+    print(f"\n{load_line()}\ntotal {time.monotonic() - started:.0f}s")
     return 0
 
 

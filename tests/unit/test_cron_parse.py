@@ -375,3 +375,10 @@ def test_equal_ranges_mean_their_single_value() -> None:
     assert [f.hour for f in next_fires("0 9-9 * * *", "UTC", after, 3)] == [9, 9, 9]
     assert [f.day for f in next_fires("0 9 1-1 * *", "UTC", after, 2)] == [1, 1]
     assert [f.weekday() for f in next_fires("0 9 * * mon-mon", "UTC", after, 2)] == [0, 0]
+
+
+def test_uses_hash_spots_h_fields_in_either_case_but_not_in_names() -> None:
+    from crondepot.timetable import uses_hash
+
+    assert uses_hash("H 9 * * *") and uses_hash("h 9 * * *") and uses_hash("0 H(0-5) * * *")
+    assert not uses_hash("0 9 * * THU") and not uses_hash("0 9 * * thu,sat")

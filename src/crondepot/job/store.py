@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, InvalidJob
 from crondepot.job.spec import JobSpec, Misfire
-from crondepot.timetable import run_id, spread_offset
+from crondepot.timetable import run_id, spread_offset, uses_hash
 
 
 class JobNotFound(CrondepotError, LookupError):
@@ -65,7 +65,7 @@ def first_run(spec: JobSpec, job_id: int, now: datetime,
     ``memo`` shares the first fire among jobs with one timetable (an import batch of
     thousands of "0 9 5 * *" reminders computes it once).
     """
-    hash_key = spec.hash_key(job_id) if "H" in spec.cron else ""
+    hash_key = spec.hash_key(job_id) if uses_hash(spec.cron) else ""
     key = (spec.cron, spec.tz, hash_key)
     if memo is not None and key in memo:
         nominal = memo[key]

@@ -21,7 +21,7 @@ from psycopg.rows import namedtuple_row
 
 from crondepot.db import Q
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
-from crondepot.timetable import Timetable, spread_offset
+from crondepot.timetable import Timetable, spread_offset, uses_hash
 from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
@@ -101,7 +101,7 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
               if row.spread_seconds else 0)
     # H fields hash on the job key; without H the key changes nothing, so jobs share a
     # timetable (and its memo) whatever their keys.
-    timetable = _timetable(row.cron, row.tz, hash_key if "H" in row.cron else "")
+    timetable = _timetable(row.cron, row.tz, hash_key if uses_hash(row.cron) else "")
     group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
              row.misfire_policy, row.misfire_seconds, row.misfire_until)
     shared = memo.plans.get(group)

@@ -57,7 +57,7 @@ from croniter import croniter
 
 from crondepot.errors import InvalidSchedule
 
-__all__ = ["CronSpec", "parse_cron"]
+__all__ = ["CronSpec", "parse_cron", "uses_hash"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +443,12 @@ def _spec_from_fields(fields: list[str]) -> CronSpec:
     )
 
 
-_HASH_TOKEN = re.compile(r"(?<![A-Za-z])H(?![A-Za-z])")
+_HASH_TOKEN = re.compile(r"(?<![A-Za-z])H(?![A-Za-z])", re.IGNORECASE)
+
+
+def uses_hash(cron: str) -> bool:
+    """Whether the expression has an ``H`` field, i.e. whether its fires depend on the key."""
+    return _HASH_TOKEN.search(cron) is not None
 
 
 @lru_cache(maxsize=4096)
@@ -471,4 +476,4 @@ def parse_cron(cron: object, *, hash_key: str | None = None) -> CronSpec:
         )
     # The key only matters to H fields; without them every key shares one cached parse
     # (an import of millions of keyed jobs would otherwise parse each expression anew).
-    return _parse(text, (hash_key or "") if _HASH_TOKEN.search(text) else "")
+    return _parse(text, (hash_key or "") if uses_hash(text) else "")

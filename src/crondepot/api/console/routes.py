@@ -130,19 +130,21 @@ def _page(request: Request, current: Session, template: str, status: int = 200,
 
 
 @contextmanager
-def _found() -> Iterator[None]:
+def _found(current: Session) -> Iterator[None]:
     """Store errors as console pages: not found (or another tenant's) 404, cancelled 409."""
     try:
         yield
     except JobNotFound:
-        raise ConsoleError(404, "Not found", "no such job or run for this tenant") from None
+        raise ConsoleError(404, "Not found", "no such job or run for this tenant",
+                           session=current) from None
     except JobCancelled as exc:
-        raise ConsoleError(409, "Job cancelled", str(exc)) from None
+        raise ConsoleError(409, "Job cancelled", str(exc), session=current) from None
 
 
 def _job_id(raw: str) -> int:
+    """A job id from the path; anything else is an unknown job (404, via JobNotFound)."""
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_JOB_ID:
-        raise ConsoleError(404, "Not found", "no such job or run for this tenant")
+        raise JobNotFound(f"no job {raw[:30]!r}")
     return int(raw)
 
 
@@ -223,7 +225,7 @@ def job(request: Request, conn: Conn, job_id: str) -> HTMLResponse:
     current = session(request, conn)
     raw = request.query_params.get("runs", "")
     count = min(max(int(raw), 1), 500) if raw.isdigit() else 25
-    with _found():
+    with _found(current):
         data = views.job_detail(conn, current.who.tenant_id, _job_id(job_id), count)
     return _page(request, current, "job.html", nav="jobs", count=count,
                  back=f"{PATH}/jobs/{data['job'].id}", **data)
@@ -244,7 +246,7 @@ def job_action(request: Request, conn: Conn, form: Form, job_id: str, action: st
     require_csrf(current, form)
     what, call = ACTIONS[action]
     require_admin(current, what)
-    with _found():
+    with _found(current):
         done = call(conn, current.who.tenant_id, _job_id(job_id))
     notice = {"pause": "paused", "resume": "resumed"}.get(action) or (
         "triggered" if done.created else "already")
@@ -262,7 +264,7 @@ def _back(form: dict[str, list[str]], default: str) -> str:
 @router.get("/runs/{run_id}")
 def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
     current = session(request, conn)
-    with _found():
+    with _found(current):
         row = get_run(conn, current.who.tenant_id, run_id[:100])
         owner = get_job(conn, current.who.tenant_id, row["job_id"])
     row["lateness"] = views.lateness(row)
@@ -355,7 +357,8 @@ async def _error(request: Request, exc: Exception) -> Response:
         if exc.status == 401:
             clear_session_cookie(response)
         return response
-    response = render(request, "error.html", {"error": exc}, status=exc.status)
+    response = render(request, "error.html", {"error": exc, "s": exc.session},
+                      status=exc.status)
     response.headers.update(exc.headers)
     return response
 

@@ -34,8 +34,10 @@ class ConsoleError(Exception):
     """An error page (or, for ``redirect``, a 303 there) answered by the console."""
 
     def __init__(self, status: int, title: str, detail: str, *, redirect: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 session: Session | None = None) -> None:
         super().__init__(detail)
+        self.session = session          # the page's header shows who is logged in
         self.status = status
         self.title = title
         self.detail = detail
@@ -87,7 +89,8 @@ def require_csrf(current: Session, form: dict[str, list[str]]) -> None:
     sent = first(form, "csrf")
     if not sent or not hmac.compare_digest(sent.encode(), current.csrf.encode()):
         raise ConsoleError(403, "Forbidden", "the form's CSRF token is missing or does not "
-                           "match this session; reload the page and try again")
+                           "match this session; reload the page and try again",
+                           session=current)
 
 
 def require_admin(current: Session, action: str) -> None:
@@ -95,16 +98,19 @@ def require_admin(current: Session, action: str) -> None:
         raise ConsoleError(403, "Read-only token",
                            f"this token of tenant {current.who.tenant!r} has the "
                            f"{current.who.role!r} role: it may look at everything but not "
-                           f"{action}; log in with an 'admin' token to do that")
+                           f"{action}; log in with an 'admin' token to do that",
+                           session=current)
 
 
 async def form_fields(request: Request) -> dict[str, list[str]]:
     """An urlencoded form body (a dependency: sync endpoints get it already read)."""
+    body = await request.body()
+    if not body:
+        return {}          # no fields: no CSRF token either, which the endpoint refuses
     kind = Headers(scope=request.scope).get("content-type", "").split(";")[0].strip()
     if kind != "application/x-www-form-urlencoded":
         raise ConsoleError(415, "Unsupported form", "expected an HTML form post "
                            "(application/x-www-form-urlencoded)")
-    body = await request.body()
     if len(body) > MAX_FORM_BYTES:
         raise ConsoleError(413, "Form too large", f"the form is over {MAX_FORM_BYTES} bytes")
     return parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True,

@@ -1,0 +1,279 @@
+"""The console over HTTP (TestClient): login, every page, isolation, roles and CSRF."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from crondepot.api.console import views
+from crondepot.job.store import get_job
+from tests.console.conftest import World, csrf_of, login, run_status
+
+
+def table(html: str, table_id: str) -> str:
+    """The HTML of the table with this id."""
+    start = html.index(f'id="{table_id}"')
+    return html[start:html.index("</table>", start)]
+
+
+def test_pages_need_a_login(client: TestClient, world: World) -> None:
+    for path in ("/console", "/console/jobs", f"/console/jobs/{world.daily}",
+                 "/console/dead-letter", f"/console/runs/{world.dead[0]}"):
+        response = client.get(path)
+        assert response.status_code == 303, path
+        assert response.headers["location"] == "/console/login"
+    client.cookies.set("crondepot_console", "cdp_not-a-token", path="/console")
+    assert client.get("/console").headers["location"] == "/console/login"
+
+
+def test_login_keeps_the_token_in_a_strict_httponly_cookie_and_logout_drops_it(
+        client: TestClient, world: World) -> None:
+    page = client.get("/console/login")
+    wrong = client.post("/console/login", data={"csrf": csrf_of(page.text),
+                                                "token": "cdp_nope"})
+    assert wrong.status_code == 401 and "unknown or revoked" in wrong.text
+    page = client.get("/console/login")
+    done = client.post("/console/login", data={"csrf": csrf_of(page.text),
+                                               "token": world.admin})
+    cookie = done.headers["set-cookie"]
+    assert "crondepot_console=" in cookie and "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
+    assert "Path=/console" in cookie
+    overview = client.get("/console")
+    assert ">bank42<" in overview.text and "role-admin" in overview.text
+    out = client.post("/console/logout", data={"csrf": csrf_of(overview.text)})
+    assert out.status_code == 303 and out.headers["location"] == "/console/login"
+    assert client.get("/console").status_code == 303
+
+
+def test_login_form_needs_its_csrf_token(client: TestClient, world: World) -> None:
+    client.get("/console/login")
+    response = client.post("/console/login", data={"token": world.admin})
+    assert response.status_code == 403
+    assert "crondepot_console=" not in response.headers.get("set-cookie", "")
+
+
+def test_overview_shows_states_charts_queue_dead_letter_and_workers(
+        client: TestClient, world: World) -> None:
+    login(client, world.admin)
+    html = client.get("/console").text
+    assert re.search(r'id="dead-size"><div class="big">2<', html)
+    states = table(html, "states")
+    assert re.search(r"st-succeeded\">succeeded</span></td><td class=\"num\">4<", states)
+    assert re.search(r"st-dead\">dead</span></td><td class=\"num\">2<", states)
+    assert html.count('<rect class="ok"') >= 1 and '<rect class="bad"' in html
+    assert '<polyline class="line avg"' in html
+    assert "worker-1" in html and "box-a" in html
+    queue = table(html, "queue")
+    assert re.search(r"<td>urgent</td><td class=\"num\">1</td>", queue)
+    assert "otherbank" not in html
+
+
+def test_jobs_page_filters_and_shows_next_fires_and_last_runs(
+        client: TestClient, world: World) -> None:
+    login(client, world.admin)
+    html = client.get("/console/jobs").text
+    assert "bank42:berlin" in html and "bank42:bulk" in html
+    assert "otherbank" not in html
+    assert "&lt;b&gt;report&lt;/b&gt;" in html and "<b>report</b>" not in html
+    assert 'data-action="pause"' in html and 'data-action="trigger"' in html
+    row = html[html.index(f'data-job="{world.daily}"'):]
+    row = row[:row.index("</tr>")]
+    assert "st-queued" in row   # its newest run
+    only_bulk = client.get("/console/jobs", params={"priority": "bulk"}).text
+    assert "bank42:bulk" in only_bulk and "bank42:berlin" not in only_bulk
+    by_prefix = client.get("/console/jobs", params={"key_prefix": "bank42:ber"}).text
+    assert "bank42:berlin" in by_prefix and "bank42:bulk" not in by_prefix
+
+
+def test_dst_notes_of_the_timetable(conn: psycopg.Connection[Any], world: World) -> None:
+    job = get_job(conn, world.tenant_id, world.berlin)
+    fires = views.fires(job, 10, now=datetime(2025, 3, 1, tzinfo=UTC))
+    assert [f.local.day for f in fires[:5]] == [2, 9, 16, 23, 30]
+    assert [f.note for f in fires[:5]] == [None, None, None, None, "moved"]
+    assert fires[4].local.hour == 3 and "skipped" in fires[4].note_text
+
+
+def test_job_page_shows_timetable_runs_attempts_errors_and_lateness(
+        client: TestClient, world: World) -> None:
+    login(client, world.admin)
+    berlin = client.get(f"/console/jobs/{world.berlin}").text
+    timetable = table(berlin, "timetable")
+    assert timetable.count("<tr>") == 11            # header + 10 fires
+    assert "DST: moved" in timetable                # a March in the next 10 Sundays of March
+    html = client.get(f"/console/jobs/{world.daily}").text
+    runs = table(html, "runs")
+    assert runs.count("st-succeeded") == 4 and runs.count("st-dead") == 2
+    assert runs.count('<td class="num">6/') == 2    # attempts of the dead runs
+    assert "http_4xx" in runs and "HTTP 400 from target" in runs
+    assert "5.00 s" in runs                         # lateness of the run 50 minutes ago
+    assert "&lt;script&gt;" in runs and "<script>alert" not in html
+    limited = client.get(f"/console/jobs/{world.daily}", params={"runs": "2"}).text
+    assert table(limited, "runs").count("<tr>") == 3
+
+
+def test_run_page(client: TestClient, world: World) -> None:
+    login(client, world.admin)
+    html = client.get(f"/console/runs/{world.dead[0]}").text
+    assert world.dead[0] in html and "timeout" in html and 'id="replay-one"' in html
+
+
+def test_another_tenants_job_and_runs_are_not_found(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    csrf = login(client, world.admin)
+    for path in (f"/console/jobs/{world.theirs}", f"/console/runs/{world.their_dead}",
+                 "/console/jobs/999999", "/console/jobs/abc", "/console/runs/1:1"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert "otherbank" not in response.text and "secret" not in response.text
+    pause = client.post(f"/console/jobs/{world.theirs}/pause", data={"csrf": csrf})
+    assert pause.status_code == 404
+    assert get_job(conn, _tenant(conn, "otherbank"), world.theirs).paused is False
+    dead = client.get("/console/dead-letter").text
+    assert world.their_dead not in dead and "their secret error" not in dead
+    replay = client.post("/console/dead-letter/replay",
+                         data={"csrf": csrf, "mode": "selected", "run_id": world.their_dead})
+    assert replay.status_code == 303 and "replayed=0" in replay.headers["location"]
+    assert run_status(conn, world.their_dead) == "dead"
+
+
+def _tenant(conn: psycopg.Connection[Any], name: str) -> int:
+    row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
+    assert row is not None
+    tenant_id: int = row[0]
+    return tenant_id
+
+
+@pytest.mark.parametrize("action", ["pause", "trigger"])
+def test_a_read_token_sees_everything_but_is_refused_changes(
+        client: TestClient, world: World, conn: psycopg.Connection[Any], action: str) -> None:
+    csrf = login(client, world.reader)
+    for path in ("/console", "/console/jobs", f"/console/jobs/{world.daily}",
+                 "/console/dead-letter", f"/console/runs/{world.dead[0]}"):
+        assert client.get(path).status_code == 200, path
+    runs_before = conn.execute("SELECT count(*) FROM runs").fetchone()
+    refused = client.post(f"/console/jobs/{world.daily}/{action}", data={"csrf": csrf})
+    assert refused.status_code == 403
+    assert "read" in refused.text and "admin" in refused.text
+    assert get_job(conn, world.tenant_id, world.daily).paused is False
+    assert conn.execute("SELECT count(*) FROM runs").fetchone() == runs_before
+    replay = client.post("/console/dead-letter/replay",
+                         data={"csrf": csrf, "mode": "selected", "run_id": world.dead[0]})
+    assert replay.status_code == 403 and "replay" in replay.text
+    everything = client.post("/console/dead-letter/replay",
+                             data={"csrf": csrf, "mode": "matching", "confirm": "yes"})
+    assert everything.status_code == 403
+    assert run_status(conn, world.dead[0]) == "dead"
+
+
+def test_posts_without_the_sessions_csrf_token_are_refused(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    login(client, world.admin)
+    for data in ({}, {"csrf": ""}, {"csrf": "0" * 64}):
+        assert client.post(f"/console/jobs/{world.daily}/pause", data=data).status_code == 403
+        replay = client.post("/console/dead-letter/replay",
+                             data={**data, "mode": "selected", "run_id": world.dead[0]})
+        assert replay.status_code == 403 and "CSRF" in replay.text
+    assert get_job(conn, world.tenant_id, world.daily).paused is False
+    assert run_status(conn, world.dead[0]) == "dead"
+    # another session's token does not do either
+    other = TestClient(client.app, follow_redirects=False)
+    other_csrf = login(other, world.reader)
+    assert client.post(f"/console/jobs/{world.daily}/pause",
+                       data={"csrf": other_csrf}).status_code == 403
+
+
+def test_admin_pauses_resumes_and_triggers(client: TestClient, world: World,
+                                           conn: psycopg.Connection[Any]) -> None:
+    csrf = login(client, world.admin)
+    paused = client.post(f"/console/jobs/{world.daily}/pause",
+                         data={"csrf": csrf, "back": "/console/jobs?priority=urgent"})
+    assert paused.status_code == 303
+    assert paused.headers["location"] == "/console/jobs?priority=urgent&notice=paused"
+    assert get_job(conn, world.tenant_id, world.daily).paused is True
+    page = client.get(paused.headers["location"]).text
+    assert "Job paused" in page and 'data-action="resume"' in page
+    client.post(f"/console/jobs/{world.daily}/resume", data={"csrf": csrf})
+    assert get_job(conn, world.tenant_id, world.daily).paused is False
+    runs = conn.execute("SELECT count(*) FROM runs WHERE job_id = %s",
+                        (world.berlin,)).fetchone()
+    assert runs == (0,)
+    trig = client.post(f"/console/jobs/{world.berlin}/trigger",
+                       data={"csrf": csrf, "back": "https://evil.example/"})
+    assert trig.headers["location"] == f"/console/jobs/{world.berlin}?notice=triggered"
+    assert conn.execute("SELECT status FROM runs WHERE job_id = %s",
+                        (world.berlin,)).fetchall() == [("queued",)]
+    # audited like the API: the token is the actor (auth.principal names it)
+    actors = {row[0] for row in conn.execute("SELECT actor FROM audit_log")}
+    assert actors and all(a.startswith("token:") and a.endswith("@bank42") for a in actors)
+
+
+def test_dead_letter_filter_inspect_and_replay_selected(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    csrf = login(client, world.admin)
+    html = client.get("/console/dead-letter").text
+    assert all(run in html for run in world.dead)
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
+    assert client.get("/console/dead-letter", params={"error": "http_4xx"}
+                      ).text.count('class="pick"') == 0
+    assert client.get("/console/dead-letter", params={"error": "timed out"}
+                      ).text.count('class="pick"') == 2
+    assert client.get("/console/dead-letter", params={"job_id": str(world.berlin)}
+                      ).text.count('class="pick"') == 0
+    assert client.get("/console/dead-letter", params={"since": "2999-01-01T00:00"}
+                      ).text.count('class="pick"') == 0
+    assert client.get("/console/dead-letter", params={"since": "soon"}).status_code == 422
+    done = client.post("/console/dead-letter/replay",
+                       data={"csrf": csrf, "mode": "selected", "run_id": world.dead[0]})
+    assert done.status_code == 303
+    assert done.headers["location"] == "/console/dead-letter?replayed=1"
+    assert "1 dead run(s) queued again" in client.get(done.headers["location"]).text
+    assert run_status(conn, world.dead[0]) == "queued"
+    assert run_status(conn, world.dead[1]) == "dead"
+    nothing = client.post("/console/dead-letter/replay", data={"csrf": csrf, "mode": "selected"})
+    assert nothing.status_code == 422
+
+
+def test_replay_everything_matching_asks_first(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    csrf = login(client, world.admin)
+    unconfirmed = client.post("/console/dead-letter/replay",
+                              data={"csrf": csrf, "mode": "matching", "error": "timeout"})
+    assert unconfirmed.status_code == 303
+    assert unconfirmed.headers["location"].startswith("/console/dead-letter/replay?")
+    assert run_status(conn, world.dead[0]) == "dead"
+    confirm = client.get(unconfirmed.headers["location"])
+    assert "Replay 2 dead run(s)?" in confirm.text and world.their_dead not in confirm.text
+    form = dict(re.findall(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)">',
+                           confirm.text))
+    assert form["confirm"] == "yes" and form["mode"] == "matching" and form["error"] == "timeout"
+    done = client.post("/console/dead-letter/replay", data=form)
+    assert done.headers["location"] == "/console/dead-letter?replayed=2"
+    assert [run_status(conn, r) for r in world.dead] == ["queued", "queued"]
+    assert run_status(conn, world.their_dead) == "dead"
+
+
+def test_pages_send_security_headers_and_static_files_are_local(
+        client: TestClient, world: World) -> None:
+    login(client, world.admin)
+    page = client.get("/console")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["cache-control"] == "no-store"
+    assert "https://" not in page.text.replace("https://hooks", "")
+    for name, kind in (("console.css", "text/css"), ("console.js", "text/javascript")):
+        asset = client.get(f"/console/static/{name}")
+        assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
+    assert client.get("/console/static/..%2Fsession.py").status_code == 404
+    assert client.get("/console/static/routes.py").status_code == 404
+
+
+def test_the_api_still_answers_problems(client: TestClient, world: World) -> None:
+    response = client.get(f"/v1/jobs/{world.theirs}",
+                          headers={"Authorization": f"Bearer {world.admin}"})
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
