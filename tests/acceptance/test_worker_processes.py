@@ -280,3 +280,33 @@ def test_sigterm_releases_runs_that_had_not_started(db_url: str) -> None:
         rows = conn.execute("SELECT status, attempt, count(*) FROM runs GROUP BY 1, 2 "
                             "ORDER BY 1").fetchall()
     assert rows == [("queued", 0, 4), ("succeeded", 1, 1)]
+
+
+@pytest.mark.slow
+def test_worker_serves_prometheus_metrics_that_move(db_url: str) -> None:
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.support.processes import free_port
+
+    port = free_port()
+    with connect(db_url) as conn:
+        queued_runs(conn, 30)
+        queued_runs(conn, 5, handler="test.fail", payload='{"permanent": true}',
+                    priority="bulk")
+        (worker,) = _workers(db_url, 1, "--metrics-port", str(port))
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status IN "
+                                          "('succeeded', 'failed')") == 35, timeout=60,
+                       message="35 runs finished")
+            text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        finally:
+            worker.stop()
+    samples = {s.name + str(sorted(s.labels.items())): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples["crondepot_runs_finished_total[('outcome', 'succeeded')]"] == 30
+    assert samples["crondepot_runs_finished_total[('outcome', 'failed')]"] == 5
+    assert samples["crondepot_attempts_total[('outcome', 'ok'), ('status_class', 'none')]"] == 30
+    assert samples["crondepot_start_lag_seconds_count[('priority', 'normal')]"] == 30
+    assert samples["crondepot_target_duration_seconds_count[('type', 'python')]"] == 35
