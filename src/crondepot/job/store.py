@@ -259,15 +259,42 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> Sto
 
 def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
                now: datetime | None = None) -> StoredJob:
-    """Resume a paused job from now (missed runs are not caught up); else change nothing."""
+    """Resume a paused job from now; else change nothing.
+
+    The runs it missed while paused are not caught up: they are written ``skipped`` with
+    reason ``paused`` (the first ``max_catchup`` of them, so a long pause costs a bounded
+    amount), so nothing vanishes silently.
+    """
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if job.paused:
-            nominal, due = first_run(job.spec, job_id, _db_now(conn, now))
+            db_now = _db_now(conn, now)
+            _record_paused_runs(conn, tenant_id, job, db_now)
+            nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
                                         "next_run_at": due, "next_nominal_at": nominal})
             conn.execute(Q.notify_jobs_changed)
         return get_job(conn, tenant_id, job_id)
+
+
+def _record_paused_runs(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
+                        now: datetime) -> None:
+    if job.next_nominal_at is None or job.next_run_at is None:
+        return
+    offset = job.next_run_at - job.next_nominal_at
+    cutoff = now - offset
+    if job.next_nominal_at > cutoff:
+        return
+    timetable = job.spec.timetable(job.id)
+    later = [f.at for f in timetable.fires_between(job.next_nominal_at, cutoff,
+                                                   job.spec.max_catchup - 1)]
+    nominals = [job.next_nominal_at, *later]
+    conn.execute(Q.insert_runs, {
+        "run_ids": [run_id(job.id, n) for n in nominals],
+        "job_ids": [job.id] * len(nominals), "tenant_ids": [tenant_id] * len(nominals),
+        "priorities": [job.spec.priority] * len(nominals), "nominal_ats": nominals,
+        "due_ats": [n + offset for n in nominals], "skip_reasons": ["paused"] * len(nominals),
+        "now": now})
 
 
 def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> StoredJob:

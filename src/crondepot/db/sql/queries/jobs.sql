@@ -99,7 +99,8 @@ UPDATE jobs SET paused = true, version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND NOT paused;
 
 -- name: resume_job
--- Resuming restarts the timetable from now: the runs missed while paused are not caught up.
+-- Resuming restarts the timetable from now: the runs missed while paused are not caught up
+-- (they are written skipped, reason 'paused', by the caller).
 UPDATE jobs
 SET paused = false, next_run_at = %(next_run_at)s, next_nominal_at = %(next_nominal_at)s,
     version = version + 1, updated_at = now()
