@@ -8,6 +8,7 @@ conn.transaction()`` of the store function it calls.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -68,6 +69,8 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
         with open_pool(database_url, min_size=config.pool_min_size,
                        max_size=config.pool_max_size, application_name="crondepot-api") as pool:
             app.state.pool = pool
+            # At most one request per pooled connection holds or waits for one (auth.py).
+            app.state.db_slots = asyncio.Semaphore(config.pool_max_size)
             app.state.metrics = metrics.database_registry(pool.connection)
             yield
 

@@ -7,12 +7,14 @@ once the token is known, so unknown tokens cannot fill the table of buckets.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import psycopg
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from psycopg_pool import ConnectionPool
 
 from crondepot.api.limits import RequestBudget, retry_after
@@ -29,11 +31,22 @@ class Principal:
     role: Literal["admin", "read"]
 
 
-def connection(request: Request) -> Iterator[psycopg.Connection[Any]]:
-    """One pooled connection per request (autocommit; changes open their own transaction)."""
+async def connection(request: Request) -> AsyncIterator[psycopg.Connection[Any]]:
+    """One pooled connection per request (autocommit; changes open their own transaction).
+
+    A request waits for a database slot on the event loop *before* it takes a worker
+    thread. Waiting inside a thread instead (a plain ``pool.connection()``) lets requests
+    blocked on an exhausted pool occupy every thread, while the requests holding the
+    connections wait for a thread to finish in: a deadlock under load.
+    """
+    slots: asyncio.Semaphore = request.app.state.db_slots
     pool: ConnectionPool = request.app.state.pool
-    with pool.connection() as conn:
-        yield conn
+    async with slots:
+        conn = await run_in_threadpool(pool.getconn)
+        try:
+            yield conn
+        finally:
+            await run_in_threadpool(pool.putconn, conn)
 
 
 Conn = Annotated[psycopg.Connection[Any], Depends(connection)]
