@@ -7,9 +7,7 @@ import os
 from typing import Any
 
 from crondepot import logs
-from crondepot.cli.options import add_database, database
-from crondepot.db import connect
-from crondepot.db.migrations import require_current
+from crondepot.cli.options import add_database, check_schema, database
 
 
 def register(commands: Any) -> None:
@@ -32,8 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
     logs.setup(as_json=args.log_json)
     with database(args) as db:
-        with connect(db.url, application_name="crondepot-api-check") as conn:
-            require_current(conn)
+        check_schema(db, "crondepot-api")
         app = create_app(db.url, ApiSettings.from_env())
         uvicorn.run(app, host=args.host, port=args.port, log_config=None,
                     proxy_headers=False, server_header=False)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,6 +14,10 @@ import psycopg
 
 from crondepot.audit import act_as, cli_actor
 from crondepot.db.connect import DATA_DIR_ENV, URL_ENV, Database, connect, open_database
+from crondepot.db.migrations import require_current
+from crondepot.lifecycle import Backoff
+
+log = logging.getLogger("crondepot.cli")
 
 
 def add_database(parser: argparse.ArgumentParser) -> None:
@@ -45,3 +51,22 @@ def database(args: argparse.Namespace) -> Iterator[Database]:
         yield db
     finally:
         db.close()
+
+
+def check_schema(db: Database, name: str, *, patience: float = 60.0) -> None:
+    """Before a long-running process starts: wait (with backoff) for the database to accept
+    connections — it may be restarting — then refuse a schema older than the code."""
+    backoff = Backoff()
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            with connect(db.url, application_name=f"{name}-check") as conn:
+                require_current(conn)
+            return
+        except psycopg.OperationalError as exc:
+            if time.monotonic() >= deadline:
+                raise
+            wait = backoff.next()
+            log.warning("database not reachable yet, retrying in %.1fs: %s", wait,
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+            time.sleep(wait)

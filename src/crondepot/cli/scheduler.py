@@ -7,9 +7,7 @@ import os
 from typing import Any
 
 from crondepot import logs, metrics
-from crondepot.cli.options import add_database, database
-from crondepot.db import connect
-from crondepot.db.migrations import require_current
+from crondepot.cli.options import add_database, check_schema, database
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 
 
@@ -37,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
     logs.setup(as_json=args.log_json)
     metrics.serve(args.metrics_port)
     with database(args) as db:
-        with connect(db.url, application_name="crondepot-scheduler-check") as conn:
-            require_current(conn)
+        check_schema(db, "crondepot-scheduler")
         scheduler = Scheduler(SchedulerConfig(url=db.url, tick_seconds=args.tick,
                                               batch=args.batch, name=args.name))
         scheduler.install_signal_handlers()

@@ -9,9 +9,7 @@ import sys
 from typing import Any
 
 from crondepot import logs, metrics
-from crondepot.cli.options import add_database, database
-from crondepot.db import connect
-from crondepot.db.migrations import require_current
+from crondepot.cli.options import add_database, check_schema, database
 
 
 def register(commands: Any) -> None:
@@ -52,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
         importlib.import_module(module)
     metrics.serve(args.metrics_port)
     with database(args) as db:
-        with connect(db.url, application_name="crondepot-worker-check") as conn:
-            require_current(conn)
+        check_schema(db, "crondepot-worker")
         config = WorkerConfig(url=db.url, concurrency=args.concurrency,
                               urgent_only=args.urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,

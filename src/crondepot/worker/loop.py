@@ -124,6 +124,15 @@ class Worker(Stoppable):
                     next_prune = time.monotonic() + 60
                 claimed = self._claim_for_free_slots(slots)
                 backoff.reset()
+                if claimed:
+                    continue
+                if self._no_free_slot():
+                    self._slot_freed.wait(0.5)
+                    self._slot_freed.clear()
+                else:
+                    # Inside the try: an idle worker learns of a database restart here,
+                    # from its LISTEN connection, and must back off, not exit.
+                    self._wait_for_runs(listener)
             except (psycopg.OperationalError, psycopg.InterfaceError,
                     TimeoutError) as exc:
                 wait = backoff.next()
@@ -133,14 +142,6 @@ class Worker(Stoppable):
                         listener.close()
                 listener = None
                 self._stop.wait(wait)
-                continue
-            if claimed:
-                continue
-            if self._no_free_slot():
-                self._slot_freed.wait(0.5)
-                self._slot_freed.clear()
-            else:
-                self._wait_for_runs(listener)
         if listener is not None:
             with contextlib.suppress(psycopg.Error):
                 listener.close()
