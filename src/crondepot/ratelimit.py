@@ -3,8 +3,10 @@
 ``crondepot limits set sms-gateway 450/s --burst 50`` creates the bucket; a job names it
 (``"rate_limit": "sms-gateway"``). A worker takes a few tokens at a time (about 20 ms worth)
 so the bucket row is touched tens of times a second rather than once per call, and throws
-away tokens it could not use within ``HOLD_SECONDS``, so tokens taken early cannot pile up
-into a burst above the limit. A worker over the limit waits; it never fails the run.
+away tokens it could not use within ``HOLD_SECONDS``; the bucket keeps that much less than
+its burst, so calls in any window of T seconds stay within ``burst + rate·T``. It takes no
+more tokens than it has calls waiting, so few expire unused. A worker over the limit
+waits; it never fails the run.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class _Stash:
     tokens: int = 0
     taken_at: float = 0.0
     rate: float = 0.0
+    waiting: int = 0          # calls of this process waiting for a token of this limit
 
 
 class RateLimiter:
@@ -75,16 +78,22 @@ class RateLimiter:
 
     def acquire(self, name: str, *, give_up: Callable[[], bool]) -> bool:
         """Block until one token of ``name`` is ours; False if ``give_up()`` said stop first."""
-        waited = False
-        while not give_up():
-            pause = self._try_take(name)
-            if pause == 0:
-                if waited:
-                    metrics.rate_limit_waits.labels(name).inc()
-                return True
-            waited = True
-            time.sleep(pause)
-        return False
+        with self._lock:
+            self._stash.setdefault(name, _Stash()).waiting += 1
+        try:
+            waited = False
+            while not give_up():
+                pause = self._try_take(name)
+                if pause == 0:
+                    if waited:
+                        metrics.rate_limit_waits.labels(name).inc()
+                    return True
+                waited = True
+                time.sleep(pause)
+            return False
+        finally:
+            with self._lock:
+                self._stash[name].waiting -= 1
 
     def _try_take(self, name: str) -> float:
         """0 when a token was taken; otherwise how long to wait before trying again."""
@@ -93,9 +102,10 @@ class RateLimiter:
             if stash.tokens and time.monotonic() - stash.taken_at <= HOLD_SECONDS:
                 stash.tokens -= 1
                 return 0
-            want = batch_size(stash.rate) if stash.rate else 1
+            want = min(batch_size(stash.rate), max(1, stash.waiting)) if stash.rate else 1
             with self._pool.connection() as conn:
-                row = conn.execute(Q.take_tokens, {"name": name, "want": want}).fetchone()
+                row = conn.execute(Q.take_tokens, {"name": name, "want": want,
+                                                   "hold": HOLD_SECONDS}).fetchone()
             if row is None:
                 self._warn_unknown(name)
                 return 0

@@ -25,8 +25,12 @@ def _conn() -> psycopg.Connection[Any]:
 
 
 def _record(run: RunContext) -> None:
-    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid) VALUES (%s, %s, %s)",
-                    (run.run_id, run.attempt, os.getpid()))
+    # Stamped when the call starts (what a gateway would see), not when this insert gets
+    # through to a busy database.
+    started = time.time()
+    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at) "
+                    "VALUES (%s, %s, %s, to_timestamp(%s))",
+                    (run.run_id, run.attempt, os.getpid(), started))
 
 
 @handler("test.record")

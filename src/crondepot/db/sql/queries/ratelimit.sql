@@ -2,9 +2,13 @@
 -- Take up to %(want)s tokens from a named bucket, refilled at rate_per_second up to burst.
 -- The row lock serialises takers across every worker on every host; workers take a few
 -- tokens at a time so this row is touched a few dozen times a second, not once per call.
+-- A worker may spend a token up to %(hold)s seconds after taking it, so the bucket holds
+-- that much less than its burst: then calls in any window of T seconds stay within
+-- burst + rate * T, however the holding falls.
 WITH b AS (
     SELECT name, rate_per_second,
-           least(burst::float8, tokens + rate_per_second
+           least(greatest(1, burst - rate_per_second * %(hold)s::float8),
+                 tokens + rate_per_second
                  * greatest(0, extract(epoch FROM now() - refilled_at))) AS available
     FROM rate_limits WHERE name = %(name)s
     FOR UPDATE
