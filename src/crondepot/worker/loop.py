@@ -122,13 +122,14 @@ class Worker(Stoppable):
                 if self.config.retention_days and time.monotonic() >= next_prune:
                     self._prune()
                     next_prune = time.monotonic() + 60
-                claimed = self._claim_for_free_slots(slots)
+                claimed, free = self._claim_for_free_slots(slots)
                 backoff.reset()
                 if claimed:
                     continue
-                if self._no_free_slot():
+                if free == 0:
+                    # Judged on the count the claim saw: a slot freed since then has set
+                    # _slot_freed (cleared under the same lock), so this wait returns at once.
                     self._slot_freed.wait(0.5)
-                    self._slot_freed.clear()
                 else:
                     # Inside the try: an idle worker learns of a database restart here,
                     # from its LISTEN connection, and must back off, not exit.
@@ -146,10 +147,6 @@ class Worker(Stoppable):
             with contextlib.suppress(psycopg.Error):
                 listener.close()
 
-    def _no_free_slot(self) -> bool:
-        with self._lock:
-            return not any(self._free.values())
-
     def _wait_for_runs(self, listener: psycopg.Connection[Any]) -> None:
         deadline = time.monotonic() + self.config.poll_seconds
         while not self._stop.is_set() and time.monotonic() < deadline:
@@ -157,9 +154,13 @@ class Worker(Stoppable):
                                        stop_after=1):
                 return
 
-    def _claim_for_free_slots(self, slots: ThreadPoolExecutor) -> int:
+    def _claim_for_free_slots(self, slots: ThreadPoolExecutor) -> tuple[int, int]:
+        """Claim for every free slot; (runs claimed, free slots seen)."""
         with self._lock:
             free_urgent, free_general = self._free["urgent"], self._free["general"]
+            self._slot_freed.clear()
+        if not free_urgent + free_general:
+            return 0, 0
         claimed: list[tuple[ClaimedRun, str]] = []
         with self._pool.connection() as conn:
             if free_urgent:     # urgent-only slots never borrow from other queues
@@ -172,7 +173,7 @@ class Worker(Stoppable):
                 claimed += [(r, "general") for r in runs]
         for run, slot in claimed:
             self._start(slots, run, slot)
-        return len(claimed)
+        return len(claimed), free_urgent + free_general
 
     def _start(self, slots: ThreadPoolExecutor, run: ClaimedRun, slot: str) -> None:
         attempt = Attempt(run=run, deadline=Deadline.from_lease(
