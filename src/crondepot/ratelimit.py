@@ -29,6 +29,8 @@ from crondepot.errors import CrondepotError
 log = logging.getLogger("crondepot.ratelimit")
 
 HOLD_SECONDS = 0.05
+# Between the last staleness check and the request leaving the process (thread switches).
+SLACK_SECONDS = 0.02
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute)\s*$")
 
 
@@ -76,46 +78,49 @@ class RateLimiter:
         self._stash: dict[str, _Stash] = {}
         self._unknown_warned: set[str] = set()
 
-    def acquire(self, name: str, *, give_up: Callable[[], bool]) -> bool:
-        """Block until one token of ``name`` is ours; False if ``give_up()`` said stop first."""
+    def acquire(self, name: str, *, give_up: Callable[[], bool]) -> float | None:
+        """Block until one token of ``name`` is ours and return when it was taken from the
+        bucket (monotonic); None if ``give_up()`` said stop first. A caller that could not
+        use the token within ``HOLD_SECONDS`` of that instant must take another."""
         with self._lock:
             self._stash.setdefault(name, _Stash()).waiting += 1
         try:
             waited = False
             while not give_up():
-                pause = self._try_take(name)
+                pause, taken_at = self._try_take(name)
                 if pause == 0:
                     if waited:
                         metrics.rate_limit_waits.labels(name).inc()
-                    return True
+                    return taken_at
                 waited = True
                 time.sleep(pause)
-            return False
+            return None
         finally:
             with self._lock:
                 self._stash[name].waiting -= 1
 
-    def _try_take(self, name: str) -> float:
-        """0 when a token was taken; otherwise how long to wait before trying again."""
+    def _try_take(self, name: str) -> tuple[float, float]:
+        """(0, when taken) when a token was taken; else (how long to wait, 0)."""
         with self._lock:
             stash = self._stash.setdefault(name, _Stash())
             if stash.tokens and time.monotonic() - stash.taken_at <= HOLD_SECONDS:
                 stash.tokens -= 1
-                return 0
+                return 0, stash.taken_at
             want = min(batch_size(stash.rate), max(1, stash.waiting)) if stash.rate else 1
             with self._pool.connection() as conn:
                 row = conn.execute(Q.take_tokens, {"name": name, "want": want,
-                                                   "hold": HOLD_SECONDS}).fetchone()
+                                                   "hold": HOLD_SECONDS + SLACK_SECONDS}
+                                   ).fetchone()
             if row is None:
                 self._warn_unknown(name)
-                return 0
+                return 0, time.monotonic()
             granted, remaining, rate = row
             stash.rate = rate
             if granted:
                 stash.tokens, stash.taken_at = granted - 1, time.monotonic()
-                return 0
+                return 0, stash.taken_at
             # Time until one whole token has refilled, plus a little spread between waiters.
-            return max(0.002, (1.0 - float(remaining)) / float(rate))
+            return max(0.002, (1.0 - float(remaining)) / float(rate)), 0.0
 
     def _warn_unknown(self, name: str) -> None:
         if name not in self._unknown_warned:

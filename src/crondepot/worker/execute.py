@@ -32,7 +32,7 @@ from crondepot.queue import (
     record_success,
 )
 from crondepot.queue.lease import Deadline
-from crondepot.ratelimit import RateLimiter
+from crondepot.ratelimit import HOLD_SECONDS, RateLimiter
 from crondepot.retry import decide
 from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget, webhook_body
 
@@ -59,10 +59,7 @@ class Executor:
 
     def run(self, attempt: Attempt) -> Literal["done", "not-started"]:
         run = attempt.run
-        if run.rate_limit and not self._limiter.acquire(
-                run.rate_limit, give_up=lambda: self._must_not_start(attempt)):
-            return "not-started"
-        if self._must_not_start(attempt):
+        if not self._ready_to_call(attempt):
             return "not-started"
         attempt.started = True
         if run.attempt == 1:
@@ -99,6 +96,24 @@ class Executor:
             metrics.attempts.labels(kind, _status_class(code)).inc()
             self._record_failure(run, kind, error, retry_after)
         return "done"
+
+    def _ready_to_call(self, attempt: Attempt) -> bool:
+        """Take a rate-limit token if the job names a limit, then check the lease. A token
+        that went stale while this thread waited to run is not used: another is taken, so
+        calls never bunch above the limit."""
+        limit = attempt.run.rate_limit
+        while True:
+            taken_at = time.monotonic()
+            if limit:
+                taken = self._limiter.acquire(
+                    limit, give_up=lambda: self._must_not_start(attempt))
+                if taken is None:
+                    return False
+                taken_at = taken
+            if self._must_not_start(attempt):
+                return False
+            if time.monotonic() - taken_at <= HOLD_SECONDS:
+                return True
 
     def _must_not_start(self, attempt: Attempt) -> bool:
         if attempt.lost or attempt.deadline.passed():

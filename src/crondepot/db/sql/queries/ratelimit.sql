@@ -5,20 +5,24 @@
 -- A worker may spend a token up to %(hold)s seconds after taking it, so the bucket holds
 -- that much less than its burst: then calls in any window of T seconds stay within
 -- burst + rate * T, however the holding falls.
+-- The refill clock only moves forward: a taker that waited for the row lock has an older
+-- clock reading than the one before it, and moving refilled_at back would grant the same
+-- interval twice.
 WITH b AS (
-    SELECT name, rate_per_second,
+    SELECT name, rate_per_second, greatest(refilled_at, clock_timestamp()) AS at,
            least(greatest(1, burst - rate_per_second * %(hold)s::float8),
                  tokens + rate_per_second
-                 * greatest(0, extract(epoch FROM now() - refilled_at))) AS available
+                 * greatest(0, extract(epoch FROM clock_timestamp() - refilled_at)))
+               AS available
     FROM rate_limits WHERE name = %(name)s
     FOR UPDATE
 ), g AS (
-    SELECT name, rate_per_second, available,
+    SELECT name, rate_per_second, available, at,
            greatest(0, least(%(want)s::float8, floor(available)))::integer AS granted
     FROM b
 )
 UPDATE rate_limits AS r
-SET tokens = g.available - g.granted, refilled_at = now()
+SET tokens = g.available - g.granted, refilled_at = g.at
 FROM g
 WHERE r.name = g.name
 RETURNING g.granted, g.available - g.granted AS remaining, g.rate_per_second;
