@@ -6,6 +6,9 @@ unknown id. The one exception, ``all_tenants_stats``, is for operators (the CLI)
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from datetime import datetime
 from typing import Any
 
@@ -63,3 +66,22 @@ def _stats(conn: psycopg.Connection[Any], queries: tuple[str, str, str],
     return {"queue": queue,
             "lag": {"samples": lag[0], "p50_seconds": lag[1], "p99_seconds": lag[2]},
             "dead_letter": dead[0]}
+
+
+def encode_run_cursor(nominal: datetime, run_id: str) -> str:
+    """The opaque cursor after a page of a job's runs (API and CLI share it)."""
+    raw = json.dumps([nominal.isoformat(), run_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_run_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (nominal, run id) a cursor stands for; ValueError if it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        nominal, run_id = json.loads(raw)
+        at = datetime.fromisoformat(nominal)
+    except (ValueError, TypeError, binascii.Error):
+        raise ValueError("not a next_cursor value") from None
+    if at.tzinfo is None:
+        raise ValueError("not a next_cursor value")
+    return at, str(run_id)

@@ -7,8 +7,6 @@ job or run is "not found", like a missing one. Cursors are the API's ``next_curs
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import json
 from datetime import datetime
 from typing import Any
@@ -51,7 +49,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from crondepot.api.reads import job_runs  # imported here: crondepot.api loads FastAPI
+    # imported here: crondepot.api loads FastAPI
+    from crondepot.api.reads import encode_run_cursor, job_runs
 
     before = _decode(args.cursor)
     with operator_connection(args) as conn:
@@ -59,7 +58,7 @@ def run_list(args: argparse.Namespace) -> int:
         job = get_job(conn, tenant, args.job_id)
         rows = job_runs(conn, tenant, job.id, before=before, limit=args.limit + 1)
     page = rows[:args.limit]
-    next_cursor = _encode(page[-1]["nominal_at"], page[-1]["run_id"]) \
+    next_cursor = encode_run_cursor(page[-1]["nominal_at"], page[-1]["run_id"]) \
         if len(rows) > args.limit else None
     if args.json:
         print_json({"items": [run_json(r) for r in page], "next_cursor": next_cursor})
@@ -119,22 +118,14 @@ def _error(row: dict[str, Any]) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _encode(nominal: datetime, run_id: str) -> str:
-    raw = json.dumps([nominal.isoformat(), run_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
 def _decode(cursor: str | None) -> tuple[datetime, str] | None:
+    from crondepot.api.reads import decode_run_cursor
+
     if cursor is None:
         return None
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        nominal, run_id = json.loads(raw)
-        at = datetime.fromisoformat(nominal)
-        if at.tzinfo is None:
-            raise ValueError("naive")
-        return at, str(run_id)
-    except (ValueError, TypeError, binascii.Error):
+        return decode_run_cursor(cursor)
+    except ValueError:
         raise InvalidCursor("--cursor: expected a next_cursor value") from None
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from datetime import datetime
 from typing import Annotated
 
@@ -14,7 +11,7 @@ from fastapi.responses import JSONResponse
 from crondepot.api.auth import Conn, Reader
 from crondepot.api.openapi import problems
 from crondepot.api.problems import Invalid
-from crondepot.api.reads import get_run, job_runs
+from crondepot.api.reads import decode_run_cursor, encode_run_cursor, get_run, job_runs
 from crondepot.api.render import run_json
 from crondepot.api.routes.jobs import known_job_id
 from crondepot.api.schemas import Run, RunPage
@@ -32,7 +29,7 @@ def list_runs(who: Reader, conn: Conn, job_id: int,
     job = get_job(conn, who.tenant_id, known_job_id(job_id))     # 404 for another tenant's job
     rows = job_runs(conn, who.tenant_id, job.id, before=before, limit=limit + 1)
     page = rows[:limit]
-    next_cursor = _encode(page[-1]["nominal_at"], page[-1]["run_id"]) \
+    next_cursor = encode_run_cursor(page[-1]["nominal_at"], page[-1]["run_id"]) \
         if len(rows) > limit else None
     return JSONResponse({"items": [run_json(r) for r in page], "next_cursor": next_cursor})
 
@@ -43,20 +40,10 @@ def read_run(who: Reader, conn: Conn, run_id: str) -> JSONResponse:
     return JSONResponse(run_json(get_run(conn, who.tenant_id, run_id)))
 
 
-def _encode(nominal: datetime, run_id: str) -> str:
-    raw = json.dumps([nominal.isoformat(), run_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
 def _decode(cursor: str | None) -> tuple[datetime, str] | None:
     if cursor is None:
         return None
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        nominal, run_id = json.loads(raw)
-        at = datetime.fromisoformat(nominal)
-        if at.tzinfo is None:
-            raise ValueError("naive")
-        return at, str(run_id)
-    except (ValueError, TypeError, binascii.Error):
+        return decode_run_cursor(cursor)
+    except ValueError:
         raise Invalid("expected cursor to be a next_cursor value", field="cursor") from None
