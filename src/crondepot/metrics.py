@@ -105,6 +105,15 @@ rate_limit_waits = Counter(
     ["limit"],
 )
 slots_busy = Gauge("crondepot_worker_slots_busy", "Worker slots running a run.")
+outcome_batch_size = Histogram(
+    "crondepot_worker_outcome_batch_size",
+    "Successes recorded together in one statement (and one commit) by a worker.",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),
+)
+claim_size = Histogram(
+    "crondepot_worker_claim_size", "Runs a worker claimed at once, per claim that found work.",
+    buckets=(1, 2, 5, 10, 20, 50, 100),
+)
 
 
 def serve(port: int, addr: str = "0.0.0.0") -> None:

@@ -65,6 +65,30 @@ def test_an_empty_queue_lends_its_share(conn: psycopg.Connection[Any]) -> None:
     assert alone == []
 
 
+def test_a_lent_turn_passes_over_an_empty_borrower(conn: psycopg.Connection[Any]) -> None:
+    # Regression: a one-slot claim whose turn fell to bulk lent it to urgent (empty) and
+    # stopped there, so a worker with normal runs ready claimed nothing and slept a poll.
+    queued_runs(conn, 3, priority="normal")
+    (run,) = claim_runs(conn, owner="w", shares={"bulk": 1})
+    assert run.priority == "normal"
+    # Urgent's spare goes to normal while normal has ready runs, then to bulk; a claim never
+    # takes more than it asked for.
+    queued_runs(conn, 5, priority="bulk")
+    claimed = claim_runs(conn, owner="w", shares={"urgent": 3})
+    assert sorted(r.priority for r in claimed) == ["normal", "normal"]
+    claimed = claim_runs(conn, owner="w", shares={"urgent": 2, "normal": 1})
+    assert sorted(r.priority for r in claimed) == ["bulk", "bulk", "bulk"]
+
+
+def test_urgent_only_turns_take_urgent_runs_and_are_never_lent(
+        conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 4, priority="normal")
+    assert claim_runs(conn, owner="w", shares={}, urgent_only=3) == []
+    queued_runs(conn, 2, priority="urgent")
+    claimed = claim_runs(conn, owner="w", shares={"normal": 2}, urgent_only=3)
+    assert sorted(r.priority for r in claimed) == ["normal", "normal", "urgent", "urgent"]
+
+
 def test_outcome_with_a_stale_token_is_refused_and_changes_nothing(
         conn: psycopg.Connection[Any]) -> None:
     queued_runs(conn, 1, lease_seconds=5)

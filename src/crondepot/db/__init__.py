@@ -6,8 +6,9 @@ and ``open_pool`` for connections, ``Q`` for SQL, ``migrate`` for the schema.
 
 from __future__ import annotations
 
-from crondepot.db.connect import Database, connect, open_database, open_pool
+from crondepot.db.connect import Database, connect, idle_check, open_database, open_pool
 from crondepot.db.migrations import MigrationError, migrate
 from crondepot.db.queries import Q
 
-__all__ = ["Database", "MigrationError", "Q", "connect", "migrate", "open_database", "open_pool"]
+__all__ = ["Database", "MigrationError", "Q", "connect", "idle_check", "migrate", "open_database",
+           "open_pool"]

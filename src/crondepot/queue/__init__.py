@@ -10,14 +10,25 @@ from crondepot.queue.claim import ClaimedRun, WeightedOrder, claim_runs
 from crondepot.queue.lease import extend_acquired_leases, reap_abandoned_runs
 from crondepot.queue.outcome import (
     LostLease,
+    Success,
     record_final_failure,
     record_retry,
     record_success,
+    record_successes,
     release_run,
 )
 
 __all__ = [
-    "ClaimedRun", "LostLease", "WeightedOrder", "claim_runs", "extend_acquired_leases",
-    "reap_abandoned_runs", "record_final_failure", "record_retry", "record_success",
+    "ClaimedRun",
+    "LostLease",
+    "Success",
+    "WeightedOrder",
+    "claim_runs",
+    "extend_acquired_leases",
+    "reap_abandoned_runs",
+    "record_final_failure",
+    "record_retry",
+    "record_success",
+    "record_successes",
     "release_run",
 ]

@@ -14,15 +14,16 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import class_row
+from psycopg.rows import args_row
 
 from crondepot.db import Q
 
 PRIORITIES = ("urgent", "normal", "bulk")
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ClaimedRun:
+    # Positional, in the order claim_runs returns its columns (args_row: no dict per row).
     run_id: str
     job_id: int
     job_key: str | None
@@ -73,35 +74,24 @@ class WeightedOrder:
 
 
 def claim_runs(conn: psycopg.Connection[Any], *, owner: str, shares: dict[str, int],
-               lend: bool = True, now: datetime | None = None) -> list[ClaimedRun]:
-    """Claim up to ``shares[p]`` runs of each priority. A priority short of ready runs lends
-    the turns it could not use to the *next* priority (urgent → normal → bulk → urgent), so
-    an empty normal queue under an urgent flood gives its turns to bulk, not to urgent."""
-    claimed: list[ClaimedRun] = []
-    short: dict[str, int] = {}
-    for priority in PRIORITIES:
-        want = shares.get(priority, 0)
-        if want:
-            got = _claim(conn, owner, priority, want, now)
-            claimed += got
-            if len(got) < want:
-                short[priority] = want - len(got)
-    if not lend:
-        return claimed
-    for lender, spare in short.items():
-        start = PRIORITIES.index(lender)
-        for step in (1, 2):
-            borrower = PRIORITIES[(start + step) % len(PRIORITIES)]
-            if spare <= 0 or borrower in short:
-                continue          # a queue that came up short has nothing more to give
-            got = _claim(conn, owner, borrower, spare, now)
-            claimed += got
-            spare -= len(got)
-    return claimed
+               lend: bool = True, urgent_only: int = 0,
+               now: datetime | None = None) -> list[ClaimedRun]:
+    """Claim up to ``shares[p]`` runs of each priority, plus ``urgent_only`` more urgent runs
+    for slots that take nothing else, in one statement (one round trip, one commit).
 
-
-def _claim(conn: psycopg.Connection[Any], owner: str, priority: str, limit: int,
-           now: datetime | None) -> list[ClaimedRun]:
-    with conn.cursor(row_factory=class_row(ClaimedRun)) as cur:
-        return cur.execute(Q.claim_runs, {"owner": owner, "priority": priority,
-                                          "limit": limit, "now": now}).fetchall()
+    A priority short of ready runs lends the turns it could not use to the *next* priority
+    that was not short (urgent → normal → bulk → urgent), so an empty normal queue under an
+    urgent flood gives its turns to bulk, not to urgent. Urgent runs fill the urgent-only
+    turns first, and those turns are never lent. With ``lend=False`` nothing is lent.
+    """
+    lendable = [max(0, shares.get(p, 0)) for p in PRIORITIES]
+    limits = [n + (max(0, urgent_only) if p == "urgent" else 0)
+              for p, n in zip(PRIORITIES, lendable, strict=True)]
+    if not any(limits):
+        return []
+    # Binary results: timestamps and uuids decode without parsing text.
+    with conn.cursor(row_factory=args_row(ClaimedRun), binary=True) as cur:
+        return cur.execute(Q.claim_runs, {
+            "owner": owner, "priorities": list(PRIORITIES), "limits": limits,
+            "lendable": lendable if lend else [0, 0, 0], "total": sum(limits),
+            "now": now}).fetchall()

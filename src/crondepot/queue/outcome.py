@@ -8,6 +8,8 @@ never overwrites the new holder's state.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -28,10 +30,34 @@ def _fenced(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -
                         "holds the run; not recording over its new state")
 
 
+@dataclass(frozen=True, slots=True)
+class Success:
+    """A call that succeeded, to be recorded: the attempt and the token that fence it."""
+
+    run_id: str
+    token: UUID
+    attempt: int
+    result: dict[str, Any] | None = None
+
+
+def record_successes(conn: psycopg.Connection[Any], successes: Sequence[Success]) -> set[str]:
+    """Record many successes in one statement; the run ids recorded (the others lost their
+    lease, and nothing was written for them)."""
+    if not successes:
+        return set()
+    rows = conn.execute(Q.record_successes, {
+        "run_ids": [s.run_id for s in successes], "tokens": [s.token for s in successes],
+        "attempts": [s.attempt for s in successes],
+        "results": [Jsonb(s.result) if s.result is not None else None for s in successes],
+    }).fetchall()
+    return {run_id for (run_id,) in rows}
+
+
 def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID, attempt: int,
                    result: dict[str, Any] | None = None) -> None:
-    _fenced(conn, Q.record_success, {"run_id": run_id, "token": token, "attempt": attempt,
-                                     "result": Jsonb(result) if result is not None else None})
+    if not record_successes(conn, [Success(run_id, token, attempt, result)]):
+        raise LostLease(f"run {run_id}: lease token {token} no longer holds the run; not "
+                        "recording over its new state")
 
 
 def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, delay: float,

@@ -27,13 +27,14 @@ from crondepot.handlers import RunContext, UnknownHandler, lookup
 from crondepot.queue import (
     ClaimedRun,
     LostLease,
+    Success,
     record_final_failure,
     record_retry,
-    record_success,
 )
 from crondepot.queue.lease import Deadline
 from crondepot.ratelimit import HOLD_SECONDS, RateLimiter
 from crondepot.retry import decide
+from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget, webhook_body
 
 log = logging.getLogger("crondepot.worker")
@@ -50,14 +51,19 @@ class Attempt:
 
 
 class Executor:
-    def __init__(self, pool: ConnectionPool, limiter: RateLimiter, webhooks: WebhookTarget,
-                 *, stopping: Callable[[], bool]) -> None:
+    def __init__(self, pool: ConnectionPool, outcomes: OutcomeWriter, limiter: RateLimiter,
+                 webhooks: WebhookTarget, *, stopping: Callable[[], bool]) -> None:
         self._pool = pool
+        self._outcomes = outcomes
         self._limiter = limiter
         self._webhooks = webhooks
         self._stopping = stopping
 
-    def run(self, attempt: Attempt) -> Literal["done", "not-started"]:
+    def run(self, attempt: Attempt,
+            recorded: Callable[[], None]) -> Literal["done", "not-started", "recording"]:
+        """Call the target and record the outcome. A success is handed to the outcome writer
+        ("recording"): ``recorded`` is called once it is written (or known unwritable). The
+        other outcomes are written before this returns, and ``recorded`` is not called."""
         run = attempt.run
         if not self._ready_to_call(attempt):
             return "not-started"
@@ -89,8 +95,8 @@ class Executor:
         if kind is None or error is None:
             code = result.get("status_code") if result else None
             metrics.attempts.labels("ok", _status_class(code)).inc()
-            self._record(run, lambda conn: record_success(conn, run.run_id, run.lease_token,
-                                                          run.attempt, result), "succeeded")
+            self._record_success(run, result, recorded)
+            return "recording"
         else:
             code = error.status_code if isinstance(error, TargetError) else None
             metrics.attempts.labels(kind, _status_class(code)).inc()
@@ -161,17 +167,37 @@ class Executor:
                 conn, run.run_id, run.lease_token, status=status, error=message,
                 error_class=error_class), status)
 
+    def _record_success(self, run: ClaimedRun, result: dict[str, Any] | None,
+                        then: Callable[[], None]) -> None:
+        def done(recorded: bool, error: BaseException | None) -> None:
+            if error is not None:
+                log.warning("success not recorded; the run comes back after its lease: %s",
+                            error, extra=_fields(run))
+            else:
+                self._finished(run, "succeeded", recorded=recorded)
+            then()
+
+        self._outcomes.submit(Success(run.run_id, run.lease_token, run.attempt, result), done)
+
     def _record(self, run: ClaimedRun, write: Callable[[Any], None], outcome: str) -> None:
         try:
             with self._pool.connection() as conn:
                 write(conn)
         except LostLease:
+            self._finished(run, outcome, recorded=False)
+            return
+        self._finished(run, outcome, recorded=True)
+
+    @staticmethod
+    def _finished(run: ClaimedRun, outcome: str, *, recorded: bool) -> None:
+        if not recorded:
             metrics.stale_writes.inc()
             log.warning("outcome not recorded: the run's lease was lost",
                         extra=_fields(run) | {"outcome": outcome})
             return
         metrics.runs_finished.labels(outcome).inc()
-        log.debug("run finished", extra=_fields(run) | {"outcome": outcome})
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("run finished", extra=_fields(run) | {"outcome": outcome})
 
 
 def _status_class(code: Any) -> str:

@@ -6,7 +6,11 @@ thing that keeps 20 calls in flight. The main thread claims; a heartbeat thread 
 
 - Slots: ``concurrency`` in all, ``urgent_only`` of them reserved for urgent runs, so a
   morning of bulk work never traps an urgent run behind it.
-- Claims are batched: one claim per priority for all free slots, in the weighted order.
+- Claims are batched: one statement claims for all free slots, in the weighted order. A busy
+  worker waits a few milliseconds for a quarter of its slots to free before claiming, so
+  claims stay large when runs finish one by one.
+- Successes go to one writer thread that records them together (``recorder``): one commit
+  for many runs.
 - Idle, the worker waits on ``LISTEN crondepot_runs`` (the scheduler notifies on commit), with
   a poll interval as the fallback (retries become available without a notification).
 - Every ``reap_seconds`` it returns runs whose lease expired to the queue.
@@ -31,7 +35,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
-from crondepot.db import Q, connect
+from crondepot.db import Q, connect, idle_check
 from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
 from crondepot.queue.claim import ClaimedRun
@@ -44,9 +48,13 @@ from crondepot.queue.lease import (
 from crondepot.ratelimit import RateLimiter
 from crondepot.retention import DEFAULT_RETENTION, prune_finished_runs
 from crondepot.worker.execute import Attempt, Executor
+from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.targets import AddressGuard, WebhookTarget
 
 log = logging.getLogger("crondepot.worker")
+
+CLAIM_GATHER_SECONDS = 0.005
+MAX_IN_HAND_FACTOR = 2      # runs in hand (calling or being recorded) per slot, at most
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,13 +89,18 @@ class Worker(Stoppable):
         self._pool = ConnectionPool(config.url, min_size=2, max_size=min(config.concurrency, 10)
                                     + 2, kwargs={"autocommit": True,
                                                  "application_name": "crondepot-worker"},
-                                    check=ConnectionPool.check_connection, open=False)
+                                    **idle_check(), open=False)
         self._webhooks = WebhookTarget(guard or AddressGuard.from_env())
-        self._executor = Executor(self._pool, RateLimiter(self._pool), self._webhooks,
-                                  stopping=self._stop.is_set)
+        self._outcomes = OutcomeWriter(self._pool)
+        self._executor = Executor(self._pool, self._outcomes, RateLimiter(self._pool),
+                                  self._webhooks, stopping=self._stop.is_set)
+        # Claim once this many slots are free (or after CLAIM_GATHER_SECONDS): a claim costs a
+        # round trip whatever its size, and no-op runs free their slots one by one.
+        self._claim_batch = max(1, config.concurrency // 4)
 
     def run(self) -> None:
         self._pool.open(wait=True, timeout=60)
+        self._outcomes.start()
         slots = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="slot")
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeat.start()
@@ -98,6 +111,7 @@ class Worker(Stoppable):
             self._claim_loop(slots)
         finally:
             self._shutdown(slots)
+            self._outcomes.close(timeout=5)
             self._done.set()
             heartbeat.join(timeout=5)
             self._webhooks.close()
@@ -122,14 +136,16 @@ class Worker(Stoppable):
                 if self.config.retention_days and time.monotonic() >= next_prune:
                     self._prune()
                     next_prune = time.monotonic() + 60
-                claimed, free = self._claim_for_free_slots(slots)
+                claimed, free_general, free_urgent = self._claim_for_free_slots(slots)
                 backoff.reset()
                 if claimed:
                     continue
-                if free == 0:
-                    # Judged on the count the claim saw: a slot freed since then has set
+                if free_general == 0:
+                    # Judged on the counts the claim saw: a slot freed since then has set
                     # _slot_freed (cleared under the same lock), so this wait returns at once.
-                    self._slot_freed.wait(0.5)
+                    # Idle urgent-only slots must not put the worker to sleep until the next
+                    # NOTIFY while runs of other priorities wait for general slots to free.
+                    self._slot_freed.wait(0.05 if free_urgent else 0.5)
                 else:
                     # Inside the try: an idle worker learns of a database restart here,
                     # from its LISTEN connection, and must back off, not exit.
@@ -154,26 +170,52 @@ class Worker(Stoppable):
                                        stop_after=1):
                 return
 
-    def _claim_for_free_slots(self, slots: ThreadPoolExecutor) -> tuple[int, int]:
-        """Claim for every free slot; (runs claimed, free slots seen)."""
+    def _claim_for_free_slots(self, slots: ThreadPoolExecutor) -> tuple[int, int, int]:
+        """Claim for every free slot; (runs claimed, free general and urgent-only slots
+        seen)."""
+        self._gather_free_slots()
         with self._lock:
             free_urgent, free_general = self._free["urgent"], self._free["general"]
+            # Successes waiting for the outcome writer are still in hand; a database that
+            # takes claims but not writes must not let them pile up without bound.
+            room = max(0, MAX_IN_HAND_FACTOR * self.config.concurrency - len(self._held))
+            free_general = min(free_general, room)
+            free_urgent = min(free_urgent, room - free_general)
             self._slot_freed.clear()
         if not free_urgent + free_general:
-            return 0, 0
-        claimed: list[tuple[ClaimedRun, str]] = []
+            return 0, 0, 0
+        seen = (free_general, free_urgent)
         with self._pool.connection() as conn:
-            if free_urgent:     # urgent-only slots never borrow from other queues
-                runs = claim_runs(conn, owner=self.config.name,
-                                  shares={"urgent": free_urgent}, lend=False)
-                claimed += [(r, "urgent") for r in runs]
-            if free_general:
-                runs = claim_runs(conn, owner=self.config.name,
-                                  shares=self._order.take(free_general))
-                claimed += [(r, "general") for r in runs]
+            runs = claim_runs(conn, owner=self.config.name, urgent_only=free_urgent,
+                              shares=self._order.take(free_general) if free_general else {})
+        # Urgent runs fill the urgent-only slots first; everything else takes general slots.
+        claimed: list[tuple[ClaimedRun, str]] = []
+        for run in runs:
+            if run.priority == "urgent" and free_urgent:
+                free_urgent -= 1
+                claimed.append((run, "urgent"))
+            else:
+                claimed.append((run, "general"))
+        if claimed:
+            metrics.claim_size.observe(len(claimed))
         for run, slot in claimed:
             self._start(slots, run, slot)
-        return len(claimed), free_urgent + free_general
+        return len(claimed), *seen
+
+    def _gather_free_slots(self) -> None:
+        """While runs are in hand, wait briefly until a claim's worth of slots is free. An
+        idle worker (nothing in hand) claims at once: that is the latency path."""
+        until = time.monotonic() + CLAIM_GATHER_SECONDS
+        while True:
+            with self._lock:
+                free = self._free["urgent"] + self._free["general"]
+                if free >= self._claim_batch or not self._held:
+                    return
+                self._slot_freed.clear()
+            left = until - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                return
+            self._slot_freed.wait(left)
 
     def _start(self, slots: ThreadPoolExecutor, run: ClaimedRun, slot: str) -> None:
         attempt = Attempt(run=run, deadline=Deadline.from_lease(
@@ -185,18 +227,28 @@ class Worker(Stoppable):
         slots.submit(self._execute, attempt, slot)
 
     def _execute(self, attempt: Attempt, slot: str) -> None:
+        recording = False
         try:
-            outcome = self._executor.run(attempt)
+            outcome = self._executor.run(attempt, lambda: self._forget(attempt))
+            recording = outcome == "recording"
             if outcome == "not-started" and not attempt.lost:
                 self._release(attempt)
         except Exception:
             log.exception("slot failed", extra={"run_id": attempt.run.run_id})
         finally:
+            # The slot is free once the call is over; a success being recorded keeps its run
+            # in hand (heartbeats, shutdown) until the writer is done with it.
             with self._lock:
                 self._free[slot] += 1
-                self._held.pop(attempt.run.run_id, None)
+                if not recording:
+                    self._held.pop(attempt.run.run_id, None)
             metrics.slots_busy.dec()
             self._slot_freed.set()
+
+    def _forget(self, attempt: Attempt) -> None:
+        with self._lock:
+            self._held.pop(attempt.run.run_id, None)
+        self._slot_freed.set()      # in-hand room for a claim may have been the limit
 
     def _release(self, attempt: Attempt) -> None:
         try:

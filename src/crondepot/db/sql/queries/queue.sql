@@ -1,17 +1,83 @@
 -- name: claim_runs
--- A worker's claim: up to %(limit)s queued runs of one priority, oldest first, each leased
--- to this worker with a fresh token and attempt+1. The MATERIALIZED CTE is an optimisation
--- fence: the LIMIT and SKIP LOCKED apply to the index scan of runs_queued before the join
--- and update, so a claim never locks or touches more rows than it returns. The lease is
--- measured on the database clock; db_now is returned so the worker can translate the
--- deadline to its own monotonic clock without trusting its wall clock.
+-- A worker's claim, in one statement: its runs, the lending between queues, the lease.
+--
+-- own:   for each priority p in %(priorities)s, up to %(limits)s of its queued runs, oldest
+--        first. For urgent the limit includes the urgent-only slots' turns.
+-- short: each priority's spare turns: its lendable turns (%(lendable)s: the weighted
+--        share, without the urgent-only turns, which are never lent; 0 when the claim does
+--        not lend) that found no run. Urgent runs fill the urgent-only turns first.
+-- loans: spare turns go to the next priority that is not dry (urgent -> normal -> bulk ->
+--        urgent), so an empty normal queue under an urgent flood gives its turns to bulk,
+--        not to urgent. Every priority is in %(priorities)s, with a limit of 0 if it has
+--        no turns, so a queue nobody asked for is checked before it is lent to.
+-- lent:  the borrowers' extra runs, skipping the ones this statement already took in own
+--        (our own row locks are not skipped by SKIP LOCKED).
+-- Each priority's scan reads runs_queued with its own LIMIT and SKIP LOCKED, and the CTEs are
+-- MATERIALIZED fences, so a claim never locks or touches more rows than it returns. Every
+-- claimed run gets a fresh lease token and attempt+1. The lease is measured on the database
+-- clock; db_now is returned so the worker can translate the deadline to its own monotonic
+-- clock without trusting its wall clock.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
-picked AS MATERIALIZED (
-    SELECT run_id FROM runs, clock
-    WHERE status = 'queued' AND priority = %(priority)s::text AND available_at <= clock.now
-    ORDER BY available_at
-    LIMIT %(limit)s::integer
-    FOR UPDATE OF runs SKIP LOCKED
+wanted AS (
+    SELECT * FROM unnest(%(priorities)s::text[], %(limits)s::integer[],
+                         %(lendable)s::integer[]) AS w(priority, n, lendable)
+),
+own AS MATERIALIZED (
+    SELECT w.priority, p.run_id
+    FROM clock, wanted AS w,
+         LATERAL (SELECT run_id FROM runs
+                  WHERE status = 'queued' AND priority = w.priority
+                    AND available_at <= clock.now
+                  ORDER BY available_at
+                  LIMIT w.n
+                  FOR UPDATE OF runs SKIP LOCKED) AS p
+),
+short AS (
+    SELECT w.priority,
+           w.lendable - greatest(0, count(o.run_id) - (w.n - w.lendable)) AS spare,
+           count(o.run_id) < w.n AS came_up_short
+    FROM wanted AS w LEFT JOIN own AS o USING (priority)
+    GROUP BY w.priority, w.n, w.lendable
+),
+dry AS (
+    -- Queues with nothing more to give: asked and came up short, or not asked and empty.
+    SELECT s.priority FROM short AS s, wanted AS w, clock
+    WHERE w.priority = s.priority
+      AND (s.came_up_short
+           OR (w.n = 0 AND NOT EXISTS (SELECT 1 FROM runs
+                                       WHERE status = 'queued' AND priority = s.priority
+                                         AND available_at <= clock.now)))
+),
+loans AS (
+    SELECT b.borrower, sum(s.spare)::integer AS n
+    FROM short AS s,
+         LATERAL (SELECT x.borrower
+                  FROM unnest(CASE s.priority WHEN 'urgent' THEN ARRAY['normal', 'bulk']
+                                              WHEN 'normal' THEN ARRAY['bulk', 'urgent']
+                                              ELSE ARRAY['urgent', 'normal'] END)
+                       WITH ORDINALITY AS x(borrower, ord)
+                  WHERE x.borrower NOT IN (SELECT priority FROM dry)
+                  ORDER BY x.ord
+                  LIMIT 1) AS b
+    WHERE s.spare > 0
+    GROUP BY b.borrower
+),
+lent AS MATERIALIZED (
+    SELECT p.run_id
+    FROM clock, loans AS l,
+         LATERAL (SELECT run_id FROM runs
+                  WHERE status = 'queued' AND priority = l.borrower
+                    AND available_at <= clock.now
+                    AND run_id NOT IN (SELECT run_id FROM own)
+                  ORDER BY available_at
+                  LIMIT l.n
+                  FOR UPDATE OF runs SKIP LOCKED) AS p
+),
+picked AS (
+    SELECT run_id FROM own UNION ALL SELECT run_id FROM lent
+    -- At most the claim's size; this also tells the planner how many rows to expect (it
+    -- cannot see through the LIMITs above, and would hash-join the whole runs table).
+    LIMIT %(total)s::integer
 )
 UPDATE runs AS r
 SET status = 'running', attempt = r.attempt + 1, lease_owner = %(owner)s::text,
@@ -40,18 +106,24 @@ WHERE r.run_id = h.run_id AND r.lease_token = h.token AND r.status = 'running'
   AND r.lease_expires_at > clock.now
 RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
 
--- name: record_success
--- Fenced by the lease token. Two cases are accepted: the holder still holds the run; or its
--- lease expired and the run was reaped back to the queue but nobody has claimed it since
--- (same attempt number, no token). The call happened; recording it then prevents a second
--- call. Once another worker has claimed the run (attempt moved on), nothing is written.
-UPDATE runs
-SET status = 'succeeded', finished_at = now(), updated_at = now(), result = %(result)s,
+-- name: record_successes
+-- Successes, many runs in one statement (and one commit): the worker's outcome writer
+-- batches what its slots report. Each row is fenced by its lease token. Two cases are
+-- accepted: the holder still holds the run; or its lease expired and the run was reaped back
+-- to the queue but nobody has claimed it since (same attempt number, no token). The call
+-- happened; recording it then prevents a second call. Once another worker has claimed the
+-- run (attempt moved on), nothing is written. The run ids returned are the ones recorded; a
+-- run missing from the result lost its lease. Arrays travel in binary, as in insert_runs.
+UPDATE runs AS r
+SET status = 'succeeded', finished_at = now(), updated_at = now(), result = s.result,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     last_error = NULL, error_class = NULL
-WHERE run_id = %(run_id)s::text
-  AND ((status = 'running' AND lease_token = %(token)s::uuid)
-       OR (status = 'queued' AND lease_token IS NULL AND attempt = %(attempt)s::integer));
+FROM unnest(%(run_ids)b::text[], %(tokens)b::uuid[], %(attempts)b::integer[],
+            %(results)b::jsonb[]) AS s(run_id, token, attempt, result)
+WHERE r.run_id = s.run_id
+  AND ((r.status = 'running' AND r.lease_token = s.token)
+       OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
+RETURNING r.run_id;
 
 -- name: record_retry
 -- A temporary failure: back to the queue, available after the backoff delay.

@@ -1,0 +1,140 @@
+"""The worker's outcome writer: successes recorded together, fenced, and never forgotten
+while the database is away."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from uuid import uuid4
+
+import psycopg
+import pytest
+from prometheus_client import REGISTRY
+from psycopg_pool import ConnectionPool
+
+from crondepot.db import connect, migrate
+from crondepot.queue import Success, claim_runs
+from crondepot.worker.recorder import NotRecorded, OutcomeWriter
+from tests.support.jobs import queued_runs
+from tests.support.processes import wait_until
+
+
+class Outcomes:
+    """What each submitted success was told: (recorded, error)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.told: dict[str, tuple[bool, BaseException | None]] = {}
+
+    def callback(self, run_id: str) -> Any:
+        def done(recorded: bool, error: BaseException | None) -> None:
+            with self.lock:
+                assert run_id not in self.told, "told twice"
+                self.told[run_id] = (recorded, error)
+        return done
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.told)
+
+
+def _batches() -> float:
+    return REGISTRY.get_sample_value("crondepot_worker_outcome_batch_size_count") or 0.0
+
+
+def _pool(url: str) -> ConnectionPool:
+    return ConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True},
+                          open=True)
+
+
+def test_successes_are_recorded_together_and_a_lost_lease_is_reported(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    queued_runs(conn, 30)
+    runs = claim_runs(conn, owner="w", shares={"normal": 30})
+    stolen = runs[-1]      # taken over by another worker since: its token changed
+    conn.execute("UPDATE runs SET lease_token = %s WHERE run_id = %s", (uuid4(), stolen.run_id))
+    outcomes = Outcomes()
+    with _pool(db_url) as pool:
+        writer = OutcomeWriter(pool)
+        writer.start()
+        before = _batches()
+        # Hold the first run's row so the first write waits; every success submitted
+        # meanwhile must go out in one statement after it.
+        with connect(db_url) as blocker, blocker.transaction():
+            blocker.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE",
+                            (runs[0].run_id,))
+            first = runs[0]
+            writer.submit(Success(first.run_id, first.lease_token, first.attempt),
+                          outcomes.callback(first.run_id))
+            threads = [threading.Thread(target=writer.submit, args=(
+                Success(r.run_id, r.lease_token, r.attempt, {"n": i}),
+                outcomes.callback(r.run_id))) for i, r in enumerate(runs[1:])]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert outcomes.count() == 0
+        wait_until(lambda: outcomes.count() == 30, timeout=10, message="all told")
+        writer.close()
+    assert _batches() - before == 2
+    assert outcomes.told[stolen.run_id] == (False, None)
+    assert all(told == (True, None) for run_id, told in outcomes.told.items()
+               if run_id != stolen.run_id)
+    rows = dict(conn.execute("SELECT status, count(*) FROM runs GROUP BY status").fetchall())
+    assert rows == {"succeeded": 29, "running": 1}
+    assert conn.execute("SELECT result FROM runs WHERE run_id = %s",
+                        (runs[1].run_id,)).fetchone() == ({"n": 0},)
+
+
+def test_a_writer_that_cannot_reach_the_database_gives_up_only_when_closed(
+        db_url: str, conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1)
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    outcomes = Outcomes()
+    # A pool on a port nobody listens on: every write fails with OperationalError.
+    pool = ConnectionPool("postgresql://postgres@127.0.0.1:9/none", min_size=0, max_size=1,
+                          timeout=0.2, open=True)
+    try:
+        writer = OutcomeWriter(pool)
+        writer.start()
+        writer.submit(Success(run.run_id, run.lease_token, run.attempt),
+                      outcomes.callback(run.run_id))
+        threading.Event().wait(1.0)
+        assert outcomes.count() == 0           # still trying, not forgotten
+        writer.close(timeout=0.5)
+    finally:
+        pool.close()
+    recorded, error = outcomes.told[run.run_id]
+    assert not recorded and isinstance(error, NotRecorded)
+    # Nothing written: the run comes back after its lease, like any interrupted run.
+    assert conn.execute("SELECT status FROM runs").fetchone() == ("running",)
+
+
+@pytest.mark.slow
+def test_a_success_is_written_once_the_database_is_back() -> None:
+    from tests.support.cluster import PrivateCluster
+
+    cluster = PrivateCluster()
+    cluster.start()
+    try:
+        with connect(cluster.url) as conn:
+            migrate(conn)
+            queued_runs(conn, 1)
+            (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+        outcomes = Outcomes()
+        with _pool(cluster.url) as pool:
+            writer = OutcomeWriter(pool)
+            writer.start()
+            cluster.stop("immediate")
+            writer.submit(Success(run.run_id, run.lease_token, run.attempt),
+                          outcomes.callback(run.run_id))
+            threading.Event().wait(1.5)
+            assert outcomes.count() == 0
+            cluster.start()
+            wait_until(lambda: outcomes.count() == 1, timeout=60, message="recorded")
+            writer.close()
+        assert outcomes.told[run.run_id] == (True, None)
+        with connect(cluster.url) as conn:
+            assert conn.execute("SELECT status FROM runs").fetchone() == ("succeeded",)
+    finally:
+        cluster.destroy()
