@@ -325,6 +325,15 @@ class Child:
         self.log.close()
 
 
+def api_pids(api: Child) -> list[int]:
+    """The API process and, with ``--workers N``, its N serving processes (whose CPU psutil
+    counts only once they exit, so each is metered on its own)."""
+    with contextlib.suppress(psutil.Error):
+        return [api.popen.pid] + [c.pid for c in psutil.Process(api.popen.pid).children(
+            recursive=True)]
+    return [api.popen.pid]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -333,14 +342,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def api_server(url: str, api_rate: float, pool_size: int) -> Iterator[tuple[str, Child]]:
-    """``python -m crondepot api`` on a free port, ready (``/readyz`` 200) when yielded."""
+def api_server(url: str, api_rate: float, pool_size: int,
+               workers: int = 1) -> Iterator[tuple[str, Child]]:
+    """``python -m crondepot api --workers N`` on a free port, ready (``/readyz`` 200) when
+    yielded. ``--api-rate`` is the total over the N processes (each gets 1/N)."""
     port = free_port()
     env = {"CRONDEPOT_API_POOL_SIZE": str(pool_size)}
     if api_rate > 0:
         env |= {"CRONDEPOT_API_RATE": str(api_rate), "CRONDEPOT_API_BURST": str(int(api_rate))}
-    child = Child([sys.executable, "-m", "crondepot", "api", "--db", url, "--port", str(port)],
-                  env=env)
+    child = Child([sys.executable, "-m", "crondepot", "api", "--db", url, "--port", str(port),
+                   "--workers", str(workers)], env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + API_START_TIMEOUT
@@ -415,8 +426,9 @@ def import_http(file: NdjsonFile, db: BenchDb, base: str, api: Child,
                             counts[name] = counts.get(name, 0) + value
 
     with admin_connect(db.url) as conn:
-        meter = Meter(conn, [api.popen.pid])
-        rss = RssSampler([api.popen.pid])
+        pids = api_pids(api)
+        meter = Meter(conn, pids)
+        rss = RssSampler(pids)
         meter.start()
         threads = [threading.Thread(target=client, daemon=True) for _ in range(concurrency)]
         for thread in threads:
@@ -763,7 +775,7 @@ def measure_latency(db: BenchDb, base: str, api: Child, rate: float,
     result = Latency(rate=rate, seconds=seconds, jobs_before=count_jobs(db.url))
     asyncio.run(_offer(base, db.token, rate, WARMUP_SECONDS, 10_000_000, None))
     with admin_connect(db.url) as conn:
-        meter = Meter(conn, [api.popen.pid])
+        meter = Meter(conn, api_pids(api))
         meter.start()
         asyncio.run(_offer(base, db.token, rate, seconds, 20_000_000, result))
         meter.stop()
@@ -905,6 +917,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=200.0, help="creates/s (default 200)")
     parser.add_argument("--seconds", type=float, default=30.0,
                         help="seconds of create load (default 30)")
+    parser.add_argument("--api-workers", type=int, default=2,
+                        help="API processes (crondepot api --workers; default 2, the cores)")
     parser.add_argument("--api-rate", type=float, default=100_000.0,
                         help="CRONDEPOT_API_RATE and _BURST for the API; 0 keeps the defaults")
     parser.add_argument("--pool-size", type=int, default=10,
@@ -952,8 +966,8 @@ def run(args: argparse.Namespace) -> None:
                     print("  sizes ...", flush=True)
                     sizes = measure_sizes(db.url)
         if "http" in paths or not args.no_latency:
-            with databases.fresh() as db, api_server(db.url, args.api_rate,
-                                                     args.pool_size) as (base, api):
+            with databases.fresh() as db, api_server(db.url, args.api_rate, args.pool_size,
+                                                     args.api_workers) as (base, api):
                 if "http" in paths:
                     print("  HTTP import ...", end=" ", flush=True)
                     imports.append(import_http(file, db, base, api, args.http_concurrency))

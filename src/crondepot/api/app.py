@@ -12,12 +12,12 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 
-from crondepot import metrics
+from crondepot import logs, metrics
 from crondepot.api import console, problems
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import add_documented_schemas
@@ -59,6 +59,27 @@ class ApiSettings:
 
     def body_limit(self, path: str) -> int:
         return self.import_body_bytes if path == "/v1/import" else self.json_body_bytes
+
+    def for_one_of(self, processes: int) -> ApiSettings:
+        """The settings of one of ``processes`` API processes serving the same port: each
+        keeps its own request budget in memory, so each gets its share of the rate and the
+        burst, and the total stays what the operator set."""
+        if processes <= 1:
+            return self
+        return replace(self, rate_per_second=self.rate_per_second / processes,
+                       burst=max(1, self.burst // processes))
+
+
+PROCESSES_ENV = "CRONDEPOT_API_PROCESSES"
+
+
+def app_from_env() -> FastAPI:
+    """The factory uvicorn calls in each process of ``crondepot api --workers N``: the
+    database URL, the settings and the process count come from the environment."""
+    logs.setup()
+    url = os.environ["CRONDEPOT_DATABASE_URL"]
+    processes = int(os.environ.get(PROCESSES_ENV, "1"))
+    return create_app(url, ApiSettings.from_env().for_one_of(processes))
 
 
 def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAPI:

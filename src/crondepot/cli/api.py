@@ -18,6 +18,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--port", type=_port,
                         default=_port(os.environ.get("CRONDEPOT_API_PORT", "8080")),
                         help="port to listen on (env CRONDEPOT_API_PORT; default 8080)")
+    parser.add_argument("--workers", type=_workers,
+                        default=_workers(os.environ.get("CRONDEPOT_API_WORKERS", "1")),
+                        help="API processes on the one port (env CRONDEPOT_API_WORKERS; "
+                             "default 1). Each gets its share of the per-token request rate.")
     parser.add_argument("--log-json", action="store_true", default=None,
                         help="log one JSON object per line")
     parser.set_defaults(run=run)
@@ -27,13 +31,24 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from crondepot.api import ApiSettings, create_app
+    from crondepot.api.app import PROCESSES_ENV
 
     logs.setup(as_json=args.log_json)
     with database(args) as db:
         check_schema(db, "crondepot-api")
-        app = create_app(db.url, ApiSettings.from_env())
-        uvicorn.run(app, host=args.host, port=args.port, log_config=None,
-                    proxy_headers=False, server_header=False)
+        serve: dict[str, Any] = {"host": args.host, "port": args.port, "log_config": None,
+                                 "proxy_headers": False, "server_header": False}
+        if args.workers == 1:
+            uvicorn.run(create_app(db.url, ApiSettings.from_env()), **serve)
+            return 0
+        # Several processes on one socket (uvicorn's supervisor restarts a crashed one):
+        # each builds its own app from the environment.
+        os.environ["CRONDEPOT_DATABASE_URL"] = db.url
+        os.environ[PROCESSES_ENV] = str(args.workers)
+        if args.log_json:
+            os.environ["CRONDEPOT_LOG_FORMAT"] = "json"
+        uvicorn.run("crondepot.api.app:app_from_env", factory=True, workers=args.workers,
+                    **serve)
     return 0
 
 
@@ -44,4 +59,14 @@ def _port(text: str) -> int:
         value = -1
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"expected 1 to 64 API processes, got {text!r}")
     return value
