@@ -76,4 +76,4 @@ def test_each_api_process_gets_its_share_of_the_request_budget() -> None:
 def test_api_refuses_a_bad_process_count(db_url: str) -> None:
     done = subprocess.run([sys.executable, "-c", RUNNER, "api", "--db", db_url, "--workers",
                            "0"], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 2 and "--workers" in done.stderr and "1 to 64" in done.stderr
+    assert done.returncode == 2 and "--workers" in done.stderr and "from 1 to 64" in done.stderr

@@ -138,3 +138,30 @@ def test_a_success_is_written_once_the_database_is_back() -> None:
             assert conn.execute("SELECT status FROM runs").fetchone() == ("succeeded",)
     finally:
         cluster.destroy()
+
+
+def test_a_failure_write_outlives_a_dead_pooled_connection(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """A restart leaves dead connections in the pool; a "dead, outcome unknown" write that
+    met one was lost, and the run came back after its lease for a second call."""
+    from crondepot.queue import record_final_failure
+    from crondepot.ratelimit import RateLimiter
+    from crondepot.worker.execute import Executor
+    from crondepot.worker.targets import AddressGuard, WebhookTarget
+
+    queued_runs(conn, 1)
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    with ConnectionPool(db_url, min_size=1, max_size=1, open=True,
+                        kwargs={"autocommit": True, "application_name": "doomed"}) as pool:
+        pool.wait()
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE application_name = 'doomed'")
+        webhooks = WebhookTarget(AddressGuard.from_env())
+        executor = Executor(pool, OutcomeWriter(pool), RateLimiter(pool), webhooks,
+                            stopping=lambda: False)
+        executor._record(run, lambda c: record_final_failure(
+            c, run.run_id, run.lease_token, status="dead", error="outcome unknown",
+            error_class="OutcomeUnknown"), "dead")
+        webhooks.close()
+    assert conn.execute("SELECT status, error_class FROM runs").fetchone() == (
+        "dead", "OutcomeUnknown")

@@ -89,6 +89,17 @@ def test_urgent_only_turns_take_urgent_runs_and_are_never_lent(
     assert sorted(r.priority for r in claimed) == ["normal", "normal", "urgent", "urgent"]
 
 
+def test_the_claim_is_planned_afresh_every_time(conn: psycopg.Connection[Any]) -> None:
+    """Regression (worker lag benchmark): psycopg prepares a statement after five runs, and
+    a generic plan cached while runs was nearly empty seq-scanned it once it had grown (28
+    ms a claim over 40,000 runs), until the next ANALYZE. The claim must not be prepared."""
+    queued_runs(conn, 20)
+    for _ in range(12):
+        claim_runs(conn, owner="w", shares={"normal": 1})
+    prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    assert not [s for (s,) in prepared if "claim" in s]
+
+
 def test_outcome_with_a_stale_token_is_refused_and_changes_nothing(
         conn: psycopg.Connection[Any]) -> None:
     queued_runs(conn, 1, lease_seconds=5)

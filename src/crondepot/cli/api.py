@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from crondepot import logs
-from crondepot.cli.options import add_database, check_schema, database
+from crondepot.cli.options import add_database, check_schema, database, int_in
 
 
 def register(commands: Any) -> None:
@@ -15,11 +15,13 @@ def register(commands: Any) -> None:
     add_database(parser)
     parser.add_argument("--host", default=os.environ.get("CRONDEPOT_API_HOST", "127.0.0.1"),
                         help="address to listen on (env CRONDEPOT_API_HOST; default 127.0.0.1)")
-    parser.add_argument("--port", type=_port,
-                        default=_port(os.environ.get("CRONDEPOT_API_PORT", "8080")),
+    port = int_in(0, 65535, "a port")
+    workers = int_in(1, 64, "a number of API processes")
+    parser.add_argument("--port", type=port,
+                        default=port(os.environ.get("CRONDEPOT_API_PORT", "8080")),
                         help="port to listen on (env CRONDEPOT_API_PORT; default 8080)")
-    parser.add_argument("--workers", type=_workers,
-                        default=_workers(os.environ.get("CRONDEPOT_API_WORKERS", "1")),
+    parser.add_argument("--workers", type=workers,
+                        default=workers(os.environ.get("CRONDEPOT_API_WORKERS", "1")),
                         help="API processes on the one port (env CRONDEPOT_API_WORKERS; "
                              "default 1). Each gets its share of the per-token request rate.")
     parser.add_argument("--log-json", action="store_true", default=None,
@@ -52,21 +54,3 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
-    return value
-
-
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"expected 1 to 64 API processes, got {text!r}")
-    return value

@@ -19,7 +19,7 @@ from typing import IO, Any
 import psycopg
 
 from crondepot.cli.jobs import field_of, parse_spec
-from crondepot.cli.options import add_database, add_json, operator_connection
+from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError, InvalidJob
@@ -43,7 +43,8 @@ def register(commands: Any) -> None:
     add_json(parser)
     add_tenant(parser, help_text="the tenant the jobs belong to")
     parser.add_argument("file", metavar="FILE", help="NDJSON file, or - for stdin")
-    parser.add_argument("--batch", type=_batch, default=1000, metavar="N",
+    parser.add_argument("--batch", type=int_in(1, 10_000, "a batch size"), default=1000,
+                        metavar="N",
                         help="jobs written per statement, 1 to 10000 (1000)")
     parser.set_defaults(run=run)
 
@@ -149,12 +150,3 @@ def _opened(path: str) -> Iterator[tuple[IO[bytes], int | None]]:
     finally:
         stream.close()
 
-
-def _batch(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"expected a batch size from 1 to 10000, got {text!r}")
-    return value

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
-from crondepot.cli.options import add_database, add_json, operator_connection
+from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError, InvalidJob
@@ -133,8 +133,8 @@ def register(commands: Any) -> None:
     listing.add_argument("--paused", action="store_true", default=None,
                          help="only paused jobs")
     listing.add_argument("--key-prefix", metavar="PREFIX", help="only keys starting so")
-    listing.add_argument("--limit", type=_limit, default=100, help="page size, 1 to 1000 "
-                                                                   "(100)")
+    listing.add_argument("--limit", type=int_in(1, 1000, "a limit"), default=100,
+                         help="page size, 1 to 1000 (100)")
     listing.add_argument("--cursor", type=_cursor, default=0, metavar="CURSOR",
                          help="next_cursor of the previous page")
     listing.set_defaults(run=run_list)
@@ -337,15 +337,6 @@ def _target(target: dict[str, Any]) -> str:
         return f"python {target.get('handler')}"
     return json.dumps(target)
 
-
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"expected a limit from 1 to 1000, got {text!r}")
-    return value
 
 
 def _cursor(text: str) -> int:

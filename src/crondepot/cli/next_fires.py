@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from crondepot.cli.options import int_in
 from crondepot.cli.output import print_json
 from crondepot.timetable import Fire, Timetable
 
@@ -23,7 +24,8 @@ def register(commands: Any) -> None:
     parser.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
     parser.add_argument("--after", type=_instant, default=None,
                         help="ISO-8601 instant to start after (default: now)")
-    parser.add_argument("-n", "--count", type=_count, default=5, help="how many (default 5)")
+    parser.add_argument("-n", "--count", type=int_in(1, 10_000, "a count"), default=5,
+                        help="how many (default 5)")
     parser.add_argument("--key", default=None, help="job key that H fields hash on")
     parser.add_argument("--json", action="store_true",
                         help="print a JSON list of ISO-8601 UTC instants")
@@ -75,12 +77,3 @@ def _instant(text: str) -> datetime:
         )
     return value
 
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 1 <= value <= 10000:
-        raise argparse.ArgumentTypeError(f"expected a count from 1 to 10000, got {text!r}")
-    return value

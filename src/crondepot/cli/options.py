@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +18,21 @@ from crondepot.db.migrations import require_current
 from crondepot.lifecycle import Backoff
 
 log = logging.getLogger("crondepot.cli")
+
+
+def int_in(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer from ``low`` to ``high``; the error names ``what``
+    ("a port", "a limit") and the range, as every option of this CLI does."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected {what} from {low} to {high}, got {text!r}")
+        return value
+    return parse
 
 
 def add_database(parser: argparse.ArgumentParser) -> None:

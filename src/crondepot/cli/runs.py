@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from crondepot.cli.jobs import console, get_job, iso, utc_text
-from crondepot.cli.options import add_database, add_json, operator_connection
+from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError
@@ -32,8 +32,8 @@ def register(commands: Any) -> None:
     _common(listing)
     listing.add_argument("--job", type=int, required=True, dest="job_id", metavar="ID",
                          help="the job")
-    listing.add_argument("--limit", type=_limit, default=20, help="at most this many, 1 to "
-                                                                  "1000 (20)")
+    listing.add_argument("--limit", type=int_in(1, 1000, "a limit"), default=20,
+                         help="at most this many, 1 to 1000 (20)")
     listing.add_argument("--cursor", help="next_cursor of the previous page")
     listing.set_defaults(run=run_list)
     showing = actions.add_parser("show", help="one run: its state, attempts and last error")
@@ -128,12 +128,3 @@ def _decode(cursor: str | None) -> tuple[datetime, str] | None:
     except ValueError:
         raise InvalidCursor("--cursor: expected a next_cursor value") from None
 
-
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"expected a limit from 1 to 1000, got {text!r}")
-    return value

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from crondepot import logs, metrics
-from crondepot.cli.options import add_database, check_schema, database
+from crondepot.cli.options import add_database, check_schema, database, int_in
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 
 
@@ -18,7 +18,7 @@ def register(commands: Any) -> None:
     parser.add_argument("--tick", type=_seconds, metavar="DURATION",
                         default=os.environ.get("CRONDEPOT_TICK", "2s"),
                         help="longest sleep between ticks, e.g. 2s or 500ms (default 2s)")
-    parser.add_argument("--batch", type=_positive, metavar="N",
+    parser.add_argument("--batch", type=int_in(1, 100_000, "an integer"), metavar="N",
                         default=int(os.environ.get("CRONDEPOT_BATCH", "2000")),
                         help="due jobs claimed per transaction (default 2000)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
@@ -60,12 +60,3 @@ def _seconds(text: str) -> float:
             f"expected a duration from 10ms to 60m like 2s or 500ms, got {text!r}")
     return value
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 100_000:
-        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 100000, got {text!r}")
-    return value

@@ -19,11 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
 from crondepot.errors import PermanentError, TargetError, TemporaryError
 from crondepot.handlers import RunContext, UnknownHandler, lookup
+from crondepot.lifecycle import Backoff
 from crondepot.queue import (
     ClaimedRun,
     LostLease,
@@ -40,6 +42,7 @@ from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget,
 log = logging.getLogger("crondepot.worker")
 
 Kind = Literal["temporary", "permanent", "unknown"]
+RECORD_TRIES = 12           # about 40 s of backoff for a retry or failure write
 
 
 @dataclass
@@ -180,13 +183,31 @@ class Executor:
         self._outcomes.submit(Success(run.run_id, run.lease_token, run.attempt, result), done)
 
     def _record(self, run: ClaimedRun, write: Callable[[Any], None], outcome: str) -> None:
-        try:
-            with self._pool.connection() as conn:
-                write(conn)
-        except LostLease:
-            self._finished(run, outcome, recorded=False)
+        """Write a retry or a final failure. A database that is briefly away (a restart, a
+        pooled connection that died with it) is waited out: a "dead, outcome unknown" that
+        is never written would bring the run back after its lease and call the target a
+        second time. The run stays in hand meanwhile, so its lease is renewed."""
+        backoff = Backoff(first=0.2, cap=5.0)
+        for tries_left in range(RECORD_TRIES - 1, -1, -1):
+            try:
+                self._write(write)
+            except LostLease:
+                self._finished(run, outcome, recorded=False)
+                return
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if not tries_left:
+                    raise
+                wait = backoff.next()
+                log.warning("could not record the outcome, retrying in %.1fs: %s", wait, exc,
+                            extra=_fields(run) | {"outcome": outcome})
+                time.sleep(wait)
+                continue
+            self._finished(run, outcome, recorded=True)
             return
-        self._finished(run, outcome, recorded=True)
+
+    def _write(self, write: Callable[[Any], None]) -> None:
+        with self._pool.connection() as conn:
+            write(conn)
 
     @staticmethod
     def _finished(run: ClaimedRun, outcome: str, *, recorded: bool) -> None:
