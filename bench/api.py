@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import queue
@@ -73,21 +72,26 @@ from typing import IO, Any
 import httpx
 import psutil  # type: ignore[import-untyped]
 import psycopg
-from psycopg.conninfo import make_conninfo
 
-from crondepot.db import migrate
+from common import (
+    DEFAULT_ADMIN_URL,
+    admin_connect,
+    die_with_parent,
+    fresh_database,
+    server_cpu,
+    server_lines,
+    wal_lsn,
+)
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import create_jobs
 from crondepot.tenants import create_tenant
 
-DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 FULL_JOBS = 2_700_000
 QUICK_JOBS = 20_000
 IMPORT_TARGET_S = 120.0
 SOURCE_NARROW_MB = 280
 STOP_TIMEOUT = 15.0
 API_START_TIMEOUT = 30.0
-SETUP_STATEMENT_TIMEOUT_MS = 60 * 60 * 1000
 WARMUP_SECONDS = 2.0
 MB = 1024 * 1024
 TENANT = "bank42"
@@ -156,11 +160,6 @@ def write_ndjson(directory: str, count: int, chunk_lines: int) -> NdjsonFile:
 
 # --------------------------------------------------------------------------- databases
 
-def admin_connect(url: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(url, autocommit=True, connect_timeout=10,
-                           options=f"-c statement_timeout={SETUP_STATEMENT_TIMEOUT_MS}")
-
-
 @dataclass(frozen=True)
 class BenchDb:
     url: str
@@ -178,38 +177,10 @@ class BenchDatabases:
     @contextlib.contextmanager
     def fresh(self) -> Iterator[BenchDb]:
         self.count += 1
-        name = f"crondepot_abench_{self.count}"
-        with admin_connect(self.admin_url) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{name}"')
-        url = make_conninfo(self.admin_url, dbname=name)
-        try:
+        with fresh_database(self.admin_url, f"crondepot_abench_{self.count}") as url:
             with admin_connect(url) as conn:
-                migrate(conn)
                 tenant = create_tenant(conn, TENANT)
             yield BenchDb(url=url, tenant_id=tenant.id, token=tenant.token)
-        finally:
-            with admin_connect(self.admin_url) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def server_cpu(conn: psycopg.Connection[Any]) -> dict[tuple[int, float], float]:
-    """CPU seconds of the postmaster behind ``conn`` and each of its children."""
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    postmaster = psutil.Process(psutil.Process(row[0]).ppid())
-    times: dict[tuple[int, float], float] = {}
-    for proc in [postmaster, *postmaster.children()]:
-        with contextlib.suppress(psutil.Error):
-            cpu = proc.cpu_times()
-            times[(proc.pid, proc.create_time())] = cpu.user + cpu.system
-    return times
-
-
-def wal_lsn(conn: psycopg.Connection[Any]) -> str:
-    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-    assert row is not None
-    return str(row[0])
 
 
 @dataclass
@@ -285,12 +256,6 @@ def count_jobs(url: str) -> int:
 
 # --------------------------------------------------------------------------- processes
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the benchmark dies (Linux PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
 class Child:
     """A child process with its output in a temporary log; stopped with SIGTERM, then KILL."""
 
@@ -301,7 +266,7 @@ class Child:
         self.popen = subprocess.Popen(
             argv, stdout=subprocess.PIPE if stdout_pipe else self.log,
             stderr=self.log if stdout_pipe else subprocess.STDOUT,
-            env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent)
+            env={**os.environ, **(env or {})}, preexec_fn=die_with_parent)
 
     def tail(self) -> str:
         self.log.flush()
@@ -787,13 +752,9 @@ def measure_latency(db: BenchDb, base: str, api: Child, rate: float,
 # --------------------------------------------------------------------------- report
 
 def server_report(admin_url: str) -> list[str]:
-    with admin_connect(admin_url) as conn:
-        lines = [f"PostgreSQL: {conn.execute('SELECT version()').fetchone()[0]}"]  # type: ignore[index]
-        settings = ["fsync", "synchronous_commit", "shared_buffers", "wal_level",
-                    "full_page_writes", "max_wal_size", "checkpoint_timeout"]
-        values = [f"{s}={conn.execute(f'SHOW {s}').fetchone()[0]}"  # type: ignore[index]
-                  for s in settings]
-    lines.append("settings: " + ", ".join(values))
+    lines = server_lines(admin_url, ["fsync", "synchronous_commit", "shared_buffers",
+                                     "wal_level", "full_page_writes", "max_wal_size",
+                                     "checkpoint_timeout"])
     lines.append(f"cores: {os.cpu_count()}, python {sys.version.split()[0]}, "
                  f"httpx {httpx.__version__}, psycopg {psycopg.__version__}")
     return lines

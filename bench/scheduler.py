@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import signal
 import statistics
@@ -61,17 +60,24 @@ from zoneinfo import ZoneInfo
 import psutil  # type: ignore[import-untyped]
 import psycopg
 from croniter import croniter
-from psycopg.conninfo import make_conninfo
 
+from common import (
+    DEFAULT_ADMIN_URL,
+    add_bench_tenant,
+    admin_connect,
+    die_with_parent,
+    fresh_database,
+    server_cpu,
+    server_lines,
+    wal_lsn,
+)
 from crondepot import next_fires
-from crondepot.db import Q, migrate
+from crondepot.db import Q
 
-DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BASELINE_BATCH = 500
 POLL_SECONDS = 0.020
 RSS_SAMPLE_SECONDS = 0.050
 STOP_TIMEOUT = 15.0
-SETUP_STATEMENT_TIMEOUT_MS = 15 * 60 * 1000
 DUE_QUERY_JOBS = 2_700_000
 DUE_QUERY_REPEATS = 20
 MB = 1024 * 1024
@@ -141,11 +147,6 @@ def baseline_worker(url: str) -> int:
 
 # --------------------------------------------------------------------------- databases
 
-def admin_connect(url: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(url, autocommit=True, connect_timeout=10,
-                           options=f"-c statement_timeout={SETUP_STATEMENT_TIMEOUT_MS}")
-
-
 class BenchDatabases:
     """Fresh databases ``crondepot_bench_<n>``, each migrated, each dropped afterwards."""
 
@@ -156,20 +157,9 @@ class BenchDatabases:
     @contextlib.contextmanager
     def fresh(self) -> Iterator[str]:
         self.count += 1
-        name = f"crondepot_bench_{self.count}"
-        with admin_connect(self.admin_url) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{name}"')
-        url = make_conninfo(self.admin_url, dbname=name)
-        try:
-            with admin_connect(url) as conn:
-                migrate(conn)
-                conn.execute("INSERT INTO tenants (name, signing_secret) "
-                             "VALUES ('bank42', 'whsec_bench')")
+        with fresh_database(self.admin_url, f"crondepot_bench_{self.count}") as url:
+            add_bench_tenant(url)
             yield url
-        finally:
-            with admin_connect(self.admin_url) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def latest_fire(cron: str, tz: str, now: datetime) -> tuple[datetime, datetime]:
@@ -228,12 +218,6 @@ def load_due_jobs(url: str, size: int) -> list[tuple[str, str, datetime, int]]:
 
 # --------------------------------------------------------------------------- processes
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the benchmark dies (Linux PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
 @dataclass
 class Children:
     """Processes started for one drain, their logs, and a peak-RSS sampler."""
@@ -249,7 +233,7 @@ class Children:
         env = {**os.environ, "CRONDEPOT_LOG_FORMAT": "json"}
         self.logs.append(log)
         self.popens.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                            env=env, preexec_fn=_die_with_parent))
+                                            env=env, preexec_fn=die_with_parent))
 
     def sample_rss(self) -> None:
         self._sampler = threading.Thread(target=self._sample, daemon=True)
@@ -305,29 +289,6 @@ def baseline_argv(url: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- measurements
-
-def server_processes(conn: psycopg.Connection[Any]) -> list[psutil.Process]:
-    """The postmaster of the server behind ``conn`` and all its children."""
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    postmaster = psutil.Process(psutil.Process(row[0]).ppid())
-    return [postmaster, *postmaster.children()]
-
-
-def server_cpu(conn: psycopg.Connection[Any]) -> dict[tuple[int, float], float]:
-    times: dict[tuple[int, float], float] = {}
-    for proc in server_processes(conn):
-        with contextlib.suppress(psutil.Error):
-            cpu = proc.cpu_times()
-            times[(proc.pid, proc.create_time())] = cpu.user + cpu.system
-    return times
-
-
-def wal_lsn(conn: psycopg.Connection[Any]) -> str:
-    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-    assert row is not None
-    return str(row[0])
-
 
 @dataclass
 class Drain:
@@ -502,13 +463,10 @@ class _Rollback(Exception):
 # --------------------------------------------------------------------------- report
 
 def server_report(admin_url: str) -> list[str]:
-    with admin_connect(admin_url) as conn:
-        lines = [f"PostgreSQL: {conn.execute('SELECT version()').fetchone()[0]}"]  # type: ignore[index]
-        settings = ["fsync", "synchronous_commit", "shared_buffers", "wal_level",
-                    "full_page_writes", "max_wal_size", "checkpoint_timeout"]
-        values = [f"{s}={conn.execute(f'SHOW {s}').fetchone()[0]}"  # type: ignore[index]
-                  for s in settings]
-    lines.append("settings: " + ", ".join(values) + " (the machine's defaults)")
+    lines = server_lines(admin_url, ["fsync", "synchronous_commit", "shared_buffers",
+                                     "wal_level", "full_page_writes", "max_wal_size",
+                                     "checkpoint_timeout"])
+    lines[-1] += " (the machine's defaults)"
     lines.append(f"nproc: {os.cpu_count()} (nproc {_nproc()}), python {sys.version.split()[0]}")
     return lines
 

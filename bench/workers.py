@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import importlib.util
 import logging
 import math
@@ -72,7 +71,16 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+
+from common import (
+    DEFAULT_ADMIN_URL,
+    add_bench_tenant,
+    admin_connect,
+    die_with_parent,
+    fresh_database,
+    server_cpu,
+    server_lines,
+)
 
 if TYPE_CHECKING:
     import psutil  # type: ignore[import-untyped]
@@ -93,7 +101,6 @@ if __name__ != "__main__":
         """The no-op target: the run costs only its claim and its record."""
 
 
-DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BENCH_DIR = Path(__file__).resolve().parent
 SYSTEMS = ("crondepot", "pgqueuer", "procrastinate")
 PGQ_ENTRYPOINT = "bench_noop"
@@ -103,7 +110,6 @@ PGQ_BATCH = 10                 # pgqueuer's default batch size (its CLI and benc
 POLL_SECONDS = 0.05
 RSS_SAMPLE_SECONDS = 0.05
 STOP_TIMEOUT = 20.0
-SETUP_STATEMENT_TIMEOUT_MS = 10 * 60 * 1000
 LOAD_CHUNK = 5000
 MB = 1024 * 1024
 
@@ -186,11 +192,6 @@ def missing_peers(systems: list[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- databases
 
-def admin_connect(url: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(url, autocommit=True, connect_timeout=10,
-                           options=f"-c statement_timeout={SETUP_STATEMENT_TIMEOUT_MS}")
-
-
 class BenchDatabases:
     """Fresh databases ``crondepot_wbench_<n>``, each migrated, each dropped afterwards."""
 
@@ -200,23 +201,10 @@ class BenchDatabases:
 
     @contextlib.contextmanager
     def fresh(self) -> Iterator[str]:
-        from crondepot.db import migrate
-
         self.count += 1
-        name = f"crondepot_wbench_{self.count}"
-        with admin_connect(self.admin_url) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{name}"')
-        url = make_conninfo(self.admin_url, dbname=name)
-        try:
-            with admin_connect(url) as conn:
-                migrate(conn)
-                conn.execute("INSERT INTO tenants (name, signing_secret) "
-                             "VALUES ('bank42', 'whsec_bench')")
+        with fresh_database(self.admin_url, f"crondepot_wbench_{self.count}") as url:
+            add_bench_tenant(url)
             yield url
-        finally:
-            with admin_connect(self.admin_url) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 QUEUED_RUNS = """
@@ -301,12 +289,6 @@ FINISHED = {
 
 # --------------------------------------------------------------------------- processes
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the benchmark dies (Linux PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
 def child_env() -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, "CRONDEPOT_LOG_LEVEL": "WARNING",
@@ -330,7 +312,7 @@ class Children:
         self.roles.append(role)
         self.popens.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                             env=child_env(), cwd=BENCH_DIR,
-                                            preexec_fn=_die_with_parent))
+                                            preexec_fn=die_with_parent))
 
     def sample_rss(self) -> None:
         self._sampler = threading.Thread(target=self._sample, daemon=True)
@@ -418,27 +400,6 @@ def scheduler_argv(url: str, name: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- server figures
-
-def server_processes(conn: psycopg.Connection[Any]) -> list[psutil.Process]:
-    """The postmaster of the server behind ``conn`` and all its children."""
-    import psutil
-
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    postmaster = psutil.Process(psutil.Process(row[0]).ppid())
-    return [postmaster, *postmaster.children()]
-
-
-def server_cpu(conn: psycopg.Connection[Any]) -> dict[tuple[int, float], float]:
-    import psutil
-
-    times: dict[tuple[int, float], float] = {}
-    for proc in server_processes(conn):
-        with contextlib.suppress(psutil.Error):
-            cpu = proc.cpu_times()
-            times[(proc.pid, proc.create_time())] = cpu.user + cpu.system
-    return times
-
 
 def cpu_since(conn: psycopg.Connection[Any], before: dict[tuple[int, float], float]) -> float:
     return sum(t - before.get(k, 0.0) for k, t in server_cpu(conn).items())
@@ -658,12 +619,8 @@ def _run_until(conn: psycopg.Connection[Any], children: Children, start_at: floa
 # --------------------------------------------------------------------------- report
 
 def server_report(admin_url: str) -> list[str]:
-    with admin_connect(admin_url) as conn:
-        lines = [f"PostgreSQL: {conn.execute('SELECT version()').fetchone()[0]}"]  # type: ignore[index]
-        settings = ["fsync", "synchronous_commit", "shared_buffers", "max_connections"]
-        values = [f"{s}={conn.execute(f'SHOW {s}').fetchone()[0]}"  # type: ignore[index]
-                  for s in settings]
-    lines.append("settings: " + ", ".join(values))
+    lines = server_lines(admin_url, ["fsync", "synchronous_commit", "shared_buffers",
+                                     "max_connections"])
     versions = []
     for name in ("psycopg", "pgqueuer", "procrastinate"):
         with contextlib.suppress(Exception):

@@ -99,15 +99,22 @@ def _forget_actor(conn: psycopg.Connection[Any]) -> None:
 def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot"
 ) -> Iterator[ConnectionPool]:
+    probe = idle_check()
+
+    def reset(conn: psycopg.Connection[Any]) -> None:
+        _forget_actor(conn)      # a connection back in the pool forgets its last user's actor
+        probe["reset"](conn)
+
     pool = ConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,
         kwargs={"autocommit": True, "application_name": application_name},
-        # A restarted database leaves dead connections in the pool; check before lending.
-        check=ConnectionPool.check_connection,
-        # A connection returned to the pool forgets the actor its last user named.
-        reset=_forget_actor,
+        # A restarted database leaves dead connections in the pool: probe the ones that sat
+        # idle before lending them (as HikariCP does), not every one (a round trip per
+        # request).
+        check=probe["check"],
+        reset=reset,
         open=False,
     )
     pool.open(wait=True, timeout=30)

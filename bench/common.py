@@ -1,0 +1,104 @@
+"""What the benchmarks share: a fresh database per measurement, the server's CPU and WAL,
+the PostgreSQL facts printed with every run, and child processes that die with the
+benchmark.
+
+Imported by ``bench/*.py`` run as scripts (this folder is then first on ``sys.path``), and by
+crondepot worker processes that import ``workers`` as a module. So module-level imports stay
+at what every process here loads anyway (psycopg); psutil and crondepot are imported inside
+the functions that use them, and a worker's RSS figure stays crondepot's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+if TYPE_CHECKING:
+    import psutil  # type: ignore[import-untyped]
+
+DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+SETUP_STATEMENT_TIMEOUT_MS = 15 * 60 * 1000
+
+
+def admin_connect(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True, connect_timeout=10,
+                           options=f"-c statement_timeout={SETUP_STATEMENT_TIMEOUT_MS}")
+
+
+@contextlib.contextmanager
+def fresh_database(admin_url: str, name: str) -> Iterator[str]:
+    """A new database ``name`` migrated by crondepot; its URL while in use; dropped after
+    (also after a failed measurement, so runs never see each other's rows)."""
+    from crondepot.db import migrate
+
+    with admin_connect(admin_url) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_conninfo(admin_url, dbname=name)
+    try:
+        with admin_connect(url) as conn:
+            migrate(conn)
+        yield url
+    finally:
+        with admin_connect(admin_url) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def add_bench_tenant(url: str) -> None:
+    """The tenant the scheduler and worker benchmarks' jobs belong to (id 1)."""
+    with admin_connect(url) as conn:
+        conn.execute("INSERT INTO tenants (name, signing_secret) "
+                     "VALUES ('bank42', 'whsec_bench')")
+
+
+def server_processes(conn: psycopg.Connection[Any]) -> list[psutil.Process]:
+    """The postmaster of the server behind ``conn`` and all its children."""
+    import psutil
+
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    postmaster = psutil.Process(psutil.Process(row[0]).ppid())
+    return [postmaster, *postmaster.children()]
+
+
+def server_cpu(conn: psycopg.Connection[Any]) -> dict[tuple[int, float], float]:
+    """CPU seconds of every server process, keyed by (pid, start time): a backend that
+    exits and a new one that reuses its pid are told apart."""
+    import psutil
+
+    times: dict[tuple[int, float], float] = {}
+    for proc in server_processes(conn):
+        with contextlib.suppress(psutil.Error):
+            cpu = proc.cpu_times()
+            times[(proc.pid, proc.create_time())] = cpu.user + cpu.system
+    return times
+
+
+def wal_lsn(conn: psycopg.Connection[Any]) -> str:
+    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def server_lines(admin_url: str, settings: Sequence[str]) -> list[str]:
+    """The server's version and the settings that decide a benchmark's figures."""
+    with admin_connect(admin_url) as conn:
+        version = conn.execute("SELECT version()").fetchone()
+        values = []
+        for name in settings:
+            row = conn.execute(f"SHOW {name}").fetchone()
+            values.append(f"{name}={row[0] if row else '?'}")
+    return [f"PostgreSQL: {version[0] if version else '?'}",
+            "settings: " + ", ".join(values)]
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the benchmark dies (Linux PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
