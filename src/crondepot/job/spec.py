@@ -12,11 +12,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import time
+from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from crondepot.errors import InvalidJob, InvalidSchedule
-from crondepot.timetable import Timetable, validate_zone
+from crondepot.timetable import Timetable, uses_hash, validate_zone
 
 Priority = Literal["urgent", "normal", "bulk"]
 PRIORITIES: tuple[Priority, ...] = ("urgent", "normal", "bulk")
@@ -106,6 +107,8 @@ def _parse(doc: Any) -> JobSpec:
 
 
 def _check_schedule(spec: JobSpec) -> None:
+    if not uses_hash(spec.cron) and _schedule_known_valid(spec.cron, spec.tz):
+        return
     try:
         validate_zone(spec.tz)
     except InvalidSchedule as exc:
@@ -114,6 +117,20 @@ def _check_schedule(spec: JobSpec) -> None:
         spec.timetable()
     except InvalidSchedule as exc:
         raise InvalidJob(str(exc), field="tz" if exc.field == "tz" else "cron") from None
+
+
+@lru_cache(maxsize=4096)
+def _schedule_known_valid(cron: str, tz: str) -> bool:
+    """Whether (cron, tz) is a valid schedule, remembered: an import of millions of jobs
+    repeats a handful of schedules. An invalid pair is remembered as False and checked again
+    in full, with its message, each time; H fields depend on the job's key and are not
+    remembered at all."""
+    try:
+        validate_zone(tz)
+        Timetable(cron, tz, hash_key="")
+    except InvalidSchedule:
+        return False
+    return True
 
 
 def _kind(value: Any) -> str:
@@ -203,6 +220,21 @@ def _target(value: Any) -> dict[str, Any]:
 
 
 def _http_target(target: dict[str, Any]) -> dict[str, Any]:
+    """A valid http target; the jobs of a service share one, so a target already seen
+    valid is not parsed again (a copy is returned: specs never share a dict)."""
+    try:
+        seen = tuple(sorted(target.items()))
+        return dict(_valid_http_target(seen))
+    except TypeError:       # an unhashable value (a list, an object): invalid, say where
+        return _check_http_target(target)
+
+
+@lru_cache(maxsize=1024)
+def _valid_http_target(items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return _check_http_target(dict(items))
+
+
+def _check_http_target(target: dict[str, Any]) -> dict[str, Any]:
     _no_extra(target, {"type", "url", "timeout_s", "dedupes"}, "target")
     url = target.get("url")
     if not isinstance(url, str) or len(url) > 2048:
