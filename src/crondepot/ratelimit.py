@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from crondepot import metrics
 from crondepot.db import Q
 from crondepot.errors import CrondepotError
+from crondepot.lifecycle import Backoff
 
 log = logging.getLogger("crondepot.ratelimit")
 
@@ -86,8 +87,19 @@ class RateLimiter:
             self._stash.setdefault(name, _Stash()).waiting += 1
         try:
             waited = False
+            backoff = Backoff(first=0.1, cap=2.0)
             while not give_up():
-                pause, taken_at = self._try_take(name)
+                try:
+                    pause, taken_at = self._try_take(name)
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    # The database is restarting, or a pooled connection died with it: wait
+                    # for it like any other token (the lease deadline still bounds the wait),
+                    # never fail the run for it.
+                    pause = backoff.next()
+                    log.warning("rate limit %r: database unavailable, retrying in %.1fs: %s",
+                                name, pause, exc)
+                    time.sleep(pause)
+                    continue
                 if pause == 0:
                     if waited:
                         metrics.rate_limit_waits.labels(name).inc()

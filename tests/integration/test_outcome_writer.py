@@ -1,5 +1,5 @@
-"""The worker's outcome writer: successes recorded together, fenced, and never forgotten
-while the database is away."""
+"""The worker's writes to the database: successes recorded together and fenced, and no
+write (a success, a failure, a rate-limit token) lost to a database that is briefly away."""
 
 from __future__ import annotations
 
@@ -165,3 +165,20 @@ def test_a_failure_write_outlives_a_dead_pooled_connection(
         webhooks.close()
     assert conn.execute("SELECT status, error_class FROM runs").fetchone() == (
         "dead", "OutcomeUnknown")
+
+
+def test_a_rate_limit_token_outlives_a_dead_pooled_connection(db_url: str) -> None:
+    """Regression (chaos run): after a database restart a slot waiting for a token met a
+    dead pooled connection, and the run was dropped until its lease expired."""
+    from crondepot.ratelimit import RateLimiter, set_limit
+
+    with connect(db_url) as conn:
+        set_limit(conn, "sms-gateway", 100, 10)
+    with ConnectionPool(db_url, min_size=1, max_size=1, open=True,
+                        kwargs={"autocommit": True, "application_name": "doomed"}) as pool:
+        pool.wait()
+        with connect(db_url) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE application_name = 'doomed'")
+        taken = RateLimiter(pool).acquire("sms-gateway", give_up=lambda: False)
+    assert taken is not None
