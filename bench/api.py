@@ -65,7 +65,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -78,6 +77,7 @@ from common import (
     admin_connect,
     die_with_parent,
     fresh_database,
+    run_interruptibly,
     server_cpu,
     server_lines,
     wal_lsn,
@@ -957,17 +957,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.import_worker:
         return import_worker(args)
-    # SIGTERM/SIGHUP end the run through the same finally blocks as Ctrl-C.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.default_int_handler)
-    started = datetime.now(UTC)
-    try:
-        run(args)
-    except KeyboardInterrupt:
-        print("\ninterrupted; child processes stopped, databases dropped", file=sys.stderr)
-        return 130
-    print(f"\ntotal {(datetime.now(UTC) - started).total_seconds():.0f}s")
-    return 0
+    return run_interruptibly(lambda: run(args))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import signal
-from collections.abc import Iterator, Sequence
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -102,3 +104,20 @@ def die_with_parent() -> None:
     """In the child, before exec: SIGKILL when the benchmark dies (Linux PR_SET_PDEATHSIG)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def run_interruptibly(run: Callable[[], None], after: Callable[[], str] = lambda: "") -> int:
+    """A benchmark's main body: SIGTERM and SIGHUP end it through the same ``finally``
+    blocks as Ctrl-C (children stopped, databases dropped); 130 if interrupted, else 0 after
+    printing ``after()`` and the total time."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+    started = time.monotonic()
+    try:
+        run()
+    except KeyboardInterrupt:
+        print("\ninterrupted; child processes stopped, databases dropped", file=sys.stderr)
+        return 130
+    extra = after()
+    print(f"\n{extra + chr(10) if extra else ''}total {time.monotonic() - started:.0f}s")
+    return 0

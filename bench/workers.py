@@ -78,6 +78,7 @@ from common import (
     admin_connect,
     die_with_parent,
     fresh_database,
+    run_interruptibly,
     server_cpu,
     server_lines,
 )
@@ -822,17 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.peer_worker:
         return peer_worker(args.peer_worker, args.db, args.concurrency)
-    # SIGTERM/SIGHUP end the run through the same finally blocks as Ctrl-C.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.default_int_handler)
-    started = time.monotonic()
-    try:
-        run(args)
-    except KeyboardInterrupt:
-        print("\ninterrupted; child processes stopped, databases dropped", file=sys.stderr)
-        return 130
-    print(f"\n{load_line()}\ntotal {time.monotonic() - started:.0f}s")
-    return 0
+    return run_interruptibly(lambda: run(args), load_line)
 
 
 if __name__ == "__main__":

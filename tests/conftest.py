@@ -28,6 +28,7 @@ from psycopg.conninfo import make_conninfo
 from crondepot.db import connect, migrate
 from crondepot.db.embedded import EmbeddedPostgres
 from crondepot.db.migrations import available
+from tests.support.cluster import PrivateCluster
 
 _TEMPLATE_LOCK = 7301847220451893300
 
@@ -110,3 +111,14 @@ def tenant_id(conn: psycopg.Connection[Any]) -> int:
     from crondepot.tenants import create_tenant
 
     return create_tenant(conn, "bank42").id
+
+
+@pytest.fixture
+def cluster() -> Iterator[PrivateCluster]:
+    """A private PostgreSQL cluster the test may stop and restart (never the shared one)."""
+    private = PrivateCluster()
+    private.start()
+    try:
+        yield private
+    finally:
+        private.destroy()

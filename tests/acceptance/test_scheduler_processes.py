@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -96,14 +95,6 @@ def test_kill_9_of_a_copy_mid_batch_loses_and_doubles_nothing(db_url: str) -> No
     assert victim.popen.wait() == -signal.SIGKILL
     committed = sum(t["inserted"] for p in [victim, *others] for t in _ticks(p))
     assert committed == total
-
-
-@pytest.fixture
-def cluster() -> Iterator[PrivateCluster]:
-    private = PrivateCluster()
-    private.start()
-    yield private
-    private.destroy()
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
+from tests.support.cluster import PrivateCluster
 from tests.support.jobs import queued_runs
 from tests.support.processes import Proc, wait_until
 
@@ -314,38 +315,33 @@ def test_worker_serves_prometheus_metrics_that_move(db_url: str) -> None:
 
 
 @pytest.mark.slow
-def test_an_idle_worker_survives_a_database_restart_and_claims_afterwards() -> None:
+def test_an_idle_worker_survives_a_database_restart_and_claims_afterwards(
+        cluster: PrivateCluster) -> None:
     """Regression (chaos run): an idle worker waiting on LISTEN exited when PostgreSQL
     restarted, instead of backing off and reconnecting."""
     from crondepot.db import migrate
-    from tests.support.cluster import PrivateCluster
 
-    cluster = PrivateCluster()
-    cluster.start()
-    try:
-        with connect(cluster.url) as conn:
-            migrate(conn)
-            queued_runs(conn, 1)
-        (worker,) = _workers(cluster.url, 1)
-        with connect(cluster.url) as conn:
-            wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1,
-                       timeout=60, message="first call")
-        time.sleep(1)                           # idle, waiting on LISTEN
-        cluster.restart("immediate")
-        time.sleep(2)
-        assert worker.popen.poll() is None, worker.output()[-2000:]
+    with connect(cluster.url) as conn:
+        migrate(conn)
+        queued_runs(conn, 1)
+    (worker,) = _workers(cluster.url, 1)
+    with connect(cluster.url) as conn:
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1,
+                   timeout=60, message="first call")
+    time.sleep(1)                           # idle, waiting on LISTEN
+    cluster.restart("immediate")
+    time.sleep(2)
+    assert worker.popen.poll() is None, worker.output()[-2000:]
 
-        def second_call() -> bool:
-            try:
-                with connect(cluster.url) as conn:
-                    if _one(conn, "SELECT count(*) FROM runs") == 1:
-                        conn.execute("DELETE FROM test_calls")
-                        queued_runs(conn, 1, priority="urgent")
-                    return bool(_one(conn, "SELECT count(*) FROM test_calls") == 1)
-            except psycopg.OperationalError:
-                return False
+    def second_call() -> bool:
+        try:
+            with connect(cluster.url) as conn:
+                if _one(conn, "SELECT count(*) FROM runs") == 1:
+                    conn.execute("DELETE FROM test_calls")
+                    queued_runs(conn, 1, priority="urgent")
+                return bool(_one(conn, "SELECT count(*) FROM test_calls") == 1)
+        except psycopg.OperationalError:
+            return False
 
-        wait_until(second_call, timeout=60, interval=0.5, message="a call after the restart")
-        assert worker.stop() == 0
-    finally:
-        cluster.destroy()
+    wait_until(second_call, timeout=60, interval=0.5, message="a call after the restart")
+    assert worker.stop() == 0

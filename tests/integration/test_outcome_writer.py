@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from crondepot.db import connect, migrate
 from crondepot.queue import Success, claim_runs
 from crondepot.worker.recorder import NotRecorded, OutcomeWriter
+from tests.support.cluster import PrivateCluster
 from tests.support.jobs import queued_runs
 from tests.support.processes import wait_until
 
@@ -111,33 +112,26 @@ def test_a_writer_that_cannot_reach_the_database_gives_up_only_when_closed(
 
 
 @pytest.mark.slow
-def test_a_success_is_written_once_the_database_is_back() -> None:
-    from tests.support.cluster import PrivateCluster
-
-    cluster = PrivateCluster()
-    cluster.start()
-    try:
-        with connect(cluster.url) as conn:
-            migrate(conn)
-            queued_runs(conn, 1)
-            (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
-        outcomes = Outcomes()
-        with _pool(cluster.url) as pool:
-            writer = OutcomeWriter(pool)
-            writer.start()
-            cluster.stop("immediate")
-            writer.submit(Success(run.run_id, run.lease_token, run.attempt),
-                          outcomes.callback(run.run_id))
-            threading.Event().wait(1.5)
-            assert outcomes.count() == 0
-            cluster.start()
-            wait_until(lambda: outcomes.count() == 1, timeout=60, message="recorded")
-            writer.close()
-        assert outcomes.told[run.run_id] == (True, None)
-        with connect(cluster.url) as conn:
-            assert conn.execute("SELECT status FROM runs").fetchone() == ("succeeded",)
-    finally:
-        cluster.destroy()
+def test_a_success_is_written_once_the_database_is_back(cluster: PrivateCluster) -> None:
+    with connect(cluster.url) as conn:
+        migrate(conn)
+        queued_runs(conn, 1)
+        (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    outcomes = Outcomes()
+    with _pool(cluster.url) as pool:
+        writer = OutcomeWriter(pool)
+        writer.start()
+        cluster.stop("immediate")
+        writer.submit(Success(run.run_id, run.lease_token, run.attempt),
+                      outcomes.callback(run.run_id))
+        threading.Event().wait(1.5)
+        assert outcomes.count() == 0
+        cluster.start()
+        wait_until(lambda: outcomes.count() == 1, timeout=60, message="recorded")
+        writer.close()
+    assert outcomes.told[run.run_id] == (True, None)
+    with connect(cluster.url) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchone() == ("succeeded",)
 
 
 def test_a_failure_write_outlives_a_dead_pooled_connection(
