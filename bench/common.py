@@ -52,11 +52,23 @@ def fresh_database(admin_url: str, name: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def add_bench_tenant(url: str) -> None:
-    """The tenant the scheduler and worker benchmarks' jobs belong to (id 1)."""
-    with admin_connect(url) as conn:
-        conn.execute("INSERT INTO tenants (name, signing_secret) "
-                     "VALUES ('bank42', 'whsec_bench')")
+class BenchDatabases:
+    """Fresh databases ``<prefix><n>``, one per measurement: each migrated, with the tenant
+    the benchmarks' jobs belong to (id 1), and dropped afterwards."""
+
+    def __init__(self, admin_url: str, prefix: str) -> None:
+        self.admin_url = admin_url
+        self.prefix = prefix
+        self.count = 0
+
+    @contextlib.contextmanager
+    def fresh(self) -> Iterator[str]:
+        self.count += 1
+        with fresh_database(self.admin_url, f"{self.prefix}{self.count}") as url:
+            with admin_connect(url) as conn:
+                conn.execute("INSERT INTO tenants (name, signing_secret) "
+                             "VALUES ('bank42', 'whsec_bench')")
+            yield url
 
 
 def server_processes(conn: psycopg.Connection[Any]) -> list[psutil.Process]:

@@ -50,7 +50,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -63,10 +62,9 @@ from croniter import croniter
 
 from common import (
     DEFAULT_ADMIN_URL,
-    add_bench_tenant,
+    BenchDatabases,
     admin_connect,
     die_with_parent,
-    fresh_database,
     run_interruptibly,
     server_cpu,
     server_lines,
@@ -147,21 +145,6 @@ def baseline_worker(url: str) -> int:
 
 
 # --------------------------------------------------------------------------- databases
-
-class BenchDatabases:
-    """Fresh databases ``crondepot_bench_<n>``, each migrated, each dropped afterwards."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url = admin_url
-        self.count = 0
-
-    @contextlib.contextmanager
-    def fresh(self) -> Iterator[str]:
-        self.count += 1
-        with fresh_database(self.admin_url, f"crondepot_bench_{self.count}") as url:
-            add_bench_tenant(url)
-            yield url
-
 
 def latest_fire(cron: str, tz: str, now: datetime) -> tuple[datetime, datetime]:
     """The last fire at or before ``now`` and the first one after it."""
@@ -548,7 +531,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> None:
-    databases = BenchDatabases(args.db)
+    databases = BenchDatabases(args.db, "crondepot_bench_")
     for line in server_report(args.db):
         print(line)
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}\n", flush=True)

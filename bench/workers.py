@@ -64,7 +64,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,10 +73,9 @@ import psycopg
 
 from common import (
     DEFAULT_ADMIN_URL,
-    add_bench_tenant,
+    BenchDatabases,
     admin_connect,
     die_with_parent,
-    fresh_database,
     run_interruptibly,
     server_cpu,
     server_lines,
@@ -192,21 +190,6 @@ def missing_peers(systems: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- databases
-
-class BenchDatabases:
-    """Fresh databases ``crondepot_wbench_<n>``, each migrated, each dropped afterwards."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url = admin_url
-        self.count = 0
-
-    @contextlib.contextmanager
-    def fresh(self) -> Iterator[str]:
-        self.count += 1
-        with fresh_database(self.admin_url, f"crondepot_wbench_{self.count}") as url:
-            add_bench_tenant(url)
-            yield url
-
 
 QUEUED_RUNS = """
     WITH j AS (
@@ -783,7 +766,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> None:
     if args.wait_quiet > 0:
         wait_quiet(args.wait_quiet)
-    databases = BenchDatabases(args.db)
+    databases = BenchDatabases(args.db, "crondepot_wbench_")
     for line in server_report(args.db):
         print(line)
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}\n", flush=True)
