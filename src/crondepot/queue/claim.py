@@ -89,13 +89,10 @@ def claim_runs(conn: psycopg.Connection[Any], *, owner: str, shares: dict[str, i
               for p, n in zip(PRIORITIES, lendable, strict=True)]
     if not any(limits):
         return []
-    # Binary results: timestamps and uuids decode without parsing text. Never a prepared
-    # statement: a generic plan cached while the runs table was small (a fresh install, the
-    # first minutes) seq-scans it once it has grown, and PostgreSQL keeps that plan until
-    # the next ANALYZE of runs. Measured: 28 ms per claim over 40,000 runs instead of 1 ms.
-    # Planning each claim costs about a millisecond of server time, once per batch of runs.
+    # Binary results: timestamps and uuids decode without parsing text. The call is a
+    # function (migration 0004), so it is cheap to plan and psycopg may prepare it; the
+    # function's own statements are planned once per session.
     with conn.cursor(row_factory=args_row(ClaimedRun), binary=True) as cur:
         return cur.execute(Q.claim_runs, {
-            "owner": owner, "priorities": list(PRIORITIES), "limits": limits,
-            "lendable": lendable if lend else [0, 0, 0], "total": sum(limits),
-            "now": now}, prepare=False).fetchall()
+            "owner": owner, "limits": limits,
+            "lendable": lendable if lend else [0, 0, 0], "now": now}).fetchall()
