@@ -69,26 +69,29 @@ IDLE_CHECK_SECONDS = 2.0
 
 
 def idle_check(seconds: float = IDLE_CHECK_SECONDS) -> dict[str, Any]:
-    """``check`` and ``reset`` callbacks for a ``ConnectionPool`` that probe a connection
-    before lending it only when it sat unused for ``seconds``.
+    """A ``check`` callback for a ``ConnectionPool`` that probes a connection before lending
+    it only when it was last lent ``seconds`` ago or more.
 
     A restarted database leaves dead connections in a pool, so an idle connection is probed
     (a round trip) before use. A connection that was in use a moment ago is not: on a busy
     worker that probe was a third of all statements. If such a connection did die, its
     statement fails with ``OperationalError``, which every caller already treats as "the
     database is unavailable" (back off, retry), and the pool discards it.
+
+    The time is kept when a connection is lent, not when it comes back: a ``reset`` callback
+    would make the pool hand every returned connection to its maintenance thread (a thread
+    switch per statement on the worker's hot path, and a connection unavailable meanwhile).
     """
-    returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+    lent: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
         weakref.WeakKeyDictionary())
 
     def check(conn: psycopg.Connection[Any]) -> None:
-        if time.monotonic() - returned.get(conn, 0.0) >= seconds:
+        now = time.monotonic()
+        last, lent[conn] = lent.get(conn, 0.0), now
+        if now - last >= seconds:
             ConnectionPool.check_connection(conn)
 
-    def reset(conn: psycopg.Connection[Any]) -> None:
-        returned[conn] = time.monotonic()
-
-    return {"check": check, "reset": reset}
+    return {"check": check}
 
 
 def _forget_actor(conn: psycopg.Connection[Any]) -> None:
@@ -99,12 +102,6 @@ def _forget_actor(conn: psycopg.Connection[Any]) -> None:
 def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot"
 ) -> Iterator[ConnectionPool]:
-    probe = idle_check()
-
-    def reset(conn: psycopg.Connection[Any]) -> None:
-        _forget_actor(conn)      # a connection back in the pool forgets its last user's actor
-        probe["reset"](conn)
-
     pool = ConnectionPool(
         url,
         min_size=min_size,
@@ -112,9 +109,9 @@ def open_pool(
         kwargs={"autocommit": True, "application_name": application_name},
         # A restarted database leaves dead connections in the pool: probe the ones that sat
         # idle before lending them (as HikariCP does), not every one (a round trip per
-        # request).
-        check=probe["check"],
-        reset=reset,
+        # request). A connection back in the pool forgets its last user's actor.
+        **idle_check(),
+        reset=_forget_actor,
         open=False,
     )
     pool.open(wait=True, timeout=30)
