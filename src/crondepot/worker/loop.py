@@ -38,7 +38,6 @@ from crondepot import metrics
 from crondepot.db import Q, connect, idle_check
 from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
-from crondepot.queue.claim import ClaimedRun
 from crondepot.queue.lease import (
     DEFAULT_MAX_LEASE_SECONDS,
     Deadline,
@@ -185,21 +184,30 @@ class Worker(Stoppable):
         if not free_urgent + free_general:
             return 0, 0, 0
         seen = (free_general, free_urgent)
+        sent_at = time.monotonic()   # the lease is counted from here: before the database's now
         with self._pool.connection() as conn:
             runs = claim_runs(conn, owner=self.config.name, urgent_only=free_urgent,
                               shares=self._order.take(free_general) if free_general else {})
+        if not runs:
+            return 0, *seen
         # Urgent runs fill the urgent-only slots first; everything else takes general slots.
-        claimed: list[tuple[ClaimedRun, str]] = []
+        claimed: list[tuple[Attempt, str]] = []
         for run in runs:
+            slot = "general"
             if run.priority == "urgent" and free_urgent:
                 free_urgent -= 1
-                claimed.append((run, "urgent"))
-            else:
-                claimed.append((run, "general"))
-        if claimed:
-            metrics.claim_size.observe(len(claimed))
-        for run, slot in claimed:
-            self._start(slots, run, slot)
+                slot = "urgent"
+            deadline = Deadline.from_lease(run.lease_expires_at, run.db_now, sent_at)
+            claimed.append((Attempt(run=run, deadline=deadline), slot))
+        metrics.claim_size.observe(len(claimed))
+        # One lock and one gauge update for the whole claim, then one task per run.
+        with self._lock:
+            for attempt, slot in claimed:
+                self._free[slot] -= 1
+                self._held[attempt.run.run_id] = attempt
+        metrics.slots_busy.inc(len(claimed))
+        for attempt, slot in claimed:
+            slots.submit(self._execute, attempt, slot)
         return len(claimed), *seen
 
     def _gather_free_slots(self) -> None:
@@ -216,15 +224,6 @@ class Worker(Stoppable):
             if left <= 0 or self._stop.is_set():
                 return
             self._slot_freed.wait(left)
-
-    def _start(self, slots: ThreadPoolExecutor, run: ClaimedRun, slot: str) -> None:
-        attempt = Attempt(run=run, deadline=Deadline.from_lease(
-            run.lease_expires_at, run.db_now, time.monotonic()))
-        with self._lock:
-            self._free[slot] -= 1
-            self._held[run.run_id] = attempt
-        metrics.slots_busy.inc()
-        slots.submit(self._execute, attempt, slot)
 
     def _execute(self, attempt: Attempt, slot: str) -> None:
         recording = False
