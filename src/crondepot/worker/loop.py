@@ -26,7 +26,6 @@ import os
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -48,6 +47,7 @@ from crondepot.ratelimit import RateLimiter
 from crondepot.retention import DEFAULT_RETENTION, prune_finished_runs
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.recorder import OutcomeWriter
+from crondepot.worker.slots import Slots
 from crondepot.worker.targets import AddressGuard, WebhookTarget
 
 log = logging.getLogger("crondepot.worker")
@@ -100,7 +100,7 @@ class Worker(Stoppable):
     def run(self) -> None:
         self._pool.open(wait=True, timeout=60)
         self._outcomes.start()
-        slots = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="slot")
+        slots: Slots[Attempt] = Slots(self.config.concurrency, self._execute)
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeat.start()
         log.info("worker started", extra={"worker": self.config.name,
@@ -119,7 +119,7 @@ class Worker(Stoppable):
 
     # -- claiming ---------------------------------------------------------------------------
 
-    def _claim_loop(self, slots: ThreadPoolExecutor) -> None:
+    def _claim_loop(self, slots: Slots[Attempt]) -> None:
         listener: psycopg.Connection[Any] | None = None
         next_reap = next_prune = 0.0
         backoff = Backoff()
@@ -169,7 +169,7 @@ class Worker(Stoppable):
                                        stop_after=1):
                 return
 
-    def _claim_for_free_slots(self, slots: ThreadPoolExecutor) -> tuple[int, int, int]:
+    def _claim_for_free_slots(self, slots: Slots[Attempt]) -> tuple[int, int, int]:
         """Claim for every free slot; (runs claimed, free general and urgent-only slots
         seen)."""
         self._gather_free_slots()
@@ -207,7 +207,7 @@ class Worker(Stoppable):
                 self._held[attempt.run.run_id] = attempt
         metrics.slots_busy.inc(len(claimed))
         for attempt, slot in claimed:
-            slots.submit(self._execute, attempt, slot)
+            slots.submit(attempt, slot)
         return len(claimed), *seen
 
     def _gather_free_slots(self) -> None:
@@ -334,7 +334,7 @@ class Worker(Stoppable):
 
     # -- shutdown ---------------------------------------------------------------------------
 
-    def _shutdown(self, slots: ThreadPoolExecutor) -> None:
+    def _shutdown(self, slots: Slots[Attempt]) -> None:
         """Runs not started are released by their slots (stopping is set); wait for calls."""
         deadline = time.monotonic() + self.config.grace_seconds
         while time.monotonic() < deadline:
@@ -342,4 +342,4 @@ class Worker(Stoppable):
                 if not self._held:
                     break
             time.sleep(0.05)
-        slots.shutdown(wait=False, cancel_futures=True)
+        slots.shutdown()
