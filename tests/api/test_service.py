@@ -51,6 +51,23 @@ def test_import_stores_in_batches(client: TestClient, h: dict[str, str],
     assert row == (2500, 2500)
 
 
+def test_import_keeps_every_digit_of_long_numbers_and_reports_bad_json_as_before(
+        client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any]) -> None:
+    # Payload numbers beyond 64 bits are read exactly (not through orjson's floats).
+    account = 123456789012345678901234567890
+    body = "\n".join([line(1, payload={"account": account, "n": 10**19}),
+                      '{"key": "imp:2", "cron": NaN}', '{"key": "imp:3",}']) + "\n"
+    result = client.post("/v1/import", content=body, headers={**h, **NDJSON}).json()
+    assert (result["created"], result["failed"]) == (1, 2)
+    assert result["errors"] == [
+        {"line": 2, "field": "line", "message": "malformed JSON: NaN is not JSON"},
+        {"line": 3, "field": "line", "message": "malformed JSON: Expecting property name "
+                                                "enclosed in double quotes: line 1 column 17 "
+                                                "(char 16)"}]
+    row = conn.execute("SELECT payload->>'account', payload->>'n' FROM jobs").fetchone()
+    assert row == (str(account), str(10**19))
+
+
 def test_dead_letter_list_and_replay(client: TestClient, h: dict[str, str],
                                      job: dict[str, Any], conn: psycopg.Connection[Any]) -> None:
     run_id = client.post(f"/v1/jobs/{job['id']}/trigger", headers=h).json()["run_id"]

@@ -6,11 +6,11 @@ the domain owns its rules, and the API schemas only describe them.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import Request
 
+from crondepot import jsontext
 from crondepot.api.problems import Invalid, UnsupportedMedia
 
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-seq")
@@ -41,10 +41,6 @@ def parse_json(raw: bytes | str, *, field: str) -> Any:
     if not raw.strip():
         raise Invalid("the body is empty; expected a JSON object", field=field)
     try:
-        return json.loads(raw, parse_constant=_no_constant)
+        return jsontext.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Invalid(f"malformed JSON: {exc}", field=field) from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")

@@ -19,6 +19,7 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
+from crondepot import jsontext
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
@@ -49,7 +50,7 @@ def parse_spec(text: str | bytes, *, whole: str = "document") -> JobSpec:
     if not text.strip():
         raise InvalidJob("empty; expected a JSON object (a job document)", field=whole)
     try:
-        doc = json.loads(text, parse_constant=_no_constant)
+        doc = jsontext.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidJob(f"malformed JSON: {exc}", field=whole) from None
     return JobSpec.from_document(doc)
@@ -57,10 +58,6 @@ def parse_spec(text: str | bytes, *, whole: str = "document") -> JobSpec:
 
 def field_of(exc: InvalidJob, whole: str = "document") -> str:
     return exc.field or whole
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _read_source(document: str | None, file: str | None) -> str:

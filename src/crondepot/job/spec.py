@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from crondepot import jsontext
 from crondepot.errors import InvalidJob, InvalidSchedule
 from crondepot.timetable import Timetable, uses_hash, validate_zone
 
@@ -261,8 +262,8 @@ def _check_http_target(target: dict[str, Any]) -> dict[str, Any]:
 
 def _payload(value: Any) -> dict[str, Any]:
     payload = _object(value, "payload")
-    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > MAX_PAYLOAD_BYTES:
+    if not jsontext.compact_size_at_most(payload, MAX_PAYLOAD_BYTES):
+        size = jsontext.compact_size(payload)
         raise InvalidJob(f"payload is {size} bytes of JSON; at most {MAX_PAYLOAD_BYTES}",
                          field="payload")
     return payload

@@ -1,0 +1,80 @@
+"""JSON text of job documents: read and written fast where that is exact, by the standard
+library where it is not.
+
+An import reads millions of lines, and the standard library's ``json`` was a quarter of the
+API's CPU per line; ``orjson`` does the same in a fraction of it. It differs in three ways
+that must not leak out, so each falls back to the standard library:
+
+- it turns an integer beyond 64 bits into a float (a 20-digit account number would change on
+  the way in): a line with a run of 19 or more digits is read by ``json``;
+- it refuses what ``json`` takes (a UTF-8 byte order mark, ``1e400``, a lone surrogate) and
+  words its errors its own way: any line it refuses is read again by ``json``, so the result
+  or the error message is exactly what it was before ``orjson``;
+- it cannot write integers beyond 64 bits or lone surrogates: those values are written by
+  ``json``.
+
+This module never validates a document; ``JobSpec.from_document`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+# Every ASCII digit becomes "0", every other byte a space: a run of 19 zeros after the
+# translation is a run of 19 digits before it. Any integer that fits in 64 bits, the
+# range orjson reads exactly, has at most 20 digits, and any with at most 18 fits; a run
+# of 19 or more (in a string too: that only costs the slower read) goes to ``json``.
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def loads(raw: bytes | str) -> Any:
+    """``json.loads(raw)`` that refuses NaN and Infinity; raises ``ValueError`` (a
+    ``json.JSONDecodeError`` or ``UnicodeDecodeError``) exactly as the standard library
+    does."""
+    if isinstance(raw, bytes) and _LONG_NUMBER not in raw.translate(_DIGITS):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass            # the standard library's result or message, as it always was
+    return json.loads(raw, parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes (for psycopg's jsonb dumper): the same value as
+    ``json.dumps`` writes, though a float may be spelled differently (``1e-05`` or
+    ``0.00001``); PostgreSQL reads both as the same number."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def compact_size(value: Any) -> int:
+    """The bytes of ``value`` as compact JSON in UTF-8, as ``json.dumps`` spells it."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+# The standard library's compact text is at most this many times as long as orjson's for
+# the same value: they differ only in how a float is written (a few bytes a number at most)
+# and in ``Infinity`` against ``null``, and each number takes at least two bytes of orjson's
+# text with its separator. tests/property/test_jsontext_properties.py checks the bound.
+SPELLING_RATIO = 4
+
+
+def compact_size_at_most(value: Any, limit: int) -> bool:
+    """Whether ``compact_size(value) <= limit``, mostly without ``json.dumps``: a value whose
+    orjson text fits in ``limit / SPELLING_RATIO`` fits; any other is measured exactly."""
+    try:
+        if len(orjson.dumps(value)) * SPELLING_RATIO <= limit:
+            return True
+    except orjson.JSONEncodeError:
+        pass
+    return compact_size(value) <= limit
