@@ -80,6 +80,18 @@ def test_a_lent_turn_passes_over_an_empty_borrower(conn: psycopg.Connection[Any]
     assert sorted(r.priority for r in claimed) == ["bulk", "bulk", "bulk"]
 
 
+def test_two_queues_lending_to_the_same_one_are_both_served(
+        conn: psycopg.Connection[Any]) -> None:
+    # Urgent's and bulk's spare turns both go to normal (taken in one scan); a claim takes
+    # exactly what it asked for and leaves the rest queued.
+    queued_runs(conn, 10, priority="normal")
+    claimed = claim_runs(conn, owner="w", shares={"urgent": 3, "normal": 1, "bulk": 2})
+    assert len(claimed) == 6 and {r.priority for r in claimed} == {"normal"}
+    assert len({r.run_id for r in claimed}) == 6
+    left = conn.execute("SELECT count(*) FROM runs WHERE status = 'queued'").fetchone()
+    assert left == (4,)
+
+
 def test_urgent_only_turns_take_urgent_runs_and_are_never_lent(
         conn: psycopg.Connection[Any]) -> None:
     queued_runs(conn, 4, priority="normal")

@@ -37,9 +37,11 @@ DECLARE
     dry      boolean[] := ARRAY[false, false, false];
     taken    text[] := '{}';
     batch    text[];
-    spare    integer;
-    lender   integer;
-    step     integer;
+    spare    integer[] := ARRAY[0, 0, 0];
+    wanted   integer[];
+    lent_to  integer[];
+    found    integer;
+    used     integer;
     borrower integer;
 BEGIN
     FOR i IN 1..3 LOOP
@@ -56,26 +58,49 @@ BEGIN
         taken := taken || batch;
     END LOOP;
 
+    -- Spare turns, per lender: its lendable turns that found no run of its own.
     FOR lender IN 1..3 LOOP
-        spare := coalesce(p_lendable[lender], 0)
-                 - greatest(0, got[lender] - (coalesce(p_limits[lender], 0)
-                                              - coalesce(p_lendable[lender], 0)));
-        step := 1;
-        WHILE spare > 0 AND step <= 2 LOOP
-            borrower := (lender + step - 1) % 3 + 1;
-            step := step + 1;
-            CONTINUE WHEN dry[borrower];
+        spare[lender] := coalesce(p_lendable[lender], 0)
+                         - greatest(0, got[lender] - (coalesce(p_limits[lender], 0)
+                                                      - coalesce(p_lendable[lender], 0)));
+    END LOOP;
+    -- Each lender's spare goes to its first borrower that is not dry; what a borrower
+    -- cannot supply goes, in the second round, to the lender's other borrower. Loans to the
+    -- same borrower are taken in one scan.
+    FOR pass IN 1..2 LOOP
+        wanted := ARRAY[0, 0, 0];
+        lent_to := ARRAY[0, 0, 0];
+        FOR lender IN 1..3 LOOP
+            CONTINUE WHEN spare[lender] <= 0;
+            FOR step IN 1..2 LOOP
+                borrower := (lender + step - 1) % 3 + 1;
+                IF NOT dry[borrower] THEN
+                    lent_to[lender] := borrower;
+                    wanted[borrower] := wanted[borrower] + spare[lender];
+                    EXIT;
+                END IF;
+            END LOOP;
+        END LOOP;
+        EXIT WHEN wanted = ARRAY[0, 0, 0];
+        FOR borrower IN 1..3 LOOP
+            CONTINUE WHEN wanted[borrower] = 0;
             -- Our own locks are not skipped by SKIP LOCKED: leave out what we already hold.
             SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
             FROM (SELECT r.run_id FROM runs AS r
                   WHERE r.status = 'queued' AND r.priority = queues[borrower]
                     AND r.available_at <= clock AND r.run_id <> ALL (taken)
                   ORDER BY r.available_at
-                  LIMIT spare
+                  LIMIT wanted[borrower]
                   FOR UPDATE SKIP LOCKED) AS q;
-            dry[borrower] := cardinality(batch) < spare;
-            spare := spare - cardinality(batch);
             taken := taken || batch;
+            found := cardinality(batch);
+            dry[borrower] := found < wanted[borrower];
+            FOR lender IN 1..3 LOOP       -- settle the loans, in lender order
+                CONTINUE WHEN lent_to[lender] <> borrower;
+                used := least(spare[lender], found);
+                spare[lender] := spare[lender] - used;
+                found := found - used;
+            END LOOP;
         END LOOP;
     END LOOP;
 
