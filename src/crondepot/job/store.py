@@ -16,6 +16,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from crondepot import jsontext
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, InvalidJob
 from crondepot.job.spec import JobSpec, Misfire
@@ -94,8 +95,9 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
         memo: FirstFires = {}
         firsts = [first_run(spec, job_id, db_now, memo)
                   for spec, job_id in zip(specs, ids, strict=True)]
-        inserted = {row[0] for row in conn.execute(Q.insert_jobs, _columns(tenant_id, specs, ids,
-                                                                            firsts))}
+        rows = _rows(tenant_id, specs, ids, firsts)
+        insert = _insert_copied if len(rows) >= COPY_AT_LEAST else _insert_unnested
+        inserted = insert(conn, rows)
         conn.execute(Q.notify_jobs_changed)
     return [CreatedJob(id=job_id, key=spec.key, next_nominal_at=first[0], next_run_at=first[1],
                        created=job_id in inserted)
@@ -109,31 +111,44 @@ def _db_now(conn: psycopg.Connection[Any], now: datetime | None) -> datetime:
     return value
 
 
-def _columns(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
-             firsts: list[tuple[datetime | None, datetime | None]]) -> dict[str, list[Any]]:
-    return {
-        "ids": ids,
-        "tenant_ids": [tenant_id] * len(specs),
-        "keys": [s.key for s in specs],
-        "crons": [s.cron for s in specs],
-        "tzs": [s.tz for s in specs],
-        "next_run_ats": [f[1] for f in firsts],
-        "next_nominal_ats": [f[0] for f in firsts],
-        "priorities": [s.priority for s in specs],
-        "actives": [s.active for s in specs],
-        "targets": [Jsonb(s.target) for s in specs],
-        "payloads": [Jsonb(s.payload) for s in specs],
-        "misfire_policies": [s.misfire.policy for s in specs],
-        "misfire_seconds": [s.misfire.seconds for s in specs],
-        "misfire_untils": [s.misfire.until for s in specs],
-        "catchups": [s.catchup for s in specs],
-        "max_catchups": [s.max_catchup for s in specs],
-        "spread_seconds": [s.spread_seconds for s in specs],
-        "spread_keys": [s.spread_key for s in specs],
-        "max_attempts": [s.max_attempts for s in specs],
-        "lease_seconds": [s.lease_seconds for s in specs],
-        "rate_limits": [s.rate_limit for s in specs],
-    }
+# From this many jobs a batch is staged by binary COPY (Python CPU per job: 4.6 us against
+# 12-14 us for packing arrays, and a little less server CPU); a smaller one, such as the
+# API's single create, is one INSERT, one round trip fewer than COPY and INSERT … SELECT.
+COPY_AT_LEAST = 100
+Row = tuple[Any, ...]      # a job's values in insert_jobs's column order (_COLUMNS)
+_COLUMNS = ("ids", "tenant_ids", "keys", "crons", "tzs", "next_run_ats", "next_nominal_ats",
+            "priorities", "actives", "targets", "payloads", "misfire_policies",
+            "misfire_seconds", "misfire_untils", "catchups", "max_catchups", "spread_seconds",
+            "spread_keys", "max_attempts", "lease_seconds", "rate_limits")
+_COPY_TYPES = ("int8", "int8", "text", "text", "text", "timestamptz", "timestamptz", "text",
+               "bool", "jsonb", "jsonb", "text", "int4", "time", "text", "int4", "int4", "text",
+               "int4", "int4", "text")
+
+
+def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
+          firsts: list[tuple[datetime | None, datetime | None]]) -> list[Row]:
+    # jsonb through orjson (crondepot.jsontext): the json module was a tenth of the import's
+    # Python time per job.
+    return [(job_id, tenant_id, s.key, s.cron, s.tz, first[1], first[0], s.priority, s.active,
+             Jsonb(s.target, jsontext.dumps), Jsonb(s.payload, jsontext.dumps),
+             s.misfire.policy, s.misfire.seconds, s.misfire.until, s.catchup, s.max_catchup,
+             s.spread_seconds, s.spread_key, s.max_attempts, s.lease_seconds, s.rate_limit)
+            for s, job_id, first in zip(specs, ids, firsts, strict=True)]
+
+
+def _insert_unnested(conn: psycopg.Connection[Any], rows: list[Row]) -> set[int]:
+    columns = {name: list(values) for name, values in zip(_COLUMNS, zip(*rows, strict=True),
+                                                               strict=True)}
+    return {row[0] for row in conn.execute(Q.insert_jobs, columns)}
+
+
+def _insert_copied(conn: psycopg.Connection[Any], rows: list[Row]) -> set[int]:
+    conn.execute(Q.create_import_table)
+    with conn.cursor() as cursor, cursor.copy(Q.copy_import_rows) as copy:
+        copy.set_types(list(_COPY_TYPES))
+        for row in rows:
+            copy.write_row(row)
+    return {row[0] for row in conn.execute(Q.insert_import_rows, {"first_id": rows[0][0]})}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,45 @@ SELECT * FROM unnest(
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
+-- name: create_import_table
+-- The session's staging table for create_jobs batches of COPY_AT_LEAST or more. Filled by
+-- binary COPY (psycopg writes those rows in C; packing 21 arrays for insert_jobs cost
+-- three times the Python CPU), emptied at every commit.
+CREATE TEMP TABLE IF NOT EXISTS import_jobs (
+    id bigint, tenant_id bigint, key text, cron text, tz text, next_run_at timestamptz,
+    next_nominal_at timestamptz, priority text, active boolean, target jsonb, payload jsonb,
+    misfire_policy text, misfire_seconds integer, misfire_until time, catchup text,
+    max_catchup integer, spread_seconds integer, spread_key text, max_attempts integer,
+    lease_seconds integer, rate_limit text
+) ON COMMIT DELETE ROWS;
+
+-- name: copy_import_rows
+-- The rows of one batch, in insert_jobs's column order.
+COPY pg_temp.import_jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
+                          active, target, payload, misfire_policy, misfire_seconds,
+                          misfire_until, catchup, max_catchup, spread_seconds, spread_key,
+                          max_attempts, lease_seconds, rate_limit)
+FROM STDIN (FORMAT BINARY);
+
+-- name: insert_import_rows
+-- insert_jobs for a staged batch, with the same conflict rule. Only ids from first_id on
+-- are this batch's: ids come from a sequence, so a batch written earlier in the same
+-- transaction (not yet emptied by a commit) has smaller ones. ORDER BY id: the first of two
+-- lines with one key wins, as with unnest.
+INSERT INTO jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active,
+                  target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
+                  max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds,
+                  rate_limit)
+OVERRIDING SYSTEM VALUE
+SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, target,
+       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
+       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit
+FROM pg_temp.import_jobs
+WHERE id >= %(first_id)s
+ORDER BY id
+ON CONFLICT (tenant_id, key) DO NOTHING
+RETURNING id;
+
 -- name: notify_jobs_changed
 -- Wake the schedulers so a job due in a second is not started a tick late.
 SELECT pg_notify('crondepot_jobs', '');
