@@ -30,6 +30,7 @@ from crondepot.worker.targets import (
     TargetRefused,
     WebhookCall,
     WebhookTarget,
+    connection_limits,
     retry_after,
     verify,
     webhook_body,
@@ -296,6 +297,41 @@ def test_calls_from_many_threads_share_one_target(server: TargetServer,
         results = list(pool.map(lambda run: target.call(_call(server.url(), run_id=run)), runs))
     assert all(r.status_code == 200 for r in results)
     assert sorted(r.headers["idempotency-key"] for r in server.received) == sorted(runs)
+
+
+def test_the_pool_never_trims_connections_and_has_room_for_every_slot() -> None:
+    limits = connection_limits(40)
+    assert limits.max_keepalive_connections == limits.max_connections
+    assert limits.max_connections is not None and limits.max_connections >= 40
+
+
+def test_many_slots_calling_many_hosts_never_lose_a_connection_mid_call() -> None:
+    """Regression (chaos run 2): httpcore's sync pool closed a connection it had just handed
+    to another thread's request when it trimmed idle connections above its keep-alive limit
+    (20, below 2 gateways x 15 slots), and that call failed after sending with "[Errno 9] Bad
+    file descriptor": an OutcomeUnknown. With the old limits this load (40 threads, 4 hosts,
+    6,000 calls) failed 1-3 calls in a third to two thirds of runs; none may fail."""
+    servers = [TargetServer() for _ in range(4)]
+    threads, calls = 40, 150
+    try:
+        with WebhookTarget(LOOPBACK_ONLY, slots=threads) as target:
+            def slot(i: int) -> list[str]:
+                failed = []
+                for k in range(calls):
+                    url = servers[(i + k) % len(servers)].url()
+                    try:
+                        target.call(_call(url, run_id=f"r-{i}-{k}"))
+                    except (TemporaryError, PermanentError) as exc:
+                        failed.append(str(exc))
+                return failed
+
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                failures = [f for found in pool.map(slot, range(threads)) for f in found]
+    finally:
+        for srv in servers:
+            srv.close()
+    assert failures == []
+    assert sum(len(srv.received) for srv in servers) == threads * calls
 
 
 # --- the address guard: pure checks (never any traffic) ----------------------------------

@@ -89,7 +89,7 @@ class Worker(Stoppable):
                                     + 2, kwargs={"autocommit": True,
                                                  "application_name": "crondepot-worker"},
                                     **idle_check(), open=False)
-        self._webhooks = WebhookTarget(guard or AddressGuard.from_env())
+        self._webhooks = WebhookTarget(guard or AddressGuard.from_env(), slots=config.concurrency)
         self._outcomes = OutcomeWriter(self._pool)
         self._executor = Executor(self._pool, self._outcomes, RateLimiter(self._pool),
                                   self._webhooks, stopping=self._stop.is_set)

@@ -19,6 +19,7 @@ from crondepot.worker.targets.http import (
     WebhookCall,
     WebhookResult,
     WebhookTarget,
+    connection_limits,
     retry_after,
     webhook_body,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "WebhookCall",
     "WebhookResult",
     "WebhookTarget",
+    "connection_limits",
     "refusal_reason",
     "resolve",
     "retry_after",

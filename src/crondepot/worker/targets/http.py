@@ -37,7 +37,26 @@ _MAX_BODY_BYTES = 64 * 1024
 # An idle connection is dropped before the shortest common server keep-alive (gunicorn: 2 s).
 # Reusing one the server is closing fails *after* sending, which for a target that does not
 # dedupe is an OutcomeUnknown; expiring early keeps that race rare.
-_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=1.5)
+KEEPALIVE_EXPIRY_SECONDS = 1.5
+# Idle connections kept besides one per slot (to the other hosts slots called lately).
+SPARE_CONNECTIONS = 100
+
+
+def connection_limits(slots: int) -> httpx.Limits:
+    """Pool limits for ``slots`` threads calling at once: as many connections kept alive as
+    may be open, and room for every slot's call.
+
+    httpcore's sync pool (1.0.9, encode/httpcore#1110) can close a connection it has just
+    handed to a request whose thread has not started using it yet: it does so when it trims
+    idle connections above ``max_keepalive_connections``, or closes one to make room at
+    ``max_connections``. The request then fails after it was sent ("[Errno 9] Bad file
+    descriptor", seen in a chaos run with two gateways x 15 slots against a keep-alive limit
+    of 20): an OutcomeUnknown for a target that does not dedupe. With the two limits equal
+    the pool never trims, and with room for every slot it never makes room while calls are
+    in flight."""
+    size = slots + SPARE_CONNECTIONS
+    return httpx.Limits(max_connections=size, max_keepalive_connections=size,
+                        keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +118,8 @@ class WebhookTarget:
     ``guard`` defaults to ``AddressGuard.from_env()``. ``resolver`` (host, port → addresses)
     and ``clock`` (unix seconds) are seams for tests; ``ssl_context`` is for private CAs
     (by default certifi's roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set).
+    ``slots``: how many threads call at once (the worker's concurrency), which sizes the
+    connection pool (``connection_limits``).
     """
 
     def __init__(
@@ -110,12 +131,14 @@ class WebhookTarget:
         ssl_context: ssl.SSLContext | None = None,
         clock: Callable[[], float] = time.time,
         limits: httpx.Limits | None = None,
+        slots: int = 20,
     ) -> None:
         backend = GuardedBackend(guard if guard is not None else AddressGuard.from_env(), resolver)
         self._clock = clock
         self._client = httpx.Client(
             transport=_GuardedTransport(
-                backend, ssl_context or httpx.create_ssl_context(), limits or _LIMITS
+                backend, ssl_context or httpx.create_ssl_context(),
+                limits or connection_limits(slots)
             ),
             headers={"User-Agent": user_agent},
             follow_redirects=False,
