@@ -7,7 +7,7 @@ that must not leak out, so each falls back to the standard library:
 
 - it turns an integer beyond 64 bits into a float (a 20-digit account number would change on
   the way in): a line with a run of 19 or more digits is read by ``json``;
-- it refuses what ``json`` takes (a UTF-8 byte order mark, ``1e400``, a lone surrogate) and
+- it refuses what ``json`` takes (a UTF-8 byte order mark, a lone surrogate) and
   words its errors its own way: any line it refuses is read again by ``json``, so the result
   or the error message is exactly what it was before ``orjson``;
 - it cannot write integers beyond 64 bits or lone surrogates: those values are written by
@@ -19,6 +19,7 @@ This module never validates a document; ``JobSpec.from_document`` does.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
@@ -40,11 +41,20 @@ def loads(raw: bytes | str) -> Any:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass            # the standard library's result or message, as it always was
-    return json.loads(raw, parse_constant=_no_constant)
+    return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    # json reads 1e400 as inf, which no JSON writer can store faithfully (orjson writes
+    # null, json writes Infinity and PostgreSQL refuses the whole batch): refuse the line.
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is too large for a JSON number (beyond a double)")
+    return value
 
 
 def dumps(value: Any) -> bytes:

@@ -56,14 +56,17 @@ def test_import_keeps_every_digit_of_long_numbers_and_reports_bad_json_as_before
     # Payload numbers beyond 64 bits are read exactly (not through orjson's floats).
     account = 123456789012345678901234567890
     body = "\n".join([line(1, payload={"account": account, "n": 10**19}),
-                      '{"key": "imp:2", "cron": NaN}', '{"key": "imp:3",}']) + "\n"
+                      '{"key": "imp:2", "cron": NaN}', '{"key": "imp:3",}',
+                      line(4, payload={"big": 1.0}).replace("1.0", "1e400")]) + "\n"
     result = client.post("/v1/import", content=body, headers={**h, **NDJSON}).json()
-    assert (result["created"], result["failed"]) == (1, 2)
+    assert (result["created"], result["failed"]) == (1, 3)
     assert result["errors"] == [
         {"line": 2, "field": "line", "message": "malformed JSON: NaN is not JSON"},
         {"line": 3, "field": "line", "message": "malformed JSON: Expecting property name "
                                                 "enclosed in double quotes: line 1 column 17 "
-                                                "(char 16)"}]
+                                                "(char 16)"},
+        {"line": 4, "field": "line", "message": "malformed JSON: 1e400 is too large for a "
+                                                "JSON number (beyond a double)"}]
     row = conn.execute("SELECT payload->>'account', payload->>'n' FROM jobs").fetchone()
     assert row == (str(account), str(10**19))
 
