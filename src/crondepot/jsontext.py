@@ -44,6 +44,19 @@ def loads(raw: bytes | str) -> Any:
     return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
 
 
+def loads_stored(raw: str | bytes) -> Any:
+    """A document PostgreSQL stored (json or jsonb): read by ``orjson`` where that is exact,
+    by ``json`` otherwise (a run of 19 or more digits, or anything ``orjson`` refuses), with
+    the standard library's results, as psycopg's default loader gives them. Nothing is
+    refused here that the default loader would read."""
+    if isinstance(raw, bytes) and _LONG_NUMBER not in raw.translate(_DIGITS):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 

@@ -22,6 +22,7 @@ from crondepot.queue import (
 )
 from crondepot.queue.lease import HeldLease
 from crondepot.scheduler.tick import tick
+from crondepot.worker.loop import _read_json_fast
 from tests.support.jobs import bulk_due_jobs, queued_runs
 
 
@@ -90,6 +91,19 @@ def test_two_queues_lending_to_the_same_one_are_both_served(
     assert len({r.run_id for r in claimed}) == 6
     left = conn.execute("SELECT count(*) FROM runs WHERE status = 'queued'").fetchone()
     assert left == (4,)
+
+
+def test_the_workers_json_reader_delivers_payloads_exactly(
+        conn: psycopg.Connection[Any]) -> None:
+    # The worker's pool reads jsonb with orjson where that is exact (worker/loop.py): a
+    # 30-digit account number must not become a float on the way to the handler.
+    queued_runs(conn, 1, payload='{"account": 123456789012345678901234567890, "x": 1.5, '
+                                 '"name": "Zoë", "n": 1e400}')
+    _read_json_fast(conn)
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    assert run.payload == {"account": 123456789012345678901234567890, "x": 1.5,
+                           "name": "Zoë", "n": 10**400}   # jsonb keeps numerics exact
+    assert isinstance(run.payload["account"], int)
 
 
 def test_urgent_only_turns_take_urgent_runs_and_are_never_lent(
