@@ -13,6 +13,11 @@ that must not leak out, so each falls back to the standard library:
 - it cannot write integers beyond 64 bits or lone surrogates: those values are written by
   ``json``.
 
+Nesting is where both stop: orjson reads at most 1,024 levels of arrays and objects, and
+``json`` recurses once per level until RecursionError (about 1,000). Text nested deeper is
+refused with a ``ValueError`` like any other malformed JSON; the bound on what a job may
+nest (``MAX_PAYLOAD_DEPTH``) is far lower and is checked on the value.
+
 This module never validates a document; ``JobSpec.from_document`` does.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import orjson
@@ -39,9 +45,59 @@ def loads(raw: bytes | str) -> Any:
     if isinstance(raw, bytes) and _LONG_NUMBER not in raw.translate(_DIGITS):
         try:
             return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass            # the standard library's result or message, as it always was
-    return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        except orjson.JSONDecodeError as exc:
+            if str(exc).startswith("depth limit exceeded"):
+                raise TooDeep(raw) from None    # json would only recurse until it fails
+            # else: the standard library's result or message, as it always was
+    try:
+        return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        # json's C scanner counts its recursion and raises cleanly: the stack is unwound
+        # here, and a line of an import is refused like any other malformed line.
+        raise TooDeep(raw) from None
+
+
+class TooDeep(ValueError):
+    """JSON text nested deeper than the parsers read. ``member`` is the top-level object
+    member the deep nesting is under ("payload"), when the text shows it, so the error can
+    name the field."""
+
+    def __init__(self, raw: bytes | str) -> None:
+        super().__init__("arrays and objects nested too deeply to read (about 1,000 levels "
+                         "or more)")
+        self.member = _deep_member(raw)
+
+
+# Strings (with their escapes), brackets and colons: enough of JSON's tokens to follow the
+# nesting and the top-level keys without parsing, in C (re), never recursing.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+_MEMBER = re.compile(r"[A-Za-z0-9_.-]{1,64}")     # the job document's field names and more
+_DEEP = 900       # below where either parser gives up, so the scan reaches it
+
+
+def _deep_member(raw: bytes | str) -> str | None:
+    """The top-level member whose value nests deeper than ``_DEEP`` levels, or None (the
+    text is not an object, the key is no plain name, or the scan does not find it).
+    Only called for text a parser refused as too deep, so the scan is rare; it stops at
+    the first level beyond ``_DEEP``."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    depth = 0
+    member: str | None = None
+    last: str | None = None
+    for token in _TOKENS.finditer(text):
+        mark = token.group()
+        if mark in ("[", "{"):
+            depth += 1
+            if depth > _DEEP:
+                return member if member is not None and _MEMBER.fullmatch(member) else None
+        elif mark in ("]", "}"):
+            depth -= 1
+        elif mark == ":":
+            if depth == 1 and last is not None:
+                member = last
+        elif depth == 1:
+            last = mark[1:-1]      # a string at the top level: a key if a colon follows
+    return None
 
 
 def loads_stored(raw: str | bytes) -> Any:

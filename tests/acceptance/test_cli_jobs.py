@@ -177,6 +177,13 @@ def test_jobs_add_from_json_file_and_stdin_idempotent_on_key(cli: Cli, tmp_path:
     ({k: v for k, v in EMI.items() if k != "target"}, "target"),
     ('{"cron": "0 9 * * *",', "document"),
     ("[1, 2]", "document"),
+    # text PostgreSQL cannot store, and nesting (at most 32 levels; beyond ~1,000 unparsed)
+    (json.dumps({**EMI, "payload": {"to": "X"}}).replace('"X"', '"\\ud800"'), "payload.to"),
+    (json.dumps({**EMI, "key": "X"}).replace('"X"', '"k\\u0000"'), "key"),
+    (json.dumps({**EMI, "payload": {"x": "X"}}).replace('"X"', "[" * 40 + "]" * 40),
+     "payload.x" + ".0" * 31),
+    (json.dumps({**EMI, "payload": "X"}).replace('"X"', '{"a":' * 5000 + "1" + "}" * 5000),
+     "payload"),
 ])
 def test_jobs_add_bad_document_names_the_field_and_adds_nothing(
         cli: Cli, document: Any, field: str) -> None:
@@ -333,6 +340,9 @@ def _ndjson(tmp_path: Path) -> Path:
         json.dumps(_job("a")),                                   # 7 same key: existing
         json.dumps(_job("f", target={"type": "http", "url": "ftp://x"})),   # 8 bad: target.url
         json.dumps(_job("g")),                                   # 9 good
+        json.dumps(_job("h", payload={"to": "\ud800"})),        # 10 bad: payload.to
+        json.dumps(_job("i")).replace('"i"', '"i\\u0000"'),      # 11 bad: key (NUL)
+        json.dumps(_job("j", payload={"x": "X"})).replace('"X"', "[" * 5000 + "]" * 5000),
     ]
     path = tmp_path / "jobs.ndjson"
     path.write_text("\n".join(lines) + "\n")
@@ -346,9 +356,10 @@ def test_import_stores_good_lines_and_reports_bad_ones(cli: Cli, tmp_path: Path)
     assert result.code == 1, result.err
     body = result.json()
     assert {k: body[k] for k in ("lines", "created", "existing", "invalid")} == \
-        {"lines": 8, "created": 3, "existing": 1, "invalid": 4}
+        {"lines": 11, "created": 3, "existing": 1, "invalid": 7}
     assert [(e["line"], e["field"]) for e in body["errors"]] == \
-        [(2, "cron"), (4, "tz"), (5, "line"), (8, "target.url")]
+        [(2, "cron"), (4, "tz"), (5, "line"), (8, "target.url"), (10, "payload.to"),
+         (11, "key"), (12, "payload")]
     with connect(cli.db_url) as conn:
         keys = [row[0] for row in conn.execute("SELECT key FROM jobs ORDER BY key")]
     assert keys == ["a", "e", "g"]
@@ -356,7 +367,8 @@ def test_import_stores_good_lines_and_reports_bad_ones(cli: Cli, tmp_path: Path)
     plain = cli("import", str(path), "--tenant", "bank42")
     assert plain.code == 1
     assert "line 2: cron: " in plain.err and "line 8: target.url: " in plain.err
-    assert "0 created, 4 existing, 4 invalid" in plain.out      # a re-run changes nothing
+    assert "0 created, 4 existing, 7 invalid" in plain.out      # a re-run changes nothing
+    assert "line 10: payload.to: " in plain.err and "surrogate" in plain.err
     assert _count(cli.db_url, "SELECT count(*) FROM jobs") == 3
 
 

@@ -187,3 +187,32 @@ def test_documented_examples_are_valid_job_documents(client: TestClient,
         "application/json"]["examples"]
     for example in examples.values():
         assert client.post("/v1/jobs", json=example["value"], headers=h).status_code == 201
+
+
+def test_import_reports_unstorable_text_and_deep_nesting_per_line_and_stores_the_rest(
+        client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any]) -> None:
+    # A lone surrogate or a NUL used to fail the whole batch in PostgreSQL (a 500, nothing
+    # stored); nesting deeper than the parsers read used to raise RecursionError.
+    body = "\n".join([
+        line(1),
+        line(2).replace('"imp:2"', '"imp:2\\ud800"'),                          # key
+        line(3, payload={"to": "NUL"}).replace("NUL", "\\u0000"),              # payload.to
+        line(4, target={"type": "http", "url": "https://a.b/X"}).replace("/X", "/\\udfff"),
+        line(5, payload={"x": "DEEP"}).replace('"DEEP"', "[" * 100_000 + "]" * 100_000),
+        line(6, payload="DEEP").replace('"DEEP"', '{"a":' * 100_000 + "1" + "}" * 100_000),
+        line(7, payload={"x": "DEEP"}).replace('"DEEP"', "[" * 40 + "]" * 40),
+        "[" * 100_000 + "]" * 100_000,
+        line(9),
+    ]) + "\n"
+    response = client.post("/v1/import", content=body, headers={**h, **NDJSON})
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert (result["lines"], result["created"], result["failed"]) == (9, 2, 7)
+    assert [(e["line"], e["field"]) for e in result["errors"]] == [
+        (2, "key"), (3, "payload.to"), (4, "target.url"), (5, "payload"), (6, "payload"),
+        (7, "payload.x" + ".0" * 31), (8, "line")]
+    assert "surrogate" in result["errors"][0]["message"]
+    assert "NUL" in result["errors"][1]["message"]
+    assert "nested too deeply" in result["errors"][3]["message"]
+    keys = [r[0] for r in conn.execute("SELECT key FROM jobs ORDER BY key")]
+    assert keys == ["imp:1", "imp:9"]

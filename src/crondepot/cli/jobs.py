@@ -51,6 +51,10 @@ def parse_spec(text: str | bytes, *, whole: str = "document") -> JobSpec:
         raise InvalidJob("empty; expected a JSON object (a job document)", field=whole)
     try:
         doc = jsontext.loads(text)
+    except jsontext.TooDeep as exc:
+        if exc.member is None:
+            raise InvalidJob(f"malformed JSON: {exc}", field=whole) from None
+        raise InvalidJob(f"{exc.member}: {exc}", field=exc.member) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidJob(f"malformed JSON: {exc}", field=whole) from None
     return JobSpec.from_document(doc)
@@ -65,7 +69,10 @@ def _read_source(document: str | None, file: str | None) -> str:
         raise InvalidDocument("give a job document: JSON, --file FILE, or - for stdin",
                               field="document")
     if file == "-" or document == "-":
-        return sys.stdin.read()
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError as exc:    # not a traceback: the input is at fault
+            raise InvalidDocument(f"stdin is not UTF-8 text: {exc}", field="document") from None
     if file is not None:
         try:
             return Path(file).read_text(encoding="utf-8")

@@ -4,17 +4,26 @@ A job document is what a client sends (API body, NDJSON import line, ``jobs add 
 ``JobSpec.from_document`` checks every field and raises ``InvalidJob`` naming the first bad
 one by its JSON path ("misfire.until"), saying what was expected and what was given. It
 never touches the database: a document that fails here changes nothing.
+
+Before any field rule, every string of the document (values and object keys) is checked to
+be text PostgreSQL can store, and the nesting of arrays and objects is bounded
+(``MAX_PAYLOAD_DEPTH``): a NUL character or a lone UTF-16 surrogate (JSON ``"\\ud800"``, which
+Python's ``json`` reads) would otherwise pass every rule and fail the INSERT, a 500 for one
+job and a lost batch for an import; deep nesting would overflow the JSON writers' recursion.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import time
 from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+import orjson
 
 from crondepot import jsontext
 from crondepot.errors import InvalidJob, InvalidSchedule
@@ -23,6 +32,12 @@ from crondepot.timetable import Timetable, uses_hash, validate_zone
 Priority = Literal["urgent", "normal", "bulk"]
 PRIORITIES: tuple[Priority, ...] = ("urgent", "normal", "bulk")
 MAX_PAYLOAD_BYTES = 16 * 1024
+# Arrays and objects nest at most this many levels in the payload (the payload object is the
+# first) and in any other field. Real payloads nest a handful of levels; 32 leaves room for
+# any of them while staying far below what every writer of the payload handles: orjson
+# writes at most 254 levels, the standard library's json recurses once per level (about
+# 1,000 before RecursionError), and a handler gets the value as it was given.
+MAX_PAYLOAD_DEPTH = 32
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
 _UNTIL = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
@@ -81,6 +96,7 @@ class JobSpec:
 def _parse(doc: Any) -> JobSpec:
     if not isinstance(doc, dict):
         raise InvalidJob(f"expected a JSON object, got {_kind(doc)}", field="")
+    text = _storable_text(doc)
     unknown = sorted(set(doc) - _FIELDS)
     if unknown:
         raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_FIELDS))}",
@@ -93,7 +109,7 @@ def _parse(doc: Any) -> JobSpec:
     spec = JobSpec(
         key=key, cron=cron, tz=tz, priority=priority,
         target=_target(doc.get("target")),
-        payload=_payload(doc.get("payload", {})),
+        payload=_payload(doc.get("payload", {}), text),
         misfire=_misfire(doc.get("misfire")),
         catchup=_choice(doc, "catchup", ("all", "latest"), "all"),
         max_catchup=_int(doc, "max_catchup", 1000, 1, 100_000),
@@ -260,8 +276,13 @@ def _check_http_target(target: dict[str, Any]) -> dict[str, Any]:
     return {"type": "http", "url": url, "timeout_s": timeout, "dedupes": dedupes}
 
 
-def _payload(value: Any) -> dict[str, Any]:
+def _payload(value: Any, document_text: bytes | None) -> dict[str, Any]:
     payload = _object(value, "payload")
+    # The whole document's orjson text, when it is short, bounds the payload's without
+    # writing the payload again (the common case of an import line).
+    if document_text is not None and \
+            len(document_text) * jsontext.SPELLING_RATIO <= MAX_PAYLOAD_BYTES:
+        return payload
     if not jsontext.compact_size_at_most(payload, MAX_PAYLOAD_BYTES):
         size = jsontext.compact_size(payload)
         raise InvalidJob(f"payload is {size} bytes of JSON; at most {MAX_PAYLOAD_BYTES}",
@@ -319,3 +340,111 @@ def _rate_limit(value: Any) -> str | None:
         raise InvalidJob("expected rate_limit to be a limit name (lowercase letters, digits, "
                          f"'.', '_' or '-'), got {json.dumps(value)}", field="rate_limit")
     return value
+
+
+# -- text PostgreSQL can store, and bounded nesting ---------------------------------------
+
+# A document holding a container at a path this long nests deeper than MAX_PAYLOAD_DEPTH in
+# one of its fields: the document itself is at path (), a field's value at (name,).
+_DEEPEST_PATH = MAX_PAYLOAD_DEPTH
+
+
+def _storable_text(doc: dict[str, Any]) -> bytes | None:
+    """Refuse a document PostgreSQL cannot store, or nested too deeply; return its orjson
+    text when that was written on the way (for the payload's size), else None.
+
+    Fast path, one orjson call: orjson refuses lone surrogates and nesting beyond 254
+    levels, escapes NUL as ``\\u0000`` (so its absence from the text proves there is none),
+    and the nesting depth is at most the number of ``[`` and ``{`` in the text. Only a
+    document that this cannot clear is walked, without recursion, to name the bad field.
+    """
+    try:
+        text: bytes | None = orjson.dumps(doc)
+    except orjson.JSONEncodeError:
+        text = None     # a surrogate, deep nesting, an integer beyond 64 bits: walk it
+    if text is not None and b"\\u0000" not in text and (
+            text.count(b"[") + text.count(b"{") <= _DEEPEST_PATH + 1
+            or _nests_at_most(doc, _DEEPEST_PATH + 1)):
+        return text
+    for path, value, is_key in _walk(doc):
+        if isinstance(value, str):
+            _check_text(value, path, is_key)
+        elif isinstance(value, dict | list) and len(path) > _DEEPEST_PATH:
+            where = _path(path)
+            raise InvalidJob(f"{where} is nested too deeply: arrays and objects may nest at "
+                             f"most {MAX_PAYLOAD_DEPTH} levels in a field", field=where)
+    return text
+
+
+# Exact types, as JSON parsers make them: a set lookup is several times cheaper per value than
+# isinstance with a union, and this runs on every value of a payload with many objects.
+_CONTAINERS = frozenset({dict, list})
+
+
+def _nests_at_most(doc: dict[str, Any], levels: int) -> bool:
+    """Whether arrays and objects nest at most ``levels`` deep (``doc`` is the first), one
+    level at a time: a payload of many small objects costs a few comprehensions, not a walk
+    of every value."""
+    level: list[Any] = [doc]
+    for _ in range(levels):
+        level = [item for container in level
+                 for item in (container.values() if isinstance(container, dict) else container)
+                 if type(item) in _CONTAINERS]
+        if not level:
+            return True
+    return False
+
+
+_JsonPath = tuple[str | int, ...]
+
+
+def _walk(doc: Any) -> Iterator[tuple[_JsonPath, Any, bool]]:
+    """(path, value, is_key) of every value and object key, in document order, with an
+    explicit stack; the children of a container nested too deeply are not visited (the
+    caller refuses the container first)."""
+    stack: list[tuple[_JsonPath, Any, bool]] = [((), doc, False)]
+    while stack:
+        path, value, is_key = stack.pop()
+        yield path, value, is_key
+        if len(path) > _DEEPEST_PATH:
+            continue
+        if isinstance(value, dict):
+            children: list[tuple[_JsonPath, Any, bool]] = []
+            for name, item in value.items():
+                children.append(((*path, name), name, True))
+                children.append(((*path, name), item, False))
+            stack.extend(reversed(children))
+        elif isinstance(value, list):
+            stack.extend(((*path, index), item, False)
+                         for index, item in reversed(list(enumerate(value))))
+
+
+def _check_text(text: str, path: _JsonPath, is_key: bool) -> None:
+    if "\0" in text:
+        where = _path(path)
+        raise InvalidJob(f"{_subject(where, is_key)} contains a NUL character (\\u0000), "
+                         "which PostgreSQL cannot store", field=where)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            where = _path(path)
+            raise InvalidJob(f"{_subject(where, is_key)} contains a lone UTF-16 surrogate "
+                             f"(\\u{ord(text[exc.start]):04x}): not valid Unicode text",
+                             field=where) from None
+
+
+def _subject(where: str, is_key: bool) -> str:
+    return f"the key {where}" if is_key else where
+
+
+def _path(path: _JsonPath) -> str:
+    """The JSON path as the API names fields ("payload.items.0.to"); a key that cannot be
+    written as it is (a NUL, a surrogate) is written with JSON escapes."""
+    return ".".join(str(part) if isinstance(part, int) or _plain(part)
+                    else json.dumps(part)[1:-1] for part in path)
+
+
+def _plain(name: str) -> bool:
+    return "\0" not in name and (name.isascii() or not any(
+        "\ud800" <= char <= "\udfff" for char in name))

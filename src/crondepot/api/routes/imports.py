@@ -66,4 +66,7 @@ def _store(conn: Conn, tenant_id: int, batch: list[JobSpec], counts: dict[str, i
 def _line_error(exc: InvalidJob | ApiError) -> dict[str, str]:
     if isinstance(exc, InvalidJob):
         return {"field": exc.field or "line", "message": str(exc)}
-    return {"field": "line", "message": exc.detail}
+    # parse_json names "body" for text that is not JSON at all (here, the line), or the
+    # member that nests too deeply to parse
+    named = exc.errors[0]["field"] if exc.errors else "body"
+    return {"field": "line" if named == "body" else named, "message": exc.detail}

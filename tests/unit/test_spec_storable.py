@@ -1,0 +1,75 @@
+"""Job documents PostgreSQL could not store, or nested too deeply, are refused naming the
+field; the orjson fast path and the walk agree at the depth bound."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from crondepot import jsontext
+from crondepot.errors import InvalidJob
+from crondepot.job.spec import MAX_PAYLOAD_DEPTH, JobSpec
+
+GOOD: dict[str, Any] = {"key": "k", "cron": "0 9 * * *", "tz": "UTC",
+                        "target": {"type": "python", "handler": "sms.send"}}
+
+
+def nest(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def field_of(doc: dict[str, Any]) -> str:
+    with pytest.raises(InvalidJob) as caught:
+        JobSpec.from_document(doc)
+    assert caught.value.field is not None
+    return caught.value.field
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_payload_nests_at_most_the_bound(wide: bool) -> None:
+    # wide: many sibling containers, so the cheap bracket count cannot clear the document
+    # and the level-by-level check decides
+    extra = {"list": [[i] for i in range(50)]} if wide else {}
+    deepest = {"x": nest(MAX_PAYLOAD_DEPTH - 1), **extra}       # payload object + 31 arrays
+    assert JobSpec.from_document({**GOOD, "payload": deepest}).payload == deepest
+    too_deep = {"x": nest(MAX_PAYLOAD_DEPTH), **extra}
+    assert field_of({**GOOD, "payload": too_deep}) == "payload.x" + ".0" * 31
+
+
+def test_the_walk_names_surrogates_and_nuls_wherever_they_are() -> None:
+    assert field_of({**GOOD, "payload": {"a": [{"b": "\ud800"}]}}) == "payload.a.0.b"
+    assert field_of({**GOOD, "payload": {"a": "x\x00"}}) == "payload.a"
+    assert field_of({**GOOD, "payload": {"\udc00": 1}}) == "payload.\\udc00"
+    assert field_of({**GOOD, "key": "\x00"}) == "key"
+    assert field_of({**GOOD, "spread": {"key": "\ud800"}}) == "spread.key"
+    # a long integer makes orjson refuse the document: the walk still clears it
+    big = {"n": 10**30, "s": "é", "pair": "\U0001f600"}
+    assert JobSpec.from_document({**GOOD, "payload": big}).payload == big
+
+
+def test_a_backslash_u0000_spelled_out_is_text_not_a_nul() -> None:
+    text = {"t": "\\u0000 and [[[["}
+    assert JobSpec.from_document({**GOOD, "payload": text}).payload == text
+
+
+@pytest.mark.parametrize("raw", [b"[" * 100_000 + b"]" * 100_000,
+                                 "[" * 5_000 + "]" * 5_000,           # str: json only
+                                 b'{"n": 12345678901234567890, "p": ' + b"[" * 5000])
+def test_text_nested_beyond_the_parsers_is_a_value_error(raw: bytes | str) -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        jsontext.loads(raw)
+
+
+def test_too_deep_names_the_top_level_member_when_it_can() -> None:
+    deep = '{"key": "a:b", "payload": {"x": ' + "[" * 5000 + "]" * 5000 + "}}"
+    with pytest.raises(jsontext.TooDeep) as caught:
+        jsontext.loads(deep.encode())
+    assert caught.value.member == "payload"
+    with pytest.raises(jsontext.TooDeep) as caught:
+        jsontext.loads(json.dumps({"we ird": 1})[:-1] + ', "a b": ' + "[" * 5000)
+    assert caught.value.member is None          # not a plain field name: not echoed
