@@ -41,6 +41,29 @@ def create(case_id: str, body: dict[str, Any], name: str, status: int = 422) -> 
     return Case(case_id, status, name, json=body)
 
 
+JSON = {"Content-Type": "application/json"}
+
+
+def escaped(case_id: str, text: str, name: str, *, method: str = "POST",
+            path: str = "/v1/jobs") -> Case:
+    """A body given as JSON text, for what only JSON's escapes can spell: a lone surrogate
+    ("\\ud800") or a NUL ("\\u0000"), which PostgreSQL text and jsonb cannot store."""
+    headers = {**JSON, "If-Match": "1"} if method == "PATCH" else JSON
+    return Case(case_id, 422, name, content=text, method=method, path=path, headers=headers)
+
+
+def good_with(field_text: str) -> str:
+    """GOOD as JSON text with ``field_text`` (raw JSON, e.g. '"key": "a\\u0000"') replacing
+    or adding a member."""
+    name = field_text.split('"')[1]
+    rest = json.dumps({k: v for k, v in GOOD.items() if k != name})
+    return "{" + field_text + ", " + rest[1:]
+
+
+def nested(levels: int, opener: str = "[", closer: str = "]", inner: str = "1") -> str:
+    return opener * levels + inner + closer * levels
+
+
 CASES = [
     # cron, one bad field at a time, and schedules that cannot fire
     create("cron-minute-61", doc(cron="61 * * * *"), "cron"),
@@ -168,6 +191,65 @@ CASES = [
          headers={"Content-Type": "application/json"}),
     Case("dead-letter-since-word", 422, "since", method="GET", path="/v1/dead-letter",
          params={"since": "yesterday"}),
+    # text PostgreSQL cannot store, in every string field and in payload keys and values
+    escaped("payload-lone-surrogate", good_with('"payload": {"to": "\\ud800"}'), "payload.to"),
+    escaped("payload-low-surrogate", good_with('"payload": {"to": ["x", "a\\udfff"]}'),
+            "payload.to.1"),
+    escaped("payload-nul", good_with('"payload": {"to": "a\\u0000b"}'), "payload.to"),
+    escaped("payload-key-nul", good_with('"payload": {"a\\u0000": 1}'), "payload.a\\u0000"),
+    escaped("payload-key-surrogate", good_with('"payload": {"\\ud800": 1}'),
+            "payload.\\ud800"),
+    escaped("key-surrogate", good_with('"key": "k\\udc00"'), "key"),
+    escaped("key-nul", good_with('"key": "k\\u0000"'), "key"),
+    escaped("cron-nul", good_with('"cron": "0 9 * * *\\u0000"'), "cron"),
+    escaped("tz-surrogate", good_with('"tz": "\\ud800"'), "tz"),
+    escaped("tz-nul", good_with('"tz": "UTC\\u0000"'), "tz"),
+    escaped("url-nul", good_with('"target": {"type": "http", "url": "https://a.b/\\u0000"}'),
+            "target.url"),
+    escaped("url-surrogate", good_with('"target": {"type": "http", '
+                                       '"url": "https://a.b/\\ud800"}'), "target.url"),
+    escaped("handler-nul", good_with('"target": {"type": "python", "handler": "a\\u0000"}'),
+            "target.handler"),
+    escaped("spread-key-nul", good_with('"spread": {"seconds": 5, "key": "\\u0000"}'),
+            "spread.key"),
+    escaped("spread-key-surrogate", good_with('"spread": {"seconds": 5, "key": "\\ud800"}'),
+            "spread.key"),
+    escaped("rate-limit-nul", good_with('"rate_limit": "sms\\u0000"'), "rate_limit"),
+    escaped("misfire-until-nul", good_with('"misfire": {"policy": "skip_after_local_time", '
+                                           '"until": "20:00\\u0000"}'), "misfire.until"),
+    escaped("unknown-field-nul", good_with('"col\\u0000our": 1'), "col\\u0000our"),
+    escaped("patch-payload-surrogate", '{"payload": {"to": "\\ud800"}}', "payload.to",
+            method="PATCH", path="/v1/jobs/{job}"),
+    escaped("patch-payload-nul", '{"payload": {"to": "\\u0000"}}', "payload.to",
+            method="PATCH", path="/v1/jobs/{job}"),
+    escaped("patch-cron-nul", '{"cron": "0 1 * * *\\u0000"}', "cron", method="PATCH",
+            path="/v1/jobs/{job}"),
+    # nesting: at most MAX_PAYLOAD_DEPTH (32) levels, the payload object the first; deeper
+    # than the parsers read (about 1,000) is named by its top-level member
+    create("payload-33-levels", doc(payload=json.loads(nested(32, '{"a":', "}", "{}"))),
+           "payload" + ".a" * 32),
+    create("payload-33-arrays", doc(payload={"x": json.loads(nested(32))}),
+           "payload.x" + ".0" * 31),
+    create("deep-other-field", doc(priority=json.loads(nested(40))), "priority" + ".0" * 32),
+    escaped("payload-20000-arrays", good_with('"payload": {"x": ' + nested(20_000) + "}"),
+            "payload"),
+    escaped("payload-10000-objects", good_with('"payload": ' + nested(10_000, '{"a":', "}")),
+            "payload"),
+    Case("body-20000-arrays", 422, "body", content=nested(20_000), headers=JSON),
+    escaped("patch-payload-20000-objects", '{"payload": ' + nested(10_000, '{"a":', "}") + "}",
+            "payload", method="PATCH", path="/v1/jobs/{job}"),
+    escaped("patch-payload-40-levels", '{"payload": ' + nested(40, '{"a":', "}") + "}",
+            "payload" + ".a" * 32, method="PATCH", path="/v1/jobs/{job}"),
+    # NUL in query and path parameters, and in the replay filter (text columns)
+    Case("list-key-prefix-nul", 422, "key_prefix", method="GET",
+         params={"key_prefix": "a\x00"}),
+    Case("run-id-nul", 422, "run_id", method="GET", path="/v1/runs/1:2%00"),
+    Case("dead-letter-error-nul", 422, "error", method="GET", path="/v1/dead-letter",
+         params={"error": "Timeout\x00"}),
+    Case("replay-error-surrogate", 422, "error", path="/v1/dead-letter/replay",
+         content='{"error": "\\ud800"}', headers=JSON),
+    Case("replay-run-ids-nul", 422, "run_ids.0", path="/v1/dead-letter/replay",
+         content='{"run_ids": ["1:2\\u0000"]}', headers=JSON),
     # import
     Case("import-json-type", 415, "Content-Type", path="/v1/import",
          content=json.dumps(GOOD), headers={"Content-Type": "application/json"}),

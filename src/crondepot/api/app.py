@@ -15,10 +15,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 
 from crondepot import logs, metrics
 from crondepot.api import console, problems
+from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import add_documented_schemas
 from crondepot.api.routes import audit, deadletter, imports, jobs, runs, service
@@ -29,6 +30,15 @@ DESCRIPTION = """Cron at scale on PostgreSQL.
 Every `/v1` route needs `Authorization: Bearer <token>`; a token belongs to one tenant, and
 another tenant's jobs and runs answer 404. `read` tokens may only GET. Errors are RFC 9457
 `application/problem+json`; a validation error is 422 and names the field in `errors`.
+
+Bad input changes nothing and is never a 500. Limits on a job document (also each NDJSON
+import line, where a bad line is reported by number and field and the others are stored):
+bodies at most 64 KiB (imports 64 MiB), the payload at most 16 KiB of compact JSON, arrays
+and objects nested at most 32 levels in any field (the payload object is the first; the
+field named is the path to the first container too deep, or the top-level member for text
+nested beyond what the parser reads, about 1,000 levels). No string (value or object key)
+may hold a NUL (`\\u0000`) or a lone UTF-16 surrogate (`\\ud800`): PostgreSQL cannot store
+them; nor may a query or path parameter hold a NUL (`%00`).
 """
 
 
@@ -101,7 +111,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
     for module in (jobs, runs, deadletter, imports, audit, service):
-        app.include_router(module.router)
+        app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
     _document(app)

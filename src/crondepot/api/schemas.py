@@ -9,9 +9,9 @@ has no domain object of its own, is parsed by its model.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 EMI_REMINDER: dict[str, Any] = {
     "key": "bank42:48213:emi",
@@ -79,7 +79,9 @@ class JobDocument(_Doc):
     tz: str = Field(description="IANA zone the cron is read in")
     priority: Literal["urgent", "normal", "bulk"] = "normal"
     target: HttpTarget | PythonTarget
-    payload: dict[str, Any] = Field(default_factory=dict, description="JSON, at most 16 KiB")
+    payload: dict[str, Any] = Field(default_factory=dict,
+                                    description="JSON, at most 16 KiB, nested at most 32 "
+                                                "levels; no NUL or lone surrogate in strings")
     misfire: MisfireRunLate | MisfireSkipAfter | MisfireSkipAfterLocalTime | None = None
     catchup: Literal["all", "latest"] = "all"
     max_catchup: int = Field(1000, ge=1, le=100_000)
@@ -169,13 +171,29 @@ class DeadRunList(_Doc):
     items: list[DeadRun]
 
 
+def _storable(text: str) -> str:
+    # Compared with text columns: a NUL or a lone surrogate ("\\ud800", which JSON can
+    # spell) would fail in PostgreSQL or its driver, a 500 instead of a 422 naming the field.
+    if "\0" in text:
+        raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("contains a lone UTF-16 surrogate: not valid Unicode text") from None
+    return text
+
+
+StorableText = Annotated[str, AfterValidator(_storable)]
+
+
 class ReplayRequest(_Doc):
     """Which dead runs to queue again (at least one filter). Runs keep their ids."""
 
-    run_ids: list[str] | None = Field(None, max_length=10_000)
+    run_ids: list[StorableText] | None = Field(None, max_length=10_000)
     job_id: int | None = Field(None, ge=1)
-    error: str | None = Field(None, min_length=1, max_length=500,
-                              description="error class, or a part of the error message")
+    error: StorableText | None = Field(None, min_length=1, max_length=500,
+                                       description="error class, or a part of the error "
+                                                   "message")
     since: datetime | None = None
     until: datetime | None = None
     limit: int = Field(1000, ge=1, le=100_000)
