@@ -7,6 +7,7 @@ or run id.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +25,16 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from crondepot import __version__
 from crondepot.db import Q
+
+
+@functools.cache
+def labelled(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once: ``labels()`` takes a lock and checks its
+    arguments on every call, several times per run on the worker's hot path. Only for label
+    values from small fixed sets (priorities, target types, outcomes, status classes): each
+    combination is kept for the life of the process."""
+    return metric.labels(*labels)
+
 
 _LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
 

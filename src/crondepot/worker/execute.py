@@ -11,7 +11,6 @@ The order matters:
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import time
@@ -73,7 +72,7 @@ class Executor:
             return "not-started"
         attempt.started = True
         if run.attempt == 1:
-            _child(metrics.start_lag, run.priority).observe(
+            metrics.labelled(metrics.start_lag, run.priority).observe(
                 max(0.0, (run.db_now - run.due_at).total_seconds()))
         began = time.perf_counter()
         kind: Kind | None = None
@@ -94,16 +93,16 @@ class Executor:
             kind, error = "temporary", exc
             log.warning("handler raised %s", type(exc).__name__,
                         extra=_fields(run) | {"trace": traceback.format_exc(limit=5)})
-        _child(metrics.target_duration, run.target.get("type", "?")).observe(
+        metrics.labelled(metrics.target_duration, run.target.get("type", "?")).observe(
             time.perf_counter() - began)
         if kind is None or error is None:
             code = result.get("status_code") if result else None
-            _child(metrics.attempts, "ok", _status_class(code)).inc()
+            metrics.labelled(metrics.attempts, "ok", _status_class(code)).inc()
             self._record_success(run, result, recorded)
             return "recording"
         else:
             code = error.status_code if isinstance(error, TargetError) else None
-            _child(metrics.attempts, kind, _status_class(code)).inc()
+            metrics.labelled(metrics.attempts, kind, _status_class(code)).inc()
             self._record_failure(run, kind, error, retry_after)
         return "done"
 
@@ -217,17 +216,9 @@ class Executor:
             log.warning("outcome not recorded: the run's lease was lost",
                         extra=_fields(run) | {"outcome": outcome})
             return
-        _child(metrics.runs_finished, outcome).inc()
+        metrics.labelled(metrics.runs_finished, outcome).inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("run finished", extra=_fields(run) | {"outcome": outcome})
-
-
-@functools.cache
-def _child(metric: Any, *labels: str) -> Any:
-    """A labelled child of a metric, looked up once: ``labels()`` takes a lock and checks its
-    arguments on every call, several times per run on the worker's hot path. The label values
-    here come from small fixed sets (priorities, target types, outcomes, status classes)."""
-    return metric.labels(*labels)
 
 
 def _status_class(code: Any) -> str:
