@@ -41,20 +41,49 @@ _LONG_NUMBER = b"0" * 19
 def loads(raw: bytes | str) -> Any:
     """``json.loads(raw)`` that refuses NaN and Infinity; raises ``ValueError`` (a
     ``json.JSONDecodeError`` or ``UnicodeDecodeError``) exactly as the standard library
-    does."""
-    if isinstance(raw, bytes) and _LONG_NUMBER not in raw.translate(_DIGITS):
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            if str(exc).startswith("depth limit exceeded"):
-                raise TooDeep(raw) from None    # json would only recurse until it fails
-            # else: the standard library's result or message, as it always was
+    does, or ``TooDeep``."""
+    value = _read_exact(raw)
+    if value is not _UNREAD:
+        return value
     try:
         return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         # json's C scanner counts its recursion and raises cleanly: the stack is unwound
         # here, and a line of an import is refused like any other malformed line.
         raise TooDeep(raw) from None
+
+
+def loads_stored(raw: str | bytes) -> Any:
+    """A document PostgreSQL stored (json or jsonb): read by ``orjson`` where that is exact,
+    by ``json`` otherwise, with the standard library's results, as psycopg's default loader
+    gives them. Nothing is refused here that the default loader would read."""
+    value = _read_exact(raw)
+    return json.loads(raw) if value is _UNREAD else value
+
+
+_UNREAD = object()
+
+
+def _read_exact(raw: bytes | str) -> Any:
+    """``orjson``'s reading of ``raw`` where it is the standard library's, else ``_UNREAD``:
+    text with a run of 19 or more digits, and text orjson refuses (the standard library
+    then gives its own result or error message). Text nested beyond orjson's limit raises
+    ``TooDeep``: json would only recurse until it fails."""
+    if isinstance(raw, bytes) and _LONG_NUMBER not in raw.translate(_DIGITS):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if str(exc).startswith("depth limit exceeded"):
+                raise TooDeep(raw) from None
+    return _UNREAD
+
+
+def refusal(exc: ValueError, whole: str) -> tuple[str, str]:
+    """(field, message) for text ``loads`` refused: the top-level member a value too deep
+    to read is under, when the text shows it, else ``whole`` (the body, the line)."""
+    if isinstance(exc, TooDeep) and exc.member is not None:
+        return exc.member, f"{exc.member}: {exc}"
+    return whole, f"malformed JSON: {exc}"
 
 
 class TooDeep(ValueError):
@@ -100,17 +129,19 @@ def _deep_member(raw: bytes | str) -> str | None:
     return None
 
 
-def loads_stored(raw: str | bytes) -> Any:
-    """A document PostgreSQL stored (json or jsonb): read by ``orjson`` where that is exact,
-    by ``json`` otherwise (a run of 19 or more digits, or anything ``orjson`` refuses), with
-    the standard library's results, as psycopg's default loader gives them. Nothing is
-    refused here that the default loader would read."""
-    if isinstance(raw, bytes) and _LONG_NUMBER not in raw.translate(_DIGITS):
+def unstorable(text: str) -> str | None:
+    """Why PostgreSQL cannot store ``text`` (in a text column or in jsonb), or None: a NUL
+    character, or a lone UTF-16 surrogate (JSON can spell one, ``"\\ud800"``, and Python's
+    ``json`` reads it). Either would fail in the driver or the server: a 500, not a 422."""
+    if "\0" in text:
+        return "contains a NUL character (\\u0000), which PostgreSQL cannot store"
+    if not text.isascii():
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(raw)
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (f"contains a lone UTF-16 surrogate (\\u{ord(text[exc.start]):04x}): "
+                    "not valid Unicode text")
+    return None
 
 
 def _no_constant(name: str) -> Any:

@@ -38,13 +38,15 @@ async def ndjson_body(request: Request) -> bytes:
 
 
 def text_params(request: Request) -> None:
-    """Refuse a NUL character (``%00``) in a query or path parameter (a dependency of every
-    /v1 route): PostgreSQL text cannot hold one, so a filter such as ``key_prefix`` would
-    otherwise fail in the database, a 500, instead of a 422 naming the parameter."""
+    """Refuse a query or path parameter PostgreSQL cannot store (a NUL, ``%00``; see
+    ``jsontext.unstorable``), a dependency of every /v1 route: a filter such as
+    ``key_prefix`` would otherwise fail in the database, a 500, instead of a 422 naming the
+    parameter."""
     for params in (request.path_params, request.query_params):
         for name, value in params.items():
-            if isinstance(value, str) and "\0" in value:
-                raise Invalid(f"{name} contains a NUL character (%00)", field=name)
+            reason = jsontext.unstorable(value) if isinstance(value, str) else None
+            if reason is not None:
+                raise Invalid(f"{name} {reason}", field=name)
 
 
 def parse_json(raw: bytes | str, *, field: str) -> Any:
@@ -52,11 +54,8 @@ def parse_json(raw: bytes | str, *, field: str) -> Any:
         raise Invalid("the body is empty; expected a JSON object", field=field)
     try:
         return jsontext.loads(raw)
-    except jsontext.TooDeep as exc:
-        # too deep to parse, but the member it is under is known: name it, as validation
-        # names a field nested too deeply (at most MAX_PAYLOAD_DEPTH levels)
-        if exc.member is None:
-            raise Invalid(f"malformed JSON: {exc}", field=field) from None
-        raise Invalid(f"{exc.member}: {exc}", field=exc.member) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise Invalid(f"malformed JSON: {exc}", field=field) from None
+    except ValueError as exc:       # UnicodeDecodeError and TooDeep among them
+        # a value too deep to parse is named by the member it is under, as validation names
+        # a field nested too deeply (at most MAX_PAYLOAD_DEPTH levels)
+        named, message = jsontext.refusal(exc, field)
+        raise Invalid(message, field=named) from None

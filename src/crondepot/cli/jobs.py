@@ -51,12 +51,9 @@ def parse_spec(text: str | bytes, *, whole: str = "document") -> JobSpec:
         raise InvalidJob("empty; expected a JSON object (a job document)", field=whole)
     try:
         doc = jsontext.loads(text)
-    except jsontext.TooDeep as exc:
-        if exc.member is None:
-            raise InvalidJob(f"malformed JSON: {exc}", field=whole) from None
-        raise InvalidJob(f"{exc.member}: {exc}", field=exc.member) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidJob(f"malformed JSON: {exc}", field=whole) from None
+    except ValueError as exc:       # UnicodeDecodeError and TooDeep among them
+        named, message = jsontext.refusal(exc, whole)
+        raise InvalidJob(message, field=named) from None
     return JobSpec.from_document(doc)
 
 
