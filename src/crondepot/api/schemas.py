@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from crondepot import jsontext
+
 EMI_REMINDER: dict[str, Any] = {
     "key": "bank42:48213:emi",
     "cron": "0 9 5 * *",
@@ -172,14 +174,10 @@ class DeadRunList(_Doc):
 
 
 def _storable(text: str) -> str:
-    # Compared with text columns: a NUL or a lone surrogate ("\\ud800", which JSON can
-    # spell) would fail in PostgreSQL or its driver, a 500 instead of a 422 naming the field.
-    if "\0" in text:
-        raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("contains a lone UTF-16 surrogate: not valid Unicode text") from None
+    # Compared with text columns: what PostgreSQL cannot store is a 422 naming the field.
+    reason = jsontext.unstorable(text)
+    if reason is not None:
+        raise ValueError(reason)
     return text
 
 

@@ -420,18 +420,10 @@ def _walk(doc: Any) -> Iterator[tuple[_JsonPath, Any, bool]]:
 
 
 def _check_text(text: str, path: _JsonPath, is_key: bool) -> None:
-    if "\0" in text:
+    reason = jsontext.unstorable(text)
+    if reason is not None:
         where = _path(path)
-        raise InvalidJob(f"{_subject(where, is_key)} contains a NUL character (\\u0000), "
-                         "which PostgreSQL cannot store", field=where)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            where = _path(path)
-            raise InvalidJob(f"{_subject(where, is_key)} contains a lone UTF-16 surrogate "
-                             f"(\\u{ord(text[exc.start]):04x}): not valid Unicode text",
-                             field=where) from None
+        raise InvalidJob(f"{_subject(where, is_key)} {reason}", field=where)
 
 
 def _subject(where: str, is_key: bool) -> str:
