@@ -74,9 +74,9 @@ import psycopg
 
 from common import (
     DEFAULT_ADMIN_URL,
+    BenchDatabases,
     admin_connect,
     die_with_parent,
-    fresh_database,
     run_interruptibly,
     server_cpu,
     server_lines,
@@ -167,20 +167,14 @@ class BenchDb:
     token: str
 
 
-class BenchDatabases:
-    """Fresh databases ``crondepot_abench_<n>``, each migrated, each dropped afterwards."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url = admin_url
-        self.count = 0
-
-    @contextlib.contextmanager
-    def fresh(self) -> Iterator[BenchDb]:
-        self.count += 1
-        with fresh_database(self.admin_url, f"crondepot_abench_{self.count}") as url:
-            with admin_connect(url) as conn:
-                tenant = create_tenant(conn, TENANT)
-            yield BenchDb(url=url, tenant_id=tenant.id, token=tenant.token)
+@contextlib.contextmanager
+def fresh_bench_db(databases: BenchDatabases) -> Iterator[BenchDb]:
+    """A fresh database ``crondepot_abench_<n>``, migrated, with the benchmark's tenant and
+    its API token; dropped afterwards."""
+    with databases.empty() as url:
+        with admin_connect(url) as conn:
+            tenant = create_tenant(conn, TENANT)
+        yield BenchDb(url=url, tenant_id=tenant.id, token=tenant.token)
 
 
 @dataclass
@@ -907,7 +901,7 @@ def run(args: argparse.Namespace) -> None:
     others = other_benchmarks()
     print(f"other benchmark processes at start: {len(others)}"
           + "".join(f"\n  {o}" for o in others[:5]), flush=True)
-    databases = BenchDatabases(args.db)
+    databases = BenchDatabases(args.db, "crondepot_abench_")
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     imports: list[Import] = []
     sizes: Sizes | None = None
@@ -919,7 +913,7 @@ def run(args: argparse.Namespace) -> None:
               f"({file.size / file.lines:.0f} B/line), in {time.monotonic() - began:.1f}s",
               flush=True)
         if "library" in paths:
-            with databases.fresh() as db:
+            with fresh_bench_db(databases) as db:
                 print("  library import ...", end=" ", flush=True)
                 imports.append(import_library(file, db, args.processes, args.batch))
                 print(f"{imports[-1].wall:.1f}s, {imports[-1].rate:,.0f} jobs/s", flush=True)
@@ -927,8 +921,8 @@ def run(args: argparse.Namespace) -> None:
                     print("  sizes ...", flush=True)
                     sizes = measure_sizes(db.url)
         if "http" in paths or not args.no_latency:
-            with databases.fresh() as db, api_server(db.url, args.api_rate, args.pool_size,
-                                                     args.api_workers) as (base, api):
+            with fresh_bench_db(databases) as db, api_server(
+                    db.url, args.api_rate, args.pool_size, args.api_workers) as (base, api):
                 if "http" in paths:
                     print("  HTTP import ...", end=" ", flush=True)
                     imports.append(import_http(file, db, base, api, args.http_concurrency))

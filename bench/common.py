@@ -63,11 +63,18 @@ class BenchDatabases:
 
     @contextlib.contextmanager
     def fresh(self) -> Iterator[str]:
-        self.count += 1
-        with fresh_database(self.admin_url, f"{self.prefix}{self.count}") as url:
+        with self.empty() as url:
             with admin_connect(url) as conn:
                 conn.execute("INSERT INTO tenants (name, signing_secret) "
                              "VALUES ('bank42', 'whsec_bench')")
+            yield url
+
+    @contextlib.contextmanager
+    def empty(self) -> Iterator[str]:
+        """The next database, migrated, without a tenant (for a benchmark that makes its
+        own, with a token)."""
+        self.count += 1
+        with fresh_database(self.admin_url, f"{self.prefix}{self.count}") as url:
             yield url
 
 
