@@ -167,6 +167,35 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+# A JSON escape of NUL that is not itself an escaped backslash followed by "u0000".
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def storable(value: Any) -> bytes:
+    """JSON text of ``value`` that PostgreSQL will take as jsonb, or ``ValueError`` saying
+    why there is none: a value JSON cannot write (an object of a type neither writer knows,
+    nesting beyond their limits, NaN where an integer beyond 64 bits sends the value to
+    ``json``; orjson itself writes NaN as null), a NUL character or a lone surrogate.
+    For values that did not come through a validated document (a handler's result): one
+    such value must not fail a statement that records others with it."""
+    try:
+        return _without_nul(orjson.dumps(value))
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _without_nul(text.encode())
+    except (TypeError, ValueError, RecursionError) as exc:   # UnicodeEncodeError included
+        raise ValueError(f"not storable as JSON: {exc}") from None
+
+
+def _without_nul(text: bytes) -> bytes:
+    if _NUL_ESCAPE.search(text):
+        raise ValueError("not storable as JSON: contains a NUL character (\\u0000), which "
+                         "PostgreSQL cannot store")
+    return text
+
+
 def compact_size(value: Any) -> int:
     """The bytes of ``value`` as compact JSON in UTF-8, as ``json.dumps`` spells it."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())

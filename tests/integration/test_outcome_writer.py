@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 
 from crondepot.db import connect, migrate
-from crondepot.queue import Success, claim_runs
+from crondepot.queue import Success, claim_runs, record_successes
 from crondepot.worker.recorder import NotRecorded, OutcomeWriter
 from tests.support.cluster import PrivateCluster
 from tests.support.jobs import queued_runs
@@ -85,6 +85,27 @@ def test_successes_are_recorded_together_and_a_lost_lease_is_reported(
     assert rows == {"succeeded": 29, "running": 1}
     assert conn.execute("SELECT result FROM runs WHERE run_id = %s",
                         (runs[1].run_id,)).fetchone() == ({"n": 0},)
+
+
+def test_a_result_postgresql_cannot_store_does_not_fail_the_others_in_its_batch(
+        conn: psycopg.Connection[Any]) -> None:
+    """A handler may return anything. Before, one result the driver or the server refused
+    failed the whole statement: every success in the batch went unrecorded and each run
+    would have been called again after its lease."""
+    queued_runs(conn, 5)
+    runs = claim_runs(conn, owner="w", shares={"normal": 5})
+    results: list[dict[str, Any] | None] = [
+        {"ok": 1}, {"when": {1, 2}}, {"text": "a\x00b"}, {"big": 2**70, "nan": float("nan")},
+        {"path": "C:\\u0000"}]   # a backslash, then "u0000": text, not a NUL
+    recorded = record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt, result)
+                                       for r, result in zip(runs, results, strict=True)])
+    assert recorded == {r.run_id for r in runs}
+    stored = dict(conn.execute("SELECT run_id, result FROM runs").fetchall())
+    assert stored[runs[0].run_id] == {"ok": 1}
+    assert stored[runs[4].run_id] == {"path": "C:\\u0000"}
+    for run in runs[1:4]:
+        assert set(stored[run.run_id]) == {"unrecorded_result"}
+        assert stored[run.run_id]["unrecorded_result"].startswith("not storable as JSON")
 
 
 def test_a_writer_that_cannot_reach_the_database_gives_up_only_when_closed(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 from uuid import uuid4
 
@@ -22,7 +22,7 @@ from crondepot.queue import (
 )
 from crondepot.queue.lease import HeldLease
 from crondepot.scheduler.tick import tick
-from crondepot.worker.loop import _read_json_fast
+from crondepot.worker.loop import _configure_connection
 from tests.support.jobs import bulk_due_jobs, queued_runs
 
 
@@ -93,17 +93,22 @@ def test_two_queues_lending_to_the_same_one_are_both_served(
     assert left == (4,)
 
 
-def test_the_workers_json_reader_delivers_payloads_exactly(
+def test_the_workers_connections_deliver_payloads_exactly_and_instants_in_utc(
         conn: psycopg.Connection[Any]) -> None:
     # The worker's pool reads jsonb with orjson where that is exact (worker/loop.py): a
     # 30-digit account number must not become a float on the way to the handler.
     queued_runs(conn, 1, payload='{"account": 123456789012345678901234567890, "x": 1.5, '
                                  '"name": "Zoë", "n": 1e400}')
-    _read_json_fast(conn)
+    conn.execute("SET TimeZone = 'Asia/Kolkata'")
+    due = conn.execute("SELECT due_at FROM runs").fetchone()
+    _configure_connection(conn)
     (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
     assert run.payload == {"account": 123456789012345678901234567890, "x": 1.5,
                            "name": "Zoë", "n": 10**400}   # jsonb keeps numerics exact
     assert isinstance(run.payload["account"], int)
+    # Timestamps come in UTC (the fast path), the same instants as in the session's zone.
+    assert due is not None and run.due_at == due[0]
+    assert run.due_at.tzinfo is UTC and run.db_now.tzinfo is UTC
 
 
 def test_urgent_only_turns_take_urgent_runs_and_are_never_lent(

@@ -92,3 +92,20 @@ def test_payload_size_is_the_standard_librarys_spelling() -> None:
     size = jsontext.compact_size(floats)
     assert jsontext.compact_size_at_most(floats, size)
     assert not jsontext.compact_size_at_most(floats, size - 1)
+
+
+def test_storable_writes_what_postgresql_takes_and_says_why_not() -> None:
+    from datetime import UTC, datetime
+
+    assert jsontext.storable({"n": 2**70, "s": "Zoë"}) == (
+        '{"n":1180591620717411303424,"s":"Zoë"}'.encode())
+    assert jsontext.storable({"at": datetime(2026, 1, 1, tzinfo=UTC)}) == (
+        b'{"at":"2026-01-01T00:00:00+00:00"}')
+    assert jsontext.storable({"nan": float("nan")}) == b'{"nan":null}'      # orjson's reading
+    assert jsontext.storable("C:\\u0000") == b'"C:\\\\u0000"'              # not a NUL
+    for value, reason in [({1, 2}, "not JSON serializable"),
+                          ({"big": 2**70, "nan": float("nan")}, "Out of range float"),
+                          ("a\x00b", "NUL character"), ("\udc80", "surrogate"),
+                          ({"k": object()}, "not JSON serializable")]:
+        with pytest.raises(ValueError, match=reason):
+            jsontext.storable(value)

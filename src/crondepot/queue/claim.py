@@ -49,6 +49,11 @@ class WeightedOrder:
     ``take(n)`` says how many of the next ``n`` claims each priority gets; the sequence
     interleaves (u u n u u b u n u n …) rather than bunching, and it carries state across
     calls, so small claims still honour the weights over time.
+
+    The sequence repeats every ``sum(weights)`` picks (each priority is picked exactly its
+    weight's times per period, which brings the algorithm's state back to where it began), so
+    one period is worked out once and ``take`` counts along it: stepping the algorithm pick
+    by pick was about 3 µs of the claim loop's Python per run.
     """
 
     def __init__(self, weights: Sequence[int] = (6, 3, 1)) -> None:
@@ -56,21 +61,36 @@ class WeightedOrder:
             raise ValueError(f"expected three non-negative weights, not all zero, got "
                              f"{list(weights)}")
         self.weights = dict(zip(PRIORITIES, weights, strict=True))
-        self._current = dict.fromkeys(PRIORITIES, 0)
+        self._cycle = _smooth_round_robin(self.weights)
+        self._pos = 0
 
     def next(self) -> str:
-        total = sum(self.weights.values())
-        for p in PRIORITIES:
-            self._current[p] += self.weights[p]
-        best = max(PRIORITIES, key=lambda p: self._current[p])
-        self._current[best] -= total
-        return best
+        pick = self._cycle[self._pos]
+        self._pos = (self._pos + 1) % len(self._cycle)
+        return pick
 
     def take(self, n: int) -> dict[str, int]:
-        shares = dict.fromkeys(PRIORITIES, 0)
-        for _ in range(n):
-            shares[self.next()] += 1
+        full, rest = divmod(max(0, n), len(self._cycle))
+        shares = {p: full * w for p, w in self.weights.items()}
+        for i in range(self._pos, self._pos + rest):
+            shares[self._cycle[i % len(self._cycle)]] += 1
+        self._pos = (self._pos + rest) % len(self._cycle)
         return shares
+
+
+def _smooth_round_robin(weights: dict[str, int]) -> tuple[str, ...]:
+    """One period of smooth weighted round robin: each step, every priority gains its
+    weight, and the one ahead is picked and set back by the total."""
+    total = sum(weights.values())
+    current = dict.fromkeys(PRIORITIES, 0)
+    picks = []
+    for _ in range(total):
+        for p in PRIORITIES:
+            current[p] += weights[p]
+        best = max(PRIORITIES, key=lambda p: current[p])
+        current[best] -= total
+        picks.append(best)
+    return tuple(picks)
 
 
 def claim_runs(conn: psycopg.Connection[Any], *, owner: str, shares: dict[str, int],
@@ -93,6 +113,9 @@ def claim_runs(conn: psycopg.Connection[Any], *, owner: str, shares: dict[str, i
     # function (migration 0004), so it is cheap to plan and psycopg may prepare it; the
     # function's own statements are planned once per session.
     with conn.cursor(row_factory=args_row(ClaimedRun), binary=True) as cur:
+        urgent, normal, bulk = limits
+        lend_urgent, lend_normal, lend_bulk = lendable if lend else (0, 0, 0)
         return cur.execute(Q.claim_runs, {
-            "owner": owner, "limits": limits,
-            "lendable": lendable if lend else [0, 0, 0], "now": now}).fetchall()
+            "owner": owner, "urgent": urgent, "normal": normal, "bulk": bulk,
+            "lend_urgent": lend_urgent, "lend_normal": lend_normal, "lend_bulk": lend_bulk,
+            "now": now}).fetchall()

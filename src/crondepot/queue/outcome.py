@@ -8,16 +8,21 @@ never overwrites the new holder's state.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
 from crondepot.db import Q
 from crondepot.errors import CrondepotError
+from crondepot.jsontext import storable
+
+log = logging.getLogger("crondepot.worker")
 
 
 class LostLease(CrondepotError):
@@ -45,12 +50,26 @@ def record_successes(conn: psycopg.Connection[Any], successes: Sequence[Success]
     lease, and nothing was written for them)."""
     if not successes:
         return set()
-    rows = conn.execute(Q.record_successes, {
-        "run_ids": [s.run_id for s in successes], "tokens": [s.token for s in successes],
-        "attempts": [s.attempt for s in successes],
-        "results": [Jsonb(s.result) if s.result is not None else None for s in successes],
-    }).fetchall()
+    # One JSON document for the batch, written by orjson, instead of four arrays: psycopg
+    # dumps a list element by element in Python (51 µs for a batch of 20, about 2.5 µs a
+    # run), and unnest() of array parameters made PostgreSQL plan the statement afresh on
+    # every call (the row estimate came from the arrays' lengths).
+    batch = [{"run_id": s.run_id, "token": s.token, "attempt": s.attempt,
+              "result": None if s.result is None else _stored_result(s)} for s in successes]
+    rows = conn.execute(Q.record_successes, {"successes": Jsonb(batch, orjson.dumps)}).fetchall()
     return {run_id for (run_id,) in rows}
+
+
+def _stored_result(success: Success) -> orjson.Fragment:
+    """The result's JSON text, or a note saying why it could not be kept: a handler may
+    return anything, and one result PostgreSQL refuses would fail the statement for every
+    success recorded with it (each run would come back after its lease and be called
+    again). The call succeeded either way; only the detail is lost."""
+    try:
+        return orjson.Fragment(storable(success.result))
+    except ValueError as exc:
+        log.warning("handler result not recorded: %s", exc, extra={"run_id": success.run_id})
+        return orjson.Fragment(orjson.dumps({"unrecorded_result": str(exc)}))
 
 
 def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID, attempt: int,

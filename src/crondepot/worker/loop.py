@@ -73,10 +73,16 @@ class WorkerConfig:
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
-def _read_json_fast(conn: psycopg.Connection[Any]) -> None:
+def _configure_connection(conn: psycopg.Connection[Any]) -> None:
     # Every claimed run carries two jsonb documents (target, payload): psycopg's default
     # json.loads was about 5 % of the worker's Python on no-op runs.
     set_json_loads(loads_stored, context=conn)
+    # And four timestamps, which psycopg converts to the session's time zone: through
+    # zoneinfo for a zone such as 'Etc/UTC' (a server's usual default), directly for 'UTC'.
+    # That was a quarter of decoding a claimed row (3 µs per run). The worker only takes
+    # differences of these instants and writes them out with their offset, so the zone it
+    # reads them in changes nothing else.
+    conn.execute("SET TimeZone = 'UTC'")
 
 
 class Worker(Stoppable):
@@ -96,7 +102,7 @@ class Worker(Stoppable):
         self._pool = ConnectionPool(config.url, min_size=2, max_size=min(config.concurrency, 10)
                                     + 2, kwargs={"autocommit": True,
                                                  "application_name": "crondepot-worker"},
-                                    configure=_read_json_fast, **idle_check(), open=False)
+                                    configure=_configure_connection, **idle_check(), open=False)
         self._webhooks = WebhookTarget(guard or AddressGuard.from_env(), slots=config.concurrency)
         self._outcomes = OutcomeWriter(self._pool)
         self._executor = Executor(self._pool, self._outcomes, RateLimiter(self._pool),

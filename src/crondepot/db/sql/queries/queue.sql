@@ -1,9 +1,13 @@
 -- name: claim_runs
 -- A worker's claim, in one call: its runs, the lending between queues, the lease. The steps
 -- are the function crondepot_claim_runs (migration 0004), whose small statements keep their
--- plans for the session; this call is cheap to plan and safe to prepare.
-SELECT * FROM crondepot_claim_runs(%(owner)s::text, %(limits)s::integer[],
-                                   %(lendable)s::integer[], %(now)s::timestamptz);
+-- plans for the session; this call is cheap to plan and safe to prepare. The counts travel
+-- as six integers, not two lists: psycopg dumps a list element by element in Python.
+SELECT * FROM crondepot_claim_runs(
+    %(owner)s::text,
+    ARRAY[%(urgent)s::integer, %(normal)s::integer, %(bulk)s::integer],
+    ARRAY[%(lend_urgent)s::integer, %(lend_normal)s::integer, %(lend_bulk)s::integer],
+    %(now)s::timestamptz);
 
 -- name: extend_acquired_leases
 -- Heartbeat: extend the leases this worker still holds. Fenced by token: a run that was
@@ -21,23 +25,9 @@ WHERE r.run_id = h.run_id AND r.lease_token = h.token AND r.status = 'running'
 RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
 
 -- name: record_successes
--- Successes, many runs in one statement (and one commit): the worker's outcome writer
--- batches what its slots report. Each row is fenced by its lease token. Two cases are
--- accepted: the holder still holds the run; or its lease expired and the run was reaped back
--- to the queue but nobody has claimed it since (same attempt number, no token). The call
--- happened; recording it then prevents a second call. Once another worker has claimed the
--- run (attempt moved on), nothing is written. The run ids returned are the ones recorded; a
--- run missing from the result lost its lease. Arrays travel in binary, as in insert_runs.
-UPDATE runs AS r
-SET status = 'succeeded', finished_at = now(), updated_at = now(), result = s.result,
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-    last_error = NULL, error_class = NULL
-FROM unnest(%(run_ids)b::text[], %(tokens)b::uuid[], %(attempts)b::integer[],
-            %(results)b::jsonb[]) AS s(run_id, token, attempt, result)
-WHERE r.run_id = s.run_id
-  AND ((r.status = 'running' AND r.lease_token = s.token)
-       OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
-RETURNING r.run_id;
+-- Successes, many runs in one statement and one commit: the function
+-- crondepot_record_successes (migration 0006) says what is written and why.
+SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 
 -- name: record_retry
 -- A temporary failure: back to the queue, available after the backoff delay.

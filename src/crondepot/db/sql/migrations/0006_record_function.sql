@@ -1,0 +1,40 @@
+-- The outcome writer's statement as a function, for the same reasons as the claim's
+-- (migrations 0004 and 0005): a plan kept for the session, on the primary key.
+--
+-- Successes, many runs in one statement (and one commit): the worker's outcome writer
+-- batches what its slots report. p_successes is one jsonb array of
+-- {run_id, token, attempt, result}: one parameter to send (psycopg dumps a list parameter
+-- element by element in Python), and a row estimate that does not depend on its value.
+-- Each row is fenced by its lease token. Two cases are accepted: the holder still holds the
+-- run; or its lease expired and the run was reaped back to the queue but nobody has claimed
+-- it since (same attempt number, no token). The call happened; recording it then prevents a
+-- second call. Once another worker has claimed the run (attempt moved on), nothing is
+-- written. The run ids returned are the ones recorded; a run missing from the result lost
+-- its lease.
+--
+-- Why the settings: the batch's size is unknown when the plan is made (100 rows is the
+-- estimate for a function's result), and for that many rows a sequential scan of a small
+-- runs table and a hash join look cheaper than 100 primary-key probes. Measured: with that
+-- plan the server spent 410 µs per run instead of 130. A batch is at most 500 runs; the
+-- probes are always right.
+CREATE FUNCTION crondepot_record_successes(p_successes jsonb)
+RETURNS TABLE (run_id text)
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    UPDATE runs AS r
+    SET status = 'succeeded', finished_at = now(), updated_at = now(), result = s.result,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        last_error = NULL, error_class = NULL
+    FROM jsonb_to_recordset(p_successes)
+         AS s(run_id text, token uuid, attempt integer, result jsonb)
+    WHERE r.run_id = s.run_id
+      AND ((r.status = 'running' AND r.lease_token = s.token)
+           OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
+    RETURNING r.run_id;
+END
+$$;
