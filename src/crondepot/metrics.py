@@ -111,6 +111,11 @@ calls_not_started = Counter(
     "crondepot_calls_not_started_total",
     "Claimed runs whose call was not started because the lease deadline had passed.",
 )
+calls_abandoned = Counter(
+    "crondepot_worker_calls_abandoned_total",
+    "Calls still running when a stopping worker's grace period ended (their runs come back "
+    "after their leases).",
+)
 rate_limit_waits = Counter(
     "crondepot_rate_limit_waits_total", "Calls that had to wait for a rate-limit token.",
     ["limit"],

@@ -15,7 +15,8 @@ thing that keeps 20 calls in flight. The main thread claims; a heartbeat thread 
   a poll interval as the fallback (retries become available without a notification).
 - Every ``reap_seconds`` it returns runs whose lease expired to the queue.
 - SIGTERM/SIGINT: stop claiming; runs not yet started are released at once (the attempt
-  does not count); calls in progress get ``grace_seconds`` to finish; then exit.
+  does not count); calls in progress get ``grace_seconds`` to finish; then exit, abandoning
+  any call still running (its run comes back after its lease, as after a kill).
 """
 
 from __future__ import annotations
@@ -355,11 +356,21 @@ class Worker(Stoppable):
     # -- shutdown ---------------------------------------------------------------------------
 
     def _shutdown(self, slots: Slots[Attempt]) -> None:
-        """Runs not started are released by their slots (stopping is set); wait for calls."""
+        """Runs not started are released by their slots (stopping is set); calls in progress
+        get the grace period, with their leases renewed and their successes recorded. A call
+        still running after it is abandoned: the process exits, the run's lease expires, and
+        the run is called again with the same id (a target that dedupes sees one effect)."""
         deadline = time.monotonic() + self.config.grace_seconds
         while time.monotonic() < deadline:
             with self._lock:
                 if not self._held:
                     break
             time.sleep(0.05)
+        with self._lock:
+            abandoned = sorted(self._held)
+        if abandoned:
+            metrics.calls_abandoned.inc(len(abandoned))
+            log.warning("grace period over: abandoning %d calls in progress; their runs come "
+                        "back when their leases expire", len(abandoned),
+                        extra={"run_ids": abandoned[:20]})
         slots.shutdown()

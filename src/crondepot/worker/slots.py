@@ -25,9 +25,12 @@ class Slots(Generic[T]):
                  name: str = "slot") -> None:
         self._work = work
         self._queue: queue.SimpleQueue[tuple[T, str] | None] = queue.SimpleQueue()
-        # Not daemons: as with a ThreadPoolExecutor, a call still running when the worker
-        # exits is allowed to finish (its outcome recorded if the database is there).
-        self._threads = [threading.Thread(target=self._loop, name=f"{name}_{i}")
+        # Daemons: the worker waits for calls in progress for its grace period, then exits.
+        # A call still running then is abandoned as a kill would abandon it (its lease
+        # expires, the run comes back with the same id); waiting for it instead would keep
+        # the process past the grace with no heartbeat and no outcome writer, so its success
+        # could not be recorded and the run would be called again anyway.
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}_{i}", daemon=True)
                          for i in range(count)]
         for thread in self._threads:
             thread.start()
