@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
+from crondepot.deadletter import DeadFilter, replay
 from crondepot.queue import (
     LostLease,
     Success,
@@ -239,6 +240,68 @@ def test_heartbeat_is_capped_by_the_maximum_lease(conn: psycopg.Connection[Any])
                            max_lease_seconds=90, now=run.db_now + timedelta(seconds=50))
     (expires,) = conn.execute("SELECT lease_expires_at FROM runs").fetchone()  # type: ignore[misc]
     assert expires == run.db_now + timedelta(seconds=90)
+
+
+def _lease_used(conn: psycopg.Connection[Any], run_id: str) -> timedelta:
+    row = conn.execute("SELECT lease_used FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+    assert row is not None
+    used: timedelta = row[0]
+    return used
+
+
+def test_the_lease_cap_counts_every_attempt_of_a_run(conn: psycopg.Connection[Any]) -> None:
+    """12 h in all, not 12 h per attempt: a run whose calls keep hanging must not hold leases
+    for max_attempts times the cap."""
+    queued_runs(conn, 1, lease_seconds=60)
+    (first,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    # The first attempt held its lease for 50 s, then failed for a retry.
+    conn.execute("UPDATE runs SET started_at = started_at - interval '50 seconds'")
+    record_retry(conn, first.run_id, first.lease_token, delay=0, error="503",
+                 error_class="TemporaryError")
+    assert timedelta(seconds=50) <= _lease_used(conn, first.run_id) < timedelta(seconds=55)
+    conn.execute("UPDATE runs SET lease_used = interval '50 seconds'")   # exact, for below
+
+    (second,) = claim_runs(conn, owner="w2", shares={"normal": 1})
+    renewed = extend_acquired_leases(conn, [HeldLease(second.run_id, second.lease_token, 60)],
+                                     max_lease_seconds=90,
+                                     now=second.db_now + timedelta(seconds=30))
+    assert second.run_id in renewed
+    (expires,) = conn.execute("SELECT lease_expires_at FROM runs").fetchone()  # type: ignore[misc]
+    assert expires == second.db_now + timedelta(seconds=40)     # 90 - 50 left, not 30 + 60
+
+    # Past it, the reaper sends the run to the dead letter though attempts are left.
+    assert reap_abandoned_runs(conn, max_lease_seconds=90,
+                               now=second.db_now + timedelta(seconds=41)) == {
+        "queued": 0, "dead": 1}
+    row = conn.execute("SELECT status, attempt, error_class, last_error, lease_used "
+                       "FROM runs").fetchone()
+    assert row is not None
+    status, attempt, error_class, last_error, used = row
+    assert (status, attempt, error_class) == ("dead", 2, "LeaseCapReached")
+    assert used == timedelta(seconds=90)
+    assert last_error.startswith("lease time cap reached: leased 00:01:30 in all")
+
+    # A replay gives the run a fresh budget of attempts and of lease time.
+    replayed = replay(conn, DeadFilter(run_ids=[second.run_id]))
+    assert [r.run_id for r in replayed] == [second.run_id]
+    assert _lease_used(conn, second.run_id) == timedelta(0)
+    assert _status(conn, second.run_id)[:2] == ("queued", 0)
+
+
+def test_an_expired_lease_with_time_left_counts_and_requeues(
+        conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1, lease_seconds=60)
+    (run,) = claim_runs(conn, owner="w1", shares={"normal": 1})
+    assert reap_abandoned_runs(conn, max_lease_seconds=90,
+                               now=run.db_now + timedelta(seconds=61)) == {
+        "queued": 1, "dead": 0}
+    assert _lease_used(conn, run.run_id) == timedelta(seconds=60)
+    assert _status(conn, run.run_id) == ("queued", 1, None)
+    # A run released at shutdown made no call: its lease time is not counted.
+    (again,) = claim_runs(conn, owner="w1", shares={"normal": 1},
+                          now=run.db_now + timedelta(seconds=62))
+    release_run(conn, again.run_id, again.lease_token)
+    assert _lease_used(conn, run.run_id) == timedelta(seconds=60)
 
 
 def test_retry_returns_the_run_to_the_queue_later(conn: psycopg.Connection[Any]) -> None:

@@ -29,6 +29,10 @@ def register(commands: Any) -> None:
                         help="on SIGTERM, how long calls in progress may finish (default 30)")
     parser.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
                         help="lease renewal interval (default 5)")
+    parser.add_argument("--max-lease", type=_positive_seconds, metavar="SECONDS",
+                        default=env("CRONDEPOT_MAX_LEASE_SECONDS", "43200"),
+                        help="a run's lease time over all its attempts, at most; a run that "
+                             "used it all goes to the dead letter (default 43200 = 12 h)")
     parser.add_argument("--retention-days", type=float,
                         default=float(env("CRONDEPOT_RETENTION_DAYS", "30")),
                         help="delete finished runs older than this (0 = keep; default 30; "
@@ -54,12 +58,24 @@ def run(args: argparse.Namespace) -> int:
         config = WorkerConfig(url=db.url, concurrency=args.concurrency,
                               urgent_only=args.urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
+                              max_lease_seconds=args.max_lease,
                               retention_days=args.retention_days,
                               **({"name": args.name} if args.name else {}))
         worker = Worker(config)
         worker.install_signal_handlers()
         worker.run()
     return 0
+
+
+def _positive_seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of seconds above 0, "
+                                         f"got {text!r}")
+    return value
 
 
 def _weights(text: str) -> tuple[int, int, int]:

@@ -1,9 +1,13 @@
 """Leases: extending the ones a worker holds, and reaping the ones nobody renewed.
 
 A lease is measured on the database clock. The worker turns it into a deadline on its own
-monotonic clock (``Deadline``), measured from when the claim or heartbeat *answered*, so a
+monotonic clock (``Deadline``), measured from when the claim or heartbeat was *sent*, so a
 worker never believes it holds a run longer than the database does: network delay only
 makes the local deadline earlier, never later.
+
+A run's lease time over all its attempts is capped (``max_lease_seconds``, default 12 h):
+the heartbeat extends no lease past what is left, and the reaper sends a run that has used
+it all to the dead letter.
 """
 
 from __future__ import annotations
@@ -67,9 +71,12 @@ def extend_acquired_leases(conn: psycopg.Connection[Any], held: Sequence[HeldLea
 
 
 def reap_abandoned_runs(conn: psycopg.Connection[Any], *,
+                        max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS,
                         now: datetime | None = None) -> dict[str, int]:
-    """Return expired-lease runs to the queue (or the dead letter); counts by new status."""
+    """Return expired-lease runs to the queue, or to the dead letter when that was their last
+    attempt or their lease time in all reached ``max_lease_seconds``; counts by new status."""
     counts = {"queued": 0, "dead": 0}
-    for _run_id, status in conn.execute(Q.reap_abandoned_runs, {"now": now}).fetchall():
+    for _run_id, status in conn.execute(Q.reap_abandoned_runs, {
+            "now": now, "max_lease": max_lease_seconds}).fetchall():
         counts[status] += 1
     return counts

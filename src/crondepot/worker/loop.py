@@ -284,7 +284,7 @@ class Worker(Stoppable):
 
     def _reap(self) -> None:
         with self._pool.connection() as conn:
-            reaped = reap_abandoned_runs(conn)
+            reaped = reap_abandoned_runs(conn, max_lease_seconds=self.config.max_lease_seconds)
             conn.execute(Q.forget_old_workers)
         for status, count in reaped.items():
             if count:

@@ -18,10 +18,10 @@ ORDER BY r.finished_at DESC, r.run_id
 LIMIT %(limit)s::integer;
 
 -- name: replay_dead_runs
--- Replay: the same run id goes back to the queue with a fresh attempt budget. Conditional on
+-- Replay: the same run id goes back to the queue with a fresh attempt budget (and lease time). Conditional on
 -- status = 'dead', so a run replayed twice at once is queued once.
 UPDATE runs
-SET status = 'queued', attempt = 0, available_at = now(), updated_at = now(),
-    finished_at = NULL, last_error = NULL, error_class = NULL
+SET status = 'queued', attempt = 0, lease_used = interval '0', available_at = now(),
+    updated_at = now(), finished_at = NULL, last_error = NULL, error_class = NULL
 WHERE status = 'dead' AND run_id = ANY(%(run_ids)s::text[])
 RETURNING run_id, priority;

@@ -12,11 +12,13 @@ SELECT * FROM crondepot_claim_runs(
 -- name: extend_acquired_leases
 -- Heartbeat: extend the leases this worker still holds. Fenced by token: a run that was
 -- reaped and claimed by another worker has a new token and is not touched; an expired lease
--- is not revived. Capped at max_lease seconds from the attempt's start (default 12 h).
+-- is not revived. Capped so that the run's lease time over all its attempts (lease_used
+-- holds the ended ones') stays within max_lease seconds (default 12 h).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
 UPDATE runs AS r
 SET lease_expires_at = least(clock.now + make_interval(secs => h.lease_seconds),
-                             r.started_at + make_interval(secs => %(max_lease)s)),
+                             r.started_at + make_interval(secs => %(max_lease)s)
+                             - r.lease_used),
     updated_at = clock.now
 FROM clock, unnest(%(run_ids)s::text[], %(tokens)s::uuid[], %(lease_seconds)s::integer[])
      AS h(run_id, token, lease_seconds)
@@ -30,9 +32,11 @@ RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
 SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 
 -- name: record_retry
--- A temporary failure: back to the queue, available after the backoff delay.
+-- A temporary failure: back to the queue, available after the backoff delay. The attempt's
+-- lease time counts against the run's total (see extend_acquired_leases).
 UPDATE runs
 SET status = 'queued', available_at = now() + make_interval(secs => %(delay)s),
+    lease_used = lease_used + (now() - started_at),
     updated_at = now(), last_error = %(error)s, error_class = %(error_class)s,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
@@ -46,7 +50,8 @@ SET status = %(status)s::text, finished_at = now(), updated_at = now(), last_err
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
 
 -- name: release_run
--- Shutdown: give back a run that was claimed but not started; the attempt does not count.
+-- Shutdown: give back a run that was claimed but not started; the attempt does not count,
+-- nor does its lease time (no call was made).
 UPDATE runs
 SET status = 'queued', attempt = attempt - 1, available_at = now(), updated_at = now(),
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
@@ -54,11 +59,15 @@ WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
 
 -- name: reap_abandoned_runs
 -- Runs whose lease expired (their worker died, hung or lost the database) go back to the
--- queue, or to the dead letter when that was their last attempt. SKIP LOCKED so that many
+-- queue, or to the dead letter when that was their last attempt or their lease time in all
+-- reached max_lease seconds (a run whose calls keep hanging). SKIP LOCKED so that many
 -- workers reaping at once split the work instead of waiting on each other.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 expired AS MATERIALIZED (
-    SELECT r.run_id, r.attempt >= j.max_attempts AS last
+    SELECT r.run_id, r.attempt >= j.max_attempts AS last,
+           r.lease_used + (r.lease_expires_at - r.started_at) AS used,
+           r.lease_used + (r.lease_expires_at - r.started_at)
+               >= make_interval(secs => %(max_lease)s) AS capped
     FROM runs r JOIN jobs j ON j.id = r.job_id, clock
     WHERE r.status = 'running' AND r.lease_expires_at < clock.now
     ORDER BY r.lease_expires_at
@@ -66,11 +75,17 @@ expired AS MATERIALIZED (
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE runs AS r
-SET status = CASE WHEN e.last THEN 'dead' ELSE 'queued' END,
+SET status = CASE WHEN e.last OR e.capped THEN 'dead' ELSE 'queued' END,
     available_at = clock.now, updated_at = clock.now,
-    finished_at = CASE WHEN e.last THEN clock.now END,
-    last_error = 'lease expired: worker ' || coalesce(r.lease_owner, '?') || ' was lost',
-    error_class = 'LeaseExpired',
+    finished_at = CASE WHEN e.last OR e.capped THEN clock.now END,
+    lease_used = e.used,
+    last_error = CASE
+        WHEN e.capped AND NOT e.last
+        THEN 'lease time cap reached: leased ' || date_trunc('second', e.used)::text
+             || ' in all; last worker ' || coalesce(r.lease_owner, '?')
+        ELSE 'lease expired: worker ' || coalesce(r.lease_owner, '?') || ' was lost' END,
+    error_class = CASE WHEN e.capped AND NOT e.last THEN 'LeaseCapReached'
+                       ELSE 'LeaseExpired' END,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
 FROM expired e, clock
 WHERE r.run_id = e.run_id
