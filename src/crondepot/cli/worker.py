@@ -21,7 +21,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--urgent-only", type=int, metavar="K",
                         default=int(env("CRONDEPOT_URGENT_ONLY", "4")),
                         help="slots that take urgent runs only (default 4)")
-    parser.add_argument("--weights", default=env("CRONDEPOT_WEIGHTS", "6:3:1"),
+    # A parser ``type`` (it was called in run() and raised SystemExit, exit code 1): a bad
+    # value is now a usage error like any other option's, exit code 2, before anything runs.
+    # argparse applies it to the CRONDEPOT_WEIGHTS default too.
+    parser.add_argument("--weights", type=_weights, default=env("CRONDEPOT_WEIGHTS", "6:3:1"),
                         help="urgent:normal:bulk claim weights (default 6:3:1)")
     parser.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="import MODULE to register its handlers")
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from crondepot.worker.loop import Worker, WorkerConfig
 
     logs.setup(as_json=args.log_json)
-    weights = _weights(args.weights)
+    weights: tuple[int, int, int] = args.weights
     sys.path.insert(0, os.getcwd())   # --import mymodule from the current directory
     for module in args.imports:
         importlib.import_module(module)
@@ -85,6 +88,6 @@ def _weights(text: str) -> tuple[int, int, int]:
     except ValueError:
         values = ()
     if len(values) != 3 or any(v < 0 for v in values) or not any(values):
-        raise SystemExit(f"crondepot: error: --weights: expected three non-negative integers "
-                         f"like 6:3:1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected three non-negative integers, not all "
+                                         f"zero, like 6:3:1, got {text!r}")
     return (values[0], values[1], values[2])
