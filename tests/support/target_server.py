@@ -27,6 +27,7 @@ class Received:
     headers: dict[str, str]  # names lower-cased
     body: bytes
     client_port: int
+    at: float = 0.0  # time.time() when the request had been read (the wall clock)
 
 
 class TargetServer:
@@ -69,6 +70,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, so connection reuse is observable
+    # The headers and the body go out in two writes; with Nagle's algorithm the body then
+    # waits for the client's delayed ACK (40 ms on Linux) on every keep-alive request.
+    disable_nagle_algorithm = True
     server: _Server
 
     def do_POST(self) -> None:
@@ -76,7 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
         target = self.server.target
         target.record(Received(self.command, self.path,
                                {k.lower(): v for k, v in self.headers.items()}, body,
-                               self.client_address[1]))
+                               self.client_address[1], time.time()))
         route = target.routes.get(self.path, Route())
         time.sleep(route.delay_s)
         if route.drop:
