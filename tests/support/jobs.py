@@ -24,8 +24,9 @@ def add_job(conn: psycopg.Connection[Any], tenant_id: int, **doc: Any) -> int:
 
 def bulk_due_jobs(conn: psycopg.Connection[Any], count: int, *, due_in_seconds: float = 0,
                   cron: str = "0 9 * * *", tz: str = "Asia/Kolkata",
-                  priority: str = "normal") -> None:
-    """``count`` jobs whose next run is due ``due_in_seconds`` from the database's now.
+                  priority: str = "normal", handler: str = "test.noop") -> None:
+    """``count`` jobs whose next run is due ``due_in_seconds`` from the database's now,
+    calling the Python handler ``handler``.
 
     Written in one INSERT … SELECT: the point of these tests is the scheduler, and a 100,000
     job set-up through the API path would dominate their time.
@@ -36,12 +37,12 @@ def bulk_due_jobs(conn: psycopg.Connection[Any], count: int, *, due_in_seconds: 
         INSERT INTO jobs (tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
                           target)
         SELECT %(tenant)s, 'k' || g, %(cron)s, %(tz)s, t.due, t.due, %(priority)s,
-               '{"type": "python", "handler": "test.noop"}'
+               jsonb_build_object('type', 'python', 'handler', %(handler)s::text)
         FROM generate_series(1, %(count)s) AS g,
              (SELECT date_trunc('second', now()) + make_interval(secs => %(due)s) AS due) AS t
         """,
         {"tenant": tenant_id, "cron": cron, "tz": tz, "count": count,
-         "priority": priority, "due": due_in_seconds},
+         "priority": priority, "due": due_in_seconds, "handler": handler},
     )
 
 
