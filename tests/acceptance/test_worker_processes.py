@@ -388,6 +388,29 @@ def test_heartbeats_keep_a_call_longer_than_its_lease(db_url: str) -> None:
 
 
 @pytest.mark.slow
+def test_an_idle_workers_first_beat_comes_in_time_for_a_short_lease(db_url: str) -> None:
+    """An idle worker's heartbeat sleeps its whole --heartbeat interval. A run claimed in that
+    sleep with a shorter lease must still be renewed in time, not lost to a second call."""
+    with connect(db_url) as conn:
+        conn.execute(CALLS_TABLE)
+        workers = _workers(db_url, 2, "--heartbeat", "10")
+        try:
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM workers") == 2, timeout=60,
+                       message="both workers idle")
+            time.sleep(0.5)                         # both heartbeats now in a 10 s sleep
+            # A call long enough that a reaper (every 5 s) finds the lease expired if the
+            # first beat comes only when the 10 s sleep ends.
+            queued_runs(conn, 1, payload='{"sleep": 14}', lease_seconds=5)
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
+                                          "'succeeded'") == 1, timeout=60, message="done")
+        finally:
+            for w in workers:
+                w.stop()
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 1     # never taken over
+        assert _one(conn, "SELECT attempt FROM runs") == 1
+
+
+@pytest.mark.slow
 def test_async_handlers_run(db_url: str) -> None:
     with connect(db_url) as conn:
         queued_runs(conn, 20, handler="test.async")

@@ -95,7 +95,9 @@ class Worker(Stoppable):
         self.config = config
         self._done = threading.Event()
         self._slot_freed = threading.Event()
+        self._beat_sooner = threading.Event()    # a claim needs the next heartbeat earlier
         self._lock = threading.Lock()
+        self._next_beat = float("inf")           # monotonic; under _lock
         self._free = {"urgent": config.urgent_only,
                       "general": config.concurrency - config.urgent_only}
         self._held: dict[str, Attempt] = {}
@@ -127,6 +129,7 @@ class Worker(Stoppable):
             self._shutdown(slots)
             self._outcomes.close(timeout=5)
             self._done.set()
+            self._beat_sooner.set()
             heartbeat.join(timeout=5)
             self._webhooks.close()
             self._pool.close()
@@ -216,10 +219,19 @@ class Worker(Stoppable):
             claimed.append((Attempt(run=run, deadline=deadline), slot))
         metrics.claim_size.observe(len(claimed))
         # One lock and one gauge update for the whole claim, then one task per run.
+        shortest = min(attempt.run.lease_seconds for attempt, _ in claimed)
+        beat_by = sent_at + self._beat_interval(shortest)
         with self._lock:
             for attempt, slot in claimed:
                 self._free[slot] -= 1
                 self._held[attempt.run.run_id] = attempt
+            # An idle worker's heartbeat sleeps a full --heartbeat interval; these leases may
+            # need renewing before it wakes (a 5 s lease against a 5 s interval, say).
+            sooner = beat_by < self._next_beat
+            if sooner:
+                self._next_beat = beat_by
+        if sooner:
+            self._beat_sooner.set()
         metrics.slots_busy.inc(len(claimed))
         for attempt, slot in claimed:
             slots.submit(attempt, slot)
@@ -299,11 +311,22 @@ class Worker(Stoppable):
 
     def _heartbeat_loop(self) -> None:
         # Runs until the worker is done, not merely stopping: calls finishing during the
-        # grace period still need their leases renewed.
+        # grace period still need their leases renewed. It sleeps until the next beat is due;
+        # a claim whose leases need an earlier beat moves that time and wakes it.
         self._announce()
-        while not self._done.wait(self._heartbeat_interval()):
+        with self._lock:
+            self._next_beat = time.monotonic() + self._heartbeat_interval()
+        while not self._done.is_set():
+            with self._lock:
+                wait = self._next_beat - time.monotonic()
+            if wait > 0:
+                self._beat_sooner.wait(wait)
+                self._beat_sooner.clear()
+                continue
             self._heartbeat()
             self._announce()
+            with self._lock:
+                self._next_beat = time.monotonic() + self._heartbeat_interval()
         self._announce(stopped=True)
 
     def _announce(self, *, stopped: bool = False) -> None:
@@ -323,12 +346,15 @@ class Worker(Stoppable):
             log.warning("could not record worker heartbeat: %s", exc)
 
     def _heartbeat_interval(self) -> float:
-        """The configured interval, but at least three beats per lease of any run in hand."""
-        with self._lock:
-            shortest = min((a.run.lease_seconds for a in self._held.values()), default=None)
+        """The configured interval, but at least three beats per lease of any run in hand.
+        Called under ``_lock``."""
+        shortest = min((a.run.lease_seconds for a in self._held.values()), default=None)
         if shortest is None:
             return self.config.heartbeat_seconds
-        return max(0.2, min(self.config.heartbeat_seconds, shortest / 3))
+        return self._beat_interval(shortest)
+
+    def _beat_interval(self, lease_seconds: float) -> float:
+        return max(0.2, min(self.config.heartbeat_seconds, lease_seconds / 3))
 
     def _heartbeat(self) -> None:
         with self._lock:
