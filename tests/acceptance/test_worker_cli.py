@@ -94,6 +94,18 @@ def test_bad_worker_weights_are_a_usage_error(text: str,
     assert "argument --weights: expected three non-negative integers" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("option", "text"), [
+    ("--heartbeat", "0"), ("--heartbeat", "-1"), ("--heartbeat", "soon"), ("--heartbeat", "inf"),
+    ("--max-lease", "0"), ("--max-lease", "1.5"), ("--max-lease", "12h"),
+])
+def test_bad_worker_durations_are_a_usage_error(option: str, text: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["worker", f"{option}={text}"])
+    assert exited.value.code == 2
+    assert f"argument {option}: expected " in capsys.readouterr().err
+
+
 def test_worker_hands_the_parsed_weights_to_the_worker(
         db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """From the command line to ``WorkerConfig``, without starting a long-running worker."""
@@ -103,6 +115,8 @@ def test_worker_hands_the_parsed_weights_to_the_worker(
     started: list[Any] = []
 
     class FakeWorker:
+        abandoned = 0
+
         def __init__(self, config: Any) -> None:
             started.append(config)
 

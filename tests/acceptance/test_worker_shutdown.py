@@ -26,12 +26,14 @@ def _worker(url: str, name: str, *extra: str) -> Proc:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("handler", ["test.record", "test.async_blocking"])
 def test_a_call_longer_than_the_grace_is_abandoned_at_the_grace_and_its_run_comes_back(
-        db_url: str) -> None:
+        db_url: str, handler: str) -> None:
     with connect(db_url) as conn:
         # The call takes 10 s, the grace is 1 s, the lease 5 s (the shortest a job may ask
-        # for), renewed every second while the worker lives.
-        queued_runs(conn, 1, payload='{"sleep": 10}', lease_seconds=5)
+        # for), renewed every second while the worker lives. test.async_blocking waits in
+        # asyncio's default executor, whose threads the interpreter joins at exit.
+        queued_runs(conn, 1, handler=handler, payload='{"sleep": 10}', lease_seconds=5)
         worker = _worker(db_url, "leaving", "--grace", "1", "--heartbeat", "1")
         wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the first call")

@@ -288,6 +288,30 @@ def test_the_lease_cap_counts_every_attempt_of_a_run(conn: psycopg.Connection[An
     assert _status(conn, second.run_id)[:2] == ("queued", 0)
 
 
+def test_a_retry_past_the_lease_cap_dead_letters_the_run(
+        conn: psycopg.Connection[Any]) -> None:
+    """A queued run always has lease time left: a temporary failure that ends the run's last
+    second of lease sends it to the dead letter, as the reaper would."""
+    queued_runs(conn, 2, lease_seconds=60)
+    run, other = claim_runs(conn, owner="w1", shares={"normal": 2})
+    conn.execute("UPDATE runs SET lease_used = interval '80 seconds', "
+                 "started_at = started_at - interval '15 seconds' WHERE run_id = %s",
+                 (run.run_id,))
+    record_retry(conn, run.run_id, run.lease_token, delay=5, error="HTTP 503",
+                 error_class="TemporaryError", max_lease_seconds=90)
+    row = conn.execute("SELECT status, error_class, last_error, finished_at IS NOT NULL, "
+                       "lease_token FROM runs WHERE run_id = %s", (run.run_id,)).fetchone()
+    assert row is not None
+    status, error_class, last_error, finished, token = row
+    assert (status, error_class, finished, token) == ("dead", "LeaseCapReached", True, None)
+    assert last_error.startswith("lease time cap reached: leased 00:01:35 in all")
+    assert last_error.endswith("last error: HTTP 503")
+    # With time left, the same failure queues the run again.
+    record_retry(conn, other.run_id, other.lease_token, delay=5, error="HTTP 503",
+                 error_class="TemporaryError", max_lease_seconds=90)
+    assert _status(conn, other.run_id) == ("queued", 1, None)
+
+
 def test_an_expired_lease_with_time_left_counts_and_requeues(
         conn: psycopg.Connection[Any]) -> None:
     queued_runs(conn, 1, lease_seconds=60)

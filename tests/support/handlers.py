@@ -53,3 +53,12 @@ async def record_async(run: RunContext) -> None:
 
     await asyncio.sleep(0.01)
     _record(run)
+
+
+@handler("test.async_blocking")
+async def record_async_blocking(run: RunContext) -> None:
+    """Blocks in asyncio's default executor: a thread the interpreter waits for at exit."""
+    import asyncio
+
+    _record(run)
+    await asyncio.to_thread(time.sleep, float(run.payload.get("sleep", 0)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from typing import Any
@@ -30,7 +31,7 @@ def register(commands: Any) -> None:
                         metavar="MODULE", help="import MODULE to register its handlers")
     parser.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
                         help="on SIGTERM, how long calls in progress may finish (default 30)")
-    parser.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
+    parser.add_argument("--heartbeat", type=_positive_float, default=5.0, metavar="SECONDS",
                         help="lease renewal interval (default 5)")
     parser.add_argument("--max-lease", type=_positive_seconds, metavar="SECONDS",
                         default=env("CRONDEPOT_MAX_LEASE_SECONDS", "43200"),
@@ -67,7 +68,25 @@ def run(args: argparse.Namespace) -> int:
         worker = Worker(config)
         worker.install_signal_handlers()
         worker.run()
+    if worker.abandoned:
+        # A call abandoned at the end of the grace period may hold threads the interpreter
+        # would wait for at exit (asyncio.to_thread's executor, a handler's own pool): leave
+        # now, as promised. Its run comes back after its lease.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
 
 
 def _positive_seconds(text: str) -> int:

@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 from crondepot.db import Q
 from crondepot.errors import CrondepotError
 from crondepot.jsontext import storable
+from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 
 log = logging.getLogger("crondepot.worker")
 
@@ -79,9 +80,13 @@ def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID, atte
 
 
 def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, delay: float,
-                 error: str, error_class: str) -> None:
+                 error: str, error_class: str,
+                 max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS) -> None:
+    """Queue the run again after ``delay`` seconds, or dead-letter it if its lease time in
+    all has reached ``max_lease_seconds``."""
     _fenced(conn, Q.record_retry, {"run_id": run_id, "token": token, "delay": delay,
-                                   "error": error[:2000], "error_class": error_class})
+                                   "error": error[:2000], "error_class": error_class,
+                                   "max_lease": max_lease_seconds})
 
 
 def record_final_failure(conn: psycopg.Connection[Any], run_id: str, token: UUID, *,

@@ -33,7 +33,7 @@ from crondepot.queue import (
     record_final_failure,
     record_retry,
 )
-from crondepot.queue.lease import Deadline
+from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
 from crondepot.ratelimit import HOLD_SECONDS, RateLimiter
 from crondepot.retry import decide
 from crondepot.worker.recorder import OutcomeWriter
@@ -51,12 +51,15 @@ class Attempt:
     deadline: Deadline
     lost: bool = False            # set by the heartbeat when the lease was not renewed
     started: bool = False         # the target call has begun
+    call_over: bool = False       # its slot is done with it (a success may await the writer)
 
 
 class Executor:
     def __init__(self, pool: ConnectionPool, outcomes: OutcomeWriter, limiter: RateLimiter,
-                 webhooks: WebhookTarget, *, stopping: Callable[[], bool]) -> None:
+                 webhooks: WebhookTarget, *, stopping: Callable[[], bool],
+                 max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS) -> None:
         self._pool = pool
+        self._max_lease_seconds = max_lease_seconds
         self._outcomes = outcomes
         self._limiter = limiter
         self._webhooks = webhooks
@@ -163,7 +166,8 @@ class Executor:
             metrics.retries.inc()
             self._record(run, lambda conn: record_retry(
                 conn, run.run_id, run.lease_token, delay=decision.delay_seconds,
-                error=message, error_class=error_class), "retry")
+                error=message, error_class=error_class,
+                max_lease_seconds=self._max_lease_seconds), "retry")
         else:
             status = "failed" if decision.action == "fail" else "dead"
             self._record(run, lambda conn: record_final_failure(

@@ -102,6 +102,7 @@ class Worker(Stoppable):
                       "general": config.concurrency - config.urgent_only}
         self._held: dict[str, Attempt] = {}
         self._order = WeightedOrder(config.weights)
+        self.abandoned = 0        # calls still running when the grace period ended
         self._pool = ConnectionPool(config.url, min_size=2, max_size=min(config.concurrency, 10)
                                     + 2, kwargs={"autocommit": True,
                                                  "application_name": "crondepot-worker"},
@@ -109,7 +110,8 @@ class Worker(Stoppable):
         self._webhooks = WebhookTarget(guard or AddressGuard.from_env(), slots=config.concurrency)
         self._outcomes = OutcomeWriter(self._pool)
         self._executor = Executor(self._pool, self._outcomes, RateLimiter(self._pool),
-                                  self._webhooks, stopping=self._stop.is_set)
+                                  self._webhooks, stopping=self._stop.is_set,
+                                  max_lease_seconds=config.max_lease_seconds)
         # Claim once this many slots are free (or after CLAIM_GATHER_SECONDS): a claim costs a
         # round trip whatever its size, and no-op runs free their slots one by one.
         self._claim_batch = max(1, config.concurrency // 4)
@@ -264,6 +266,7 @@ class Worker(Stoppable):
         finally:
             # The slot is free once the call is over; a success being recorded keeps its run
             # in hand (heartbeats, shutdown) until the writer is done with it.
+            attempt.call_over = True
             with self._lock:
                 self._free[slot] += 1
                 if not recording:
@@ -393,7 +396,11 @@ class Worker(Stoppable):
                     break
             time.sleep(0.05)
         with self._lock:
-            abandoned = sorted(self._held)
+            # Successes waiting for the outcome writer are still held, but their calls are
+            # over: the writer records them when it closes.
+            abandoned = sorted(run_id for run_id, attempt in self._held.items()
+                               if not attempt.call_over)
+        self.abandoned = len(abandoned)
         if abandoned:
             metrics.calls_abandoned.inc(len(abandoned))
             log.warning("grace period over: abandoning %d calls in progress; their runs come "

@@ -33,13 +33,32 @@ SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 
 -- name: record_retry
 -- A temporary failure: back to the queue, available after the backoff delay. The attempt's
--- lease time counts against the run's total (see extend_acquired_leases).
-UPDATE runs
-SET status = 'queued', available_at = now() + make_interval(secs => %(delay)s),
-    lease_used = lease_used + (now() - started_at),
-    updated_at = now(), last_error = %(error)s, error_class = %(error_class)s,
+-- lease time counts against the run's total (see extend_acquired_leases); a run that has
+-- used it all goes to the dead letter instead (LeaseCapReached), as the reaper would send
+-- it, so a queued run always has lease time left. The attempt row is read first (same
+-- token: same attempt, and neither lease_used nor started_at changes within one), so the
+-- total is computed once.
+WITH attempt AS (
+    SELECT run_id, lease_used + (now() - started_at) AS used,
+           lease_used + (now() - started_at) >= make_interval(secs => %(max_lease)s) AS capped
+    FROM runs
+    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+)
+UPDATE runs AS r
+SET status = CASE WHEN a.capped THEN 'dead' ELSE 'queued' END,
+    available_at = now() + make_interval(secs => %(delay)s),
+    finished_at = CASE WHEN a.capped THEN now() END,
+    lease_used = a.used,
+    updated_at = now(),
+    last_error = CASE
+        WHEN a.capped
+        THEN 'lease time cap reached: leased ' || date_trunc('second', a.used)::text
+             || ' in all; last error: ' || %(error)s::text
+        ELSE %(error)s::text END,
+    error_class = CASE WHEN a.capped THEN 'LeaseCapReached' ELSE %(error_class)s::text END,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+FROM attempt AS a
+WHERE r.run_id = a.run_id AND r.lease_token = %(token)s AND r.status = 'running';
 
 -- name: record_final_failure
 -- 'failed' (permanent error) or 'dead' (out of attempts, outcome unknown): no automatic retry.
