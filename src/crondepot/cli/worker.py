@@ -7,10 +7,14 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from crondepot import logs, metrics
 from crondepot.cli.options import add_database, check_schema, database
+from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
+
+T = TypeVar("T", int, float)
 
 
 def register(commands: Any) -> None:
@@ -34,9 +38,11 @@ def register(commands: Any) -> None:
     parser.add_argument("--heartbeat", type=_positive_float, default=5.0, metavar="SECONDS",
                         help="lease renewal interval (default 5)")
     parser.add_argument("--max-lease", type=_positive_seconds, metavar="SECONDS",
-                        default=env("CRONDEPOT_MAX_LEASE_SECONDS", "43200"),
+                        default=env("CRONDEPOT_MAX_LEASE_SECONDS",
+                                    str(DEFAULT_MAX_LEASE_SECONDS)),
                         help="a run's lease time over all its attempts, at most; a run that "
-                             "used it all goes to the dead letter (default 43200 = 12 h)")
+                             f"used it all goes to the dead letter (default "
+                             f"{DEFAULT_MAX_LEASE_SECONDS} = 12 h)")
     parser.add_argument("--retention-days", type=float,
                         default=float(env("CRONDEPOT_RETENTION_DAYS", "30")),
                         help="delete finished runs older than this (0 = keep; default 30; "
@@ -79,25 +85,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
-    return value
+def _above_zero(convert: Callable[[str], T], what: str) -> Callable[[str], T]:
+    """An argparse ``type``: ``convert``, refusing 0, negatives, infinity and non-numbers."""
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {what} above 0, got {text!r}")
+        return value
+    return parse
 
 
-def _positive_seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number of seconds above 0, "
-                                         f"got {text!r}")
-    return value
+_positive_float = _above_zero(float, "a number of seconds")
+_positive_seconds = _above_zero(int, "a whole number of seconds")
 
 
 def _weights(text: str) -> tuple[int, int, int]:
