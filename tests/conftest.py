@@ -13,7 +13,6 @@ and the database is dropped afterwards.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import uuid
@@ -27,7 +26,7 @@ from psycopg.conninfo import make_conninfo
 
 from crondepot.db import connect, migrate
 from crondepot.db.embedded import EmbeddedPostgres
-from crondepot.db.migrations import available
+from crondepot.db.migrations import schema_checksum
 from tests.support.cluster import PrivateCluster
 
 _TEMPLATE_LOCK = 7301847220451893300
@@ -48,8 +47,7 @@ def admin_url() -> Iterator[str]:
 
 
 def _template_name() -> str:
-    digest = hashlib.sha256("".join(m.checksum for m in available()).encode()).hexdigest()
-    return f"crondepot_tpl_{digest[:16]}"
+    return f"crondepot_tpl_{schema_checksum()[:16]}"
 
 
 @pytest.fixture(scope="session")

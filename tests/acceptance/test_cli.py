@@ -180,7 +180,7 @@ def test_embedded_database_is_shared_and_stopped_by_the_last_user() -> None:
         # A second command joins the same server instead of starting another.
         migrate = crondepot("migrate", *env_args, "--json")
         assert migrate.returncode == 0, migrate.stderr
-        assert json.loads(migrate.stdout) == {"applied": []}
+        assert json.loads(migrate.stdout) == {"applied": [], "functions": []}
         assert int(pid_file.read_text().splitlines()[0]) == server_pid
         url = json.loads(crondepot("db", "url", *env_args, "--json").stdout)
         assert url["embedded"] is True

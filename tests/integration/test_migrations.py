@@ -82,7 +82,7 @@ def test_migrate_command_twice_then_check(empty_db_url: str) -> None:
     assert second.returncode == 0
     assert "schema is up to date" in second.stdout
     check = _cli("migrate", "--db", empty_db_url, "--check", "--json")
-    assert check.returncode == 0 and json.loads(check.stdout) == {"pending": []}
+    assert check.returncode == 0 and json.loads(check.stdout) == {"pending": [], "functions": []}
 
 
 def test_migrate_against_an_unreachable_database_fails_clearly() -> None:

@@ -23,17 +23,21 @@ def run(args: argparse.Namespace) -> int:
     with operator_connection(args, "crondepot-migrate") as conn:
         if args.check:
             todo = migrations.pending(conn)
-            _report([m.version for m in todo], args.json, verb="pending")
-            return 1 if todo else 0
-        done = migrations.migrate(conn)
-        _report([m.version for m in done], args.json, verb="applied")
+            stale = migrations.stale_definitions(conn)
+            _report([m.version for m in todo], [d.name for d in stale], args.json,
+                    verb="pending")
+            return 1 if todo or stale else 0
+        done, redefined = migrations.migrate_all(conn)
+        _report([m.version for m in done], [d.name for d in redefined], args.json,
+                verb="applied")
         return 0
 
 
-def _report(versions: list[int], as_json: bool, *, verb: str) -> None:
+def _report(versions: list[int], functions: list[str], as_json: bool, *, verb: str) -> None:
     if as_json:
-        print_json({verb: versions})
-    elif versions:
-        print(f"{verb}: " + ", ".join(f"{v:04d}" for v in versions))
+        print_json({verb: versions, "functions": functions})
+    elif versions or functions:
+        print(f"{verb}: " + ", ".join([f"{v:04d}" for v in versions]
+                                      + [f"functions/{f}.sql" for f in functions]))
     else:
         print("schema is up to date" if verb == "applied" else "nothing pending")

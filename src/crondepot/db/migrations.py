@@ -5,6 +5,13 @@ recorded in ``crondepot_schema_migrations`` with a checksum, so a second run doe
 and a file edited after it was applied is reported instead of silently ignored. A session
 advisory lock makes concurrent ``crondepot migrate`` processes (every host starting at once)
 take turns.
+
+SQL functions are not migrations: each lives in one file, ``db/sql/functions/name.sql``
+(a *definition*, like Flyway's repeatable migrations), re-applied after the migrations
+whenever its text changes and recorded in ``crondepot_schema_definitions``. So the current
+code of a function is in one place, and changing it is editing that file, not copying it
+into a new migration. A definition must be safe to apply again (``CREATE OR REPLACE``, or a
+``DROP … IF EXISTS`` first when its signature changes).
 """
 
 from __future__ import annotations
@@ -38,6 +45,29 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Definition:
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def definitions() -> list[Definition]:
+    folder = resources.files("crondepot.db") / "sql" / "functions"
+    return sorted((Definition(name=entry.name.removesuffix(".sql"), sql=entry.read_text())
+                   for entry in folder.iterdir() if entry.name.endswith(".sql")),
+                  key=lambda d: d.name)
+
+
+def schema_checksum() -> str:
+    """One checksum over every migration and definition: equal checksums, equal schemas."""
+    parts = [m.checksum for m in available()] + [d.checksum for d in definitions()]
+    return hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
 def available() -> list[Migration]:
     folder = resources.files("crondepot.db") / "sql" / "migrations"
     found: list[Migration] = []
@@ -55,7 +85,14 @@ def available() -> list[Migration]:
 
 
 def migrate(conn: psycopg.Connection[Any]) -> list[Migration]:
-    """Apply every pending migration; return those this call applied (empty when none).
+    """Apply every pending migration and changed definition; return the migrations this
+    call applied (empty when none)."""
+    return migrate_all(conn)[0]
+
+
+def migrate_all(conn: psycopg.Connection[Any]) -> tuple[list[Migration], list[Definition]]:
+    """Apply every pending migration, then every definition whose text changed; return
+    those this call applied.
 
     ``conn`` must be in autocommit mode: the advisory lock is held by the session across the
     per-migration transactions.
@@ -65,6 +102,7 @@ def migrate(conn: psycopg.Connection[Any]) -> list[Migration]:
     conn.execute(Q.lock_migrations)
     try:
         conn.execute(Q.create_schema_migrations)
+        conn.execute(Q.create_schema_definitions)
         applied = {row[0]: (row[1], row[2]) for row in conn.execute(Q.applied_migrations)}
         _check_applied(applied)
         done: list[Migration] = []
@@ -79,7 +117,13 @@ def migrate(conn: psycopg.Connection[Any]) -> list[Migration]:
                      "checksum": migration.checksum},
                 )
             done.append(migration)
-        return done
+        redefined = stale_definitions(conn)
+        for definition in redefined:
+            with conn.transaction():
+                conn.execute(definition.sql.encode())
+                conn.execute(Q.record_definition, {"name": definition.name,
+                                                   "checksum": definition.checksum})
+        return done, redefined
     finally:
         conn.execute(Q.unlock_migrations)
 
@@ -94,11 +138,25 @@ def pending(conn: psycopg.Connection[Any]) -> list[Migration]:
     return [m for m in available() if m.version not in applied]
 
 
+def stale_definitions(conn: psycopg.Connection[Any]) -> list[Definition]:
+    exists = conn.execute(Q.schema_definitions_exists).fetchone()
+    recorded = dict(conn.execute(Q.applied_definitions).fetchall()) if exists and exists[0] \
+        else {}
+    return [d for d in definitions() if recorded.get(d.name) != d.checksum]
+
+
+def pending_names(conn: psycopg.Connection[Any]) -> list[str]:
+    """What ``migrate`` would apply: migrations ("0009_ledger"), then definitions whose
+    text changed ("functions/claim_runs.sql")."""
+    return ([f"{m.version:04d}_{m.name}" for m in pending(conn)]
+            + [f"functions/{d.name}.sql" for d in stale_definitions(conn)])
+
+
 def require_current(conn: psycopg.Connection[Any]) -> None:
     """Refuse to run a process against a schema older than its code."""
-    todo = pending(conn)
+    todo = pending_names(conn)
     if todo:
-        names = ", ".join(f"{m.version:04d}_{m.name}" for m in todo)
+        names = ", ".join(todo)
         raise MigrationError(f"the database schema is not up to date (pending: {names}); "
                              "run `crondepot migrate` first")
 

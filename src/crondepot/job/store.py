@@ -3,6 +3,14 @@
 Reads and changes are scoped by tenant: a job of another tenant is not found, exactly like
 an unknown id. Every change names the state it expects (the version, "active", "paused") and
 raises instead of writing when the job is not in it; nothing here knows about HTTP.
+
+The ledger rule (design §4, §5): a change (edit, pause, resume, cancel) applies to the fires
+after it. Every fire whose nominal time has passed and that has no row yet is *settled*
+first, in the change's transaction: written as the scheduler would have written it (its
+catch-up and misfire rules decide; its due time, spread included, as it was), or recorded
+skipped ``paused`` if the job was paused. Only then does the job move on, from the change's
+instant. An edit of cron or tz also keeps the old timetable, and the interval it was in
+force, in ``job_timetables``: ``crondepot verify`` (crondepot.ledger) reads them back.
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from crondepot import jsontext
+from crondepot import jsontext, metrics
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, InvalidJob
 from crondepot.job.spec import JobSpec, Misfire
+from crondepot.scheduler.plan import DueJob, PlannedRun, plan
+from crondepot.scheduler.tick import insert_runs
 from crondepot.timetable import run_id, spread_offset, uses_hash
 
 
@@ -97,7 +107,7 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
                   for spec, job_id in zip(specs, ids, strict=True)]
         rows = _rows(tenant_id, specs, ids, firsts)
         insert = _insert_copied if len(rows) >= COPY_AT_LEAST else _insert_unnested
-        inserted = insert(conn, rows)
+        inserted = insert(conn, rows, db_now)
         conn.execute(Q.notify_jobs_changed)
     return [CreatedJob(id=job_id, key=spec.key, next_nominal_at=first[0], next_run_at=first[1],
                        created=job_id in inserted)
@@ -136,19 +146,20 @@ def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             for s, job_id, first in zip(specs, ids, firsts, strict=True)]
 
 
-def _insert_unnested(conn: psycopg.Connection[Any], rows: list[Row]) -> set[int]:
+def _insert_unnested(conn: psycopg.Connection[Any], rows: list[Row], now: datetime) -> set[int]:
     columns = {name: list(values) for name, values in zip(_COLUMNS, zip(*rows, strict=True),
                                                                strict=True)}
-    return {row[0] for row in conn.execute(Q.insert_jobs, columns)}
+    return {row[0] for row in conn.execute(Q.insert_jobs, {**columns, "now": now})}
 
 
-def _insert_copied(conn: psycopg.Connection[Any], rows: list[Row]) -> set[int]:
+def _insert_copied(conn: psycopg.Connection[Any], rows: list[Row], now: datetime) -> set[int]:
     conn.execute(Q.create_import_table)
     with conn.cursor() as cursor, cursor.copy(Q.copy_import_rows) as copy:
         copy.set_types(list(_COPY_TYPES))
         for row in rows:
             copy.write_row(row)
-    return {row[0] for row in conn.execute(Q.insert_import_rows, {"first_id": rows[0][0]})}
+    return {row[0] for row in conn.execute(Q.insert_import_rows,
+                                           {"first_id": rows[0][0], "now": now})}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,6 +175,7 @@ class StoredJob:
     updated_at: datetime
     cancelled_at: datetime | None
     version: int
+    timetable_since: datetime     # the current cron and tz are in force after this instant
 
     @property
     def active(self) -> bool:
@@ -245,30 +257,49 @@ def list_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *
 def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
                patch: dict[str, Any], *, version: int, now: datetime | None = None) -> StoredJob:
     """Merge ``patch`` into the stored document (each top-level field given replaces the
-    stored one; null resets it to its default), validate the result as a whole, and recompute
-    the next run from the database's now. ``version`` is the one the caller read."""
+    stored one; null resets it to its default), validate the result as a whole, settle the
+    fires owed under the old document, and go on from the database's now under the new one.
+    ``version`` is the one the caller read."""
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if job.version != version:
             raise VersionMismatch(f"job {job_id} is at version {job.version}, not {version}",
                                   current=job.version)
         spec = _patched(job, patch)
-        nominal, due = first_run(spec, job_id, _db_now(conn, now))
+        db_now = _db_now(conn, now)
+        _settle(conn, tenant_id, job, db_now)
+        since = job.timetable_since
+        if (spec.cron, spec.tz) != (job.spec.cron, job.spec.tz):
+            # The old timetable's fires up to now are settled above; keep when it was in
+            # force, so verify knows which fires were the job's.
+            conn.execute(Q.insert_job_timetable, {
+                "job_id": job_id, "tenant_id": tenant_id, "cron": job.spec.cron,
+                "tz": job.spec.tz, "since": job.timetable_since, "until": db_now})
+            since = db_now
+        nominal, due = first_run(spec, job_id, db_now)
         changed = conn.execute(Q.update_job_document, {
             **_document_params(spec), "id": job_id, "tenant_id": tenant_id,
             "version": version, "next_run_at": due, "next_nominal_at": nominal,
+            "timetable_since": since,
         }).rowcount
         assert changed == 1   # the row is locked and was checked above
         conn.execute(Q.notify_jobs_changed)
         return get_job(conn, tenant_id, job_id)
 
 
-def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> StoredJob:
-    """Pause an active job; pausing a paused job changes nothing."""
+def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
+              now: datetime | None = None) -> StoredJob:
+    """Pause an active job; pausing a paused job changes nothing. The fires whose nominal
+    time has passed are settled first (written as the scheduler would): the pause applies to
+    the fires after it."""
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if not job.paused:
-            conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id})
+            db_now = _db_now(conn, now)
+            _settle(conn, tenant_id, job, db_now)
+            nominal, due = first_run(job.spec, job_id, db_now)
+            conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
+                                       "next_run_at": due, "next_nominal_at": nominal})
         return get_job(conn, tenant_id, job_id)
 
 
@@ -276,15 +307,14 @@ def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
                now: datetime | None = None) -> StoredJob:
     """Resume a paused job from now; else change nothing.
 
-    The runs it missed while paused are not caught up: they are written ``skipped`` with
-    reason ``paused`` (the first ``max_catchup`` of them, so a long pause costs a bounded
-    amount), so nothing vanishes silently.
+    The fires it missed while paused are not caught up: each is written ``skipped`` with
+    reason ``paused``, so every fire keeps its row (the ledger rule).
     """
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if job.paused:
             db_now = _db_now(conn, now)
-            _record_paused_runs(conn, tenant_id, job, db_now)
+            _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
                                         "next_run_at": due, "next_nominal_at": nominal})
@@ -292,33 +322,61 @@ def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
         return get_job(conn, tenant_id, job_id)
 
 
-def _record_paused_runs(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
-                        now: datetime) -> None:
-    if job.next_nominal_at is None or job.next_run_at is None:
-        return
-    offset = job.next_run_at - job.next_nominal_at
-    cutoff = now - offset
-    if job.next_nominal_at > cutoff:
-        return
+def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
+            now: datetime) -> list[PlannedRun]:
+    """Write every fire of ``job`` whose nominal time is at or before ``now`` and that has
+    no row yet (the fires from ``next_nominal_at`` on): as the scheduler would, by the
+    job's catch-up and misfire rules, with its due time as it was (spread included, even if
+    still ahead); or ``skipped``/``paused`` for a paused job. The caller then moves the job
+    on from ``now``. Returns the runs written (a repeated run id is left as it was)."""
+    if job.next_nominal_at is None or job.next_run_at is None or job.next_nominal_at > now:
+        return []
+    due_job = _due_job(job)
     timetable = job.spec.timetable(job.id)
-    later = [f.at for f in timetable.fires_between(job.next_nominal_at, cutoff,
-                                                   job.spec.max_catchup - 1)]
-    nominals = [job.next_nominal_at, *later]
-    conn.execute(Q.insert_runs, {
-        "run_ids": [run_id(job.id, n) for n in nominals],
-        "job_ids": [job.id] * len(nominals), "tenant_ids": [tenant_id] * len(nominals),
-        "priorities": [job.spec.priority] * len(nominals), "nominal_ats": nominals,
-        "due_ats": [n + offset for n in nominals], "skip_reasons": ["paused"] * len(nominals),
-        "now": now})
+
+    def next_fire(after: datetime) -> datetime | None:
+        fires = timetable.next_fires(after, 1)
+        return fires[0] if fires else None
+
+    if job.paused:
+        runs = [PlannedRun(run_id=run_id(job.id, fire.at), nominal_at=fire.at,
+                           due_at=fire.at + due_job.spread_offset, skip_reason="paused")
+                for fire in _fires_through(timetable, job.next_nominal_at, now)]
+    else:
+        runs = plan(due_job, now, next_fire, owed=True).runs
+    insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
+    for run in runs:
+        if run.skip_reason:
+            metrics.labelled(metrics.runs_skipped, run.skip_reason).inc()
+    return runs
 
 
-def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> StoredJob:
-    """Cancel a job for good: it stays readable with its runs; its queued runs are cancelled.
-    Cancelling a cancelled job changes nothing."""
+def _fires_through(timetable: Any, first: datetime, until: datetime) -> list[Any]:
+    """The fires from ``first`` (itself a fire) up to and including ``until``."""
+    return [*timetable.fires_between(first - timedelta(microseconds=1), until, 10**9)]
+
+
+def _due_job(job: StoredJob) -> DueJob:
+    assert job.next_nominal_at is not None and job.next_run_at is not None
+    spec = job.spec
+    return DueJob(id=job.id, next_nominal_at=job.next_nominal_at,
+                  spread_offset=job.next_run_at - job.next_nominal_at, catchup=spec.catchup,
+                  max_catchup=spec.max_catchup, misfire_policy=spec.misfire.policy,
+                  misfire_seconds=spec.misfire.seconds, misfire_until=spec.misfire.until,
+                  tz=spec.tz)
+
+
+def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
+               now: datetime | None = None) -> StoredJob:
+    """Cancel a job for good: it stays readable with its runs. The fires whose nominal time
+    has passed are settled first, then its queued runs are cancelled (a row each, so the
+    ledger still accounts for them). Cancelling a cancelled job changes nothing."""
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id, allow_cancelled=True)
         if job.active:
-            conn.execute(Q.cancel_job, {"id": job_id, "tenant_id": tenant_id})
+            db_now = _db_now(conn, now)
+            _settle(conn, tenant_id, job, db_now)
+            conn.execute(Q.cancel_job, {"id": job_id, "tenant_id": tenant_id, "now": db_now})
             conn.execute(Q.cancel_queued_runs, {"job_id": job_id})
         return get_job(conn, tenant_id, job_id)
 
@@ -376,7 +434,8 @@ def _stored(row: dict[str, Any]) -> StoredJob:
     return StoredJob(id=row["id"], spec=spec, paused=row["paused"],
                      next_run_at=row["next_run_at"], next_nominal_at=row["next_nominal_at"],
                      created_at=row["created_at"], updated_at=row["updated_at"],
-                     cancelled_at=row["cancelled_at"], version=row["version"])
+                     cancelled_at=row["cancelled_at"], version=row["version"],
+                     timetable_since=row["timetable_since"] or row["created_at"])
 
 
 def _document_params(spec: JobSpec) -> dict[str, Any]:

@@ -7,6 +7,7 @@ and one from bulk, and a queue with nothing ready lends its turns to the next on
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,9 +17,11 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import args_row
 
+from crondepot import metrics
 from crondepot.db import Q
 
 PRIORITIES = ("urgent", "normal", "bulk")
+log = logging.getLogger("crondepot.worker")
 
 
 @dataclass(slots=True)
@@ -41,6 +44,7 @@ class ClaimedRun:
     lease_seconds: int
     rate_limit: str | None
     signing_secret: str
+    deadline_passed: bool     # recorded skipped by the claim; not leased, never to be called
 
 
 class WeightedOrder:
@@ -110,12 +114,26 @@ def claim_runs(conn: psycopg.Connection[Any], *, owner: str, shares: dict[str, i
     if not any(limits):
         return []
     # Binary results: timestamps and uuids decode without parsing text. The call is a
-    # function (migration 0004), so it is cheap to plan and psycopg may prepare it; the
-    # function's own statements are planned once per session.
+    # function (functions/claim_runs.sql), so it is cheap to plan and psycopg may prepare
+    # it; the function's own statements are planned once per session.
     with conn.cursor(row_factory=args_row(ClaimedRun), binary=True) as cur:
         urgent, normal, bulk = limits
         lend_urgent, lend_normal, lend_bulk = lendable if lend else (0, 0, 0)
-        return cur.execute(Q.claim_runs, {
+        runs: list[ClaimedRun] = cur.execute(Q.claim_runs, {
             "owner": owner, "urgent": urgent, "normal": normal, "bulk": bulk,
             "lend_urgent": lend_urgent, "lend_normal": lend_normal, "lend_bulk": lend_bulk,
             "now": now}).fetchall()
+    if any(run.deadline_passed for run in runs):
+        for run in runs:
+            if run.deadline_passed:
+                deadline_passed(run.run_id, run.job_id, run.tenant_id, when="claimed")
+        runs = [run for run in runs if not run.deadline_passed]
+    return runs
+
+
+def deadline_passed(run_id: str, job_id: int, tenant_id: int, *, when: str) -> None:
+    """Count and log a run recorded skipped because its misfire deadline had passed."""
+    metrics.labelled(metrics.runs_skipped, "deadline_passed").inc()
+    log.warning("run past its misfire deadline when %s: recorded skipped, not sent", when,
+                extra={"run_id": run_id, "job_id": job_id, "tenant_id": tenant_id,
+                       "reason": "deadline_passed"})

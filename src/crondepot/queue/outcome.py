@@ -81,12 +81,18 @@ def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID, atte
 
 def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, delay: float,
                  error: str, error_class: str,
-                 max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS) -> None:
-    """Queue the run again after ``delay`` seconds, or dead-letter it if its lease time in
-    all has reached ``max_lease_seconds``."""
-    _fenced(conn, Q.record_retry, {"run_id": run_id, "token": token, "delay": delay,
-                                   "error": error[:2000], "error_class": error_class,
-                                   "max_lease": max_lease_seconds})
+                 max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS) -> str:
+    """Queue the run again after ``delay`` seconds; or dead-letter it if its lease time in
+    all has reached ``max_lease_seconds``; or record it skipped if the retry would come after
+    its misfire deadline. Returns the status written: 'queued', 'dead' or 'skipped'."""
+    row = conn.execute(Q.record_retry, {"run_id": run_id, "token": token, "delay": delay,
+                                        "error": error[:2000], "error_class": error_class,
+                                        "max_lease": max_lease_seconds}).fetchone()
+    if row is None:
+        raise LostLease(f"run {run_id}: lease token {token} no longer holds the run; not "
+                        "recording over its new state")
+    status: str = row[0]
+    return status
 
 
 def record_final_failure(conn: psycopg.Connection[Any], run_id: str, token: UUID, *,

@@ -15,7 +15,8 @@ Rules:
   written more than ``seconds`` after its due time (reason ``misfire_deadline``);
   ``skip_after_local_time`` skips a run written after the first ``until`` wall-clock time
   (job's zone) at or after its nominal time — 20:00 the same day for a 9:00 reminder
-  (reason ``misfire_local_deadline``).
+  (reason ``misfire_local_deadline``). A run written in time carries that deadline
+  (``deadline_at``): the worker's claim and each retry check it again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from crondepot.timetable import run_id
 from crondepot.timetable.zone import place
 
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
-                     "misfire_local_deadline"]
+                     "misfire_local_deadline", "paused"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +55,7 @@ class PlannedRun:
     nominal_at: datetime
     due_at: datetime
     skip_reason: SkipReason | None   # None: queued for the workers
+    deadline_at: datetime | None = None   # the misfire deadline; None: run however late
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,9 +69,16 @@ class Plan:
 NextFire = Callable[[datetime], datetime | None]
 
 
-def plan(job: DueJob, now: datetime, next_fire: NextFire) -> Plan:
-    """The runs of ``job`` that are due at ``now``, judged, and where the job goes next."""
-    cutoff = now - job.spread_offset          # a nominal time at or before this is due
+def plan(job: DueJob, now: datetime, next_fire: NextFire, *, owed: bool = False) -> Plan:
+    """The runs of ``job`` that are due at ``now``, judged, and where the job goes next.
+
+    With ``owed``, every fire whose *nominal* time has passed is written, even one whose due
+    time (nominal + spread) is still ahead: a change to the job (edit, pause, cancel) applies
+    to fires after it, so the fires before it are settled first (design §5), with their due
+    times as they were.
+    """
+    # a nominal time at or before this is due (owed: has passed)
+    cutoff = now if owed else now - job.spread_offset
     nominals: list[datetime] = []
     nominal: datetime | None = job.next_nominal_at
     while nominal is not None and nominal <= cutoff:
@@ -96,17 +105,25 @@ def _cut(job: DueJob, nominal: datetime, reason: SkipReason) -> PlannedRun:
 
 def _judge(job: DueJob, nominal: datetime, now: datetime) -> PlannedRun:
     due = nominal + job.spread_offset
+    deadline = misfire_deadline(job, nominal, due)
     reason: SkipReason | None = None
+    if deadline is not None and now > deadline:
+        reason = ("misfire_deadline" if job.misfire_policy == "skip_after"
+                  else "misfire_local_deadline")
+    return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,
+                      skip_reason=reason, deadline_at=deadline)
+
+
+def misfire_deadline(job: DueJob, nominal: datetime, due: datetime) -> datetime | None:
+    """The last instant the run of ``nominal`` may start, by the job's misfire rule (None:
+    ``run_late``, no deadline). Written with the run: the claim and each retry check it."""
     if job.misfire_policy == "skip_after":
         assert job.misfire_seconds is not None
-        if now - due > timedelta(seconds=job.misfire_seconds):
-            reason = "misfire_deadline"
-    elif job.misfire_policy == "skip_after_local_time":
+        return due + timedelta(seconds=job.misfire_seconds)
+    if job.misfire_policy == "skip_after_local_time":
         assert job.misfire_until is not None
-        if now > local_deadline(nominal, job.misfire_until, job.tz):
-            reason = "misfire_local_deadline"
-    return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,
-                      skip_reason=reason)
+        return local_deadline(nominal, job.misfire_until, job.tz)
+    return None
 
 
 def local_deadline(nominal: datetime, until: time, tz: str) -> datetime:

@@ -10,7 +10,7 @@ copy claims the same jobs and writes the same run ids. If it dies after, the run
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -116,37 +116,49 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
         return first
     template, seconds = shared
     return Plan(runs=[PlannedRun(run_id=format_run_id(row.id, s), nominal_at=r.nominal_at,
-                                 due_at=r.due_at, skip_reason=r.skip_reason)
+                                 due_at=r.due_at, skip_reason=r.skip_reason,
+                                 deadline_at=r.deadline_at)
                       for r, s in zip(template.runs, seconds, strict=True)],
                 next_nominal_at=template.next_nominal_at, next_run_at=template.next_run_at)
 
 
 def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
            now: datetime | None) -> int:
-    cols: dict[str, list[Any]] = {name: [] for name in (
-        "run_ids", "job_ids", "tenant_ids", "priorities", "nominal_ats", "due_ats",
-        "skip_reasons")}
-    queued_priorities: set[str] = set()
-    for row, job_plan in plans:
-        tenant_id, priority = row.tenant_id, row.priority
-        for run in job_plan.runs:
-            cols["run_ids"].append(run.run_id)
-            cols["job_ids"].append(row.id)
-            cols["tenant_ids"].append(tenant_id)
-            cols["priorities"].append(priority)
-            cols["nominal_ats"].append(run.nominal_at)
-            cols["due_ats"].append(run.due_at)
-            cols["skip_reasons"].append(run.skip_reason)
-            if run.skip_reason is None:
-                queued_priorities.add(priority)
-    inserted = 0
-    if cols["run_ids"]:
-        inserted = conn.execute(Q.insert_runs, {**cols, "now": now}).rowcount
+    inserted = insert_runs(conn, [(row.id, row.tenant_id, row.priority, job_plan.runs)
+                                  for row, job_plan in plans], now)
     conn.execute(Q.advance_jobs, {
         "ids": [row.id for row, _ in plans],
         "next_run_ats": [p.next_run_at for _, p in plans],
         "next_nominal_ats": [p.next_nominal_at for _, p in plans],
     })
+    return inserted
+
+
+def insert_runs(conn: psycopg.Connection[Any],
+                jobs: Sequence[tuple[int, int, str, Sequence[PlannedRun]]],
+                now: datetime | None) -> int:
+    """Write the planned runs of ``jobs`` (job id, tenant id, priority, runs) in one
+    statement, a run id written before being left as it is; wake the workers if any run was
+    queued. Returns the rows the insert added."""
+    cols: dict[str, list[Any]] = {name: [] for name in (
+        "run_ids", "job_ids", "tenant_ids", "priorities", "nominal_ats", "due_ats",
+        "skip_reasons", "deadline_ats")}
+    queued_priorities: set[str] = set()
+    for job_id, tenant_id, priority, runs in jobs:
+        for run in runs:
+            cols["run_ids"].append(run.run_id)
+            cols["job_ids"].append(job_id)
+            cols["tenant_ids"].append(tenant_id)
+            cols["priorities"].append(priority)
+            cols["nominal_ats"].append(run.nominal_at)
+            cols["due_ats"].append(run.due_at)
+            cols["skip_reasons"].append(run.skip_reason)
+            cols["deadline_ats"].append(run.deadline_at)
+            if run.skip_reason is None:
+                queued_priorities.add(priority)
+    if not cols["run_ids"]:
+        return 0
+    inserted = conn.execute(Q.insert_runs, {**cols, "now": now}).rowcount
     if queued_priorities:
         conn.execute(Q.notify_runs_queued, {"priorities": ",".join(sorted(queued_priorities))})
     return inserted

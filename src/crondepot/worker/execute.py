@@ -33,6 +33,7 @@ from crondepot.queue import (
     record_final_failure,
     record_retry,
 )
+from crondepot.queue.claim import deadline_passed
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
 from crondepot.ratelimit import HOLD_SECONDS, RateLimiter
 from crondepot.retry import decide
@@ -186,7 +187,7 @@ class Executor:
 
         self._outcomes.submit(Success(run.run_id, run.lease_token, run.attempt, result), done)
 
-    def _record(self, run: ClaimedRun, write: Callable[[Any], None], outcome: str) -> None:
+    def _record(self, run: ClaimedRun, write: Callable[[Any], str | None], outcome: str) -> None:
         """Write a retry or a final failure. A database that is briefly away (a restart, a
         pooled connection that died with it) is waited out: a "dead, outcome unknown" that
         is never written would bring the run back after its lease and call the target a
@@ -194,7 +195,7 @@ class Executor:
         backoff = Backoff(first=0.2, cap=5.0)
         for tries_left in range(RECORD_TRIES - 1, -1, -1):
             try:
-                self._write(write)
+                written = self._write(write)
             except LostLease:
                 self._finished(run, outcome, recorded=False)
                 return
@@ -206,12 +207,15 @@ class Executor:
                             extra=_fields(run) | {"outcome": outcome})
                 time.sleep(wait)
                 continue
+            if written == "skipped":         # a retry would have come after the deadline
+                deadline_passed(run.run_id, run.job_id, run.tenant_id, when="retried")
+                outcome = "skipped"
             self._finished(run, outcome, recorded=True)
             return
 
-    def _write(self, write: Callable[[Any], None]) -> None:
+    def _write(self, write: Callable[[Any], str | None]) -> str | None:
         with self._pool.connection() as conn:
-            write(conn)
+            return write(conn)
 
     @staticmethod
     def _finished(run: ClaimedRun, outcome: str, *, recorded: bool) -> None:

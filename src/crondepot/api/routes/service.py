@@ -11,7 +11,7 @@ from crondepot.api.openapi import problems
 from crondepot.api.problems import problem
 from crondepot.api.reads import stats
 from crondepot.api.schemas import Stats
-from crondepot.db.migrations import MigrationError, pending
+from crondepot.db.migrations import MigrationError, pending_names
 
 router = APIRouter(tags=["service"])
 
@@ -33,14 +33,13 @@ def readyz(request: Request) -> JSONResponse:
     pool: ConnectionPool = request.app.state.pool
     try:
         with pool.connection(timeout=5) as conn:
-            todo = pending(conn)
+            todo = pending_names(conn)
     except MigrationError as exc:
         return problem(503, "schema-not-current", "Database schema not current", str(exc))
     except Exception as exc:   # any failure to reach the database means "not ready"
         return problem(503, "database-unavailable", "Database unavailable",
                        f"{type(exc).__name__}: {str(exc).strip()[:200]}")
     if todo:
-        names = ", ".join(f"{m.version:04d}_{m.name}" for m in todo)
         return problem(503, "schema-not-current", "Database schema not current",
-                       f"pending migrations: {names}; run `crondepot migrate`")
+                       f"pending migrations: {', '.join(todo)}; run `crondepot migrate`")
     return JSONResponse({"status": "ready"})

@@ -10,13 +10,14 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- name: insert_jobs
 -- Many jobs in one statement (API create, bulk import). A key already used by the tenant
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
--- format: psycopg would otherwise quote every element in Python.
+-- format: psycopg would otherwise quote every element in Python. created_at is the instant
+-- the first fire was computed from (the job's timetable is in force after it).
 INSERT INTO jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active,
                   target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
                   max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds,
-                  rate_limit)
+                  rate_limit, created_at)
 OVERRIDING SYSTEM VALUE
-SELECT * FROM unnest(
+SELECT *, %(now)s::timestamptz FROM unnest(
     %(ids)b::bigint[], %(tenant_ids)b::bigint[], %(keys)b::text[], %(crons)b::text[],
     %(tzs)b::text[], %(next_run_ats)b::timestamptz[], %(next_nominal_ats)b::timestamptz[],
     %(priorities)b::text[], %(actives)b::boolean[], %(targets)b::jsonb[], %(payloads)b::jsonb[],
@@ -55,11 +56,12 @@ FROM STDIN (FORMAT BINARY);
 INSERT INTO jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active,
                   target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
                   max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds,
-                  rate_limit)
+                  rate_limit, created_at)
 OVERRIDING SYSTEM VALUE
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, target,
        payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
-       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit
+       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
+       %(now)s::timestamptz
 FROM pg_temp.import_jobs
 WHERE id >= %(first_id)s
 ORDER BY id
@@ -76,7 +78,7 @@ SELECT pg_notify('crondepot_jobs', '');
 SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
        payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version
+       updated_at, cancelled_at, version, timetable_since
 FROM jobs
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint;
 
@@ -86,7 +88,7 @@ WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint;
 SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
        payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version
+       updated_at, cancelled_at, version, timetable_since
 FROM jobs
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
 FOR UPDATE;
@@ -96,7 +98,7 @@ FOR UPDATE;
 SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
        payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version
+       updated_at, cancelled_at, version, timetable_since
 FROM jobs
 WHERE tenant_id = %(tenant_id)s::bigint AND key = %(key)s::text;
 
@@ -106,7 +108,7 @@ WHERE tenant_id = %(tenant_id)s::bigint AND key = %(key)s::text;
 SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
        payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version
+       updated_at, cancelled_at, version, timetable_since
 FROM jobs
 WHERE tenant_id = %(tenant_id)s::bigint
   AND id > %(after)s::bigint
@@ -128,18 +130,22 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     spread_seconds = %(spread_seconds)s, spread_key = %(spread_key)s,
     max_attempts = %(max_attempts)s, lease_seconds = %(lease_seconds)s,
     rate_limit = %(rate_limit)s, next_run_at = %(next_run_at)s,
-    next_nominal_at = %(next_nominal_at)s, version = version + 1, updated_at = now()
+    next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
+    version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
   AND version = %(version)s::integer AND active;
 
 -- name: pause_job
--- Paused jobs leave the jobs_due index; the next run time is kept for the record.
-UPDATE jobs SET paused = true, version = version + 1, updated_at = now()
+-- Paused jobs leave the jobs_due index. The fires up to the pause are settled by the caller;
+-- next_run_at marks the first fire of the pause, from which resume records them 'paused'.
+UPDATE jobs
+SET paused = true, next_run_at = %(next_run_at)s, next_nominal_at = %(next_nominal_at)s,
+    version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND NOT paused;
 
 -- name: resume_job
--- Resuming restarts the timetable from now: the runs missed while paused are not caught up
--- (they are written skipped, reason 'paused', by the caller).
+-- Resuming restarts the timetable from now: the fires missed while paused are not caught up
+-- (the caller writes them skipped, reason 'paused').
 UPDATE jobs
 SET paused = false, next_run_at = %(next_run_at)s, next_nominal_at = %(next_nominal_at)s,
     version = version + 1, updated_at = now()
@@ -147,7 +153,10 @@ WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND p
 
 -- name: cancel_job
 -- Cancel keeps the row and its runs (history); the job leaves the jobs_due index for good.
-UPDATE jobs SET active = false, cancelled_at = now(), version = version + 1, updated_at = now()
+-- cancelled_at is the instant the caller settled the job's fires up to: its timetable's end.
+UPDATE jobs
+SET active = false, cancelled_at = %(now)s::timestamptz, version = version + 1,
+    updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active;
 
 -- name: cancel_queued_runs
@@ -165,3 +174,11 @@ INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, avail
 VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
+
+-- name: insert_job_timetable
+-- An edit changed cron or tz: the old pair and the interval (since, until] in which its
+-- fires were the job's (crondepot verify reads them). A second change at the same instant
+-- leaves an empty interval, which holds no fire and is not kept.
+INSERT INTO job_timetables (job_id, tenant_id, cron, tz, since, until)
+VALUES (%(job_id)s, %(tenant_id)s, %(cron)s, %(tz)s, %(since)s, %(until)s)
+ON CONFLICT (job_id, until) DO NOTHING;

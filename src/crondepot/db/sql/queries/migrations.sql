@@ -24,3 +24,23 @@ VALUES (%(version)s, %(name)s, %(checksum)s);
 
 -- name: schema_migrations_exists
 SELECT to_regclass('crondepot_schema_migrations') IS NOT NULL;
+
+-- name: create_schema_definitions
+-- The record of applied definitions (db/sql/functions/*.sql): each is applied again when its
+-- text's checksum differs from the one recorded here.
+CREATE TABLE IF NOT EXISTS crondepot_schema_definitions (
+    name        text PRIMARY KEY,
+    checksum    text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_definitions
+SELECT name, checksum FROM crondepot_schema_definitions;
+
+-- name: record_definition
+INSERT INTO crondepot_schema_definitions (name, checksum)
+VALUES (%(name)s, %(checksum)s)
+ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
+
+-- name: schema_definitions_exists
+SELECT to_regclass('crondepot_schema_definitions') IS NOT NULL;

@@ -1,7 +1,8 @@
 -- name: claim_runs
--- A worker's claim, in one call: its runs, the lending between queues, the lease. The steps
--- are the function crondepot_claim_runs (migration 0004), whose small statements keep their
--- plans for the session; this call is cheap to plan and safe to prepare. The counts travel
+-- A worker's claim, in one call: its runs, the lending between queues, the lease, the
+-- deadline check. The steps are the function crondepot_claim_runs (functions/claim_runs.sql),
+-- whose small statements keep their plans for the session; this call is cheap to plan and
+-- safe to prepare. The counts travel
 -- as six integers, not two lists: psycopg dumps a list element by element in Python.
 SELECT * FROM crondepot_claim_runs(
     %(owner)s::text,
@@ -28,26 +29,31 @@ RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
 
 -- name: record_successes
 -- Successes, many runs in one statement and one commit: the function
--- crondepot_record_successes (migration 0006) says what is written and why.
+-- crondepot_record_successes
+-- (functions/record_successes.sql) says what is written and why.
 SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 
 -- name: record_retry
 -- A temporary failure: back to the queue, available after the backoff delay. The attempt's
 -- lease time counts against the run's total (see extend_acquired_leases); a run that has
 -- used it all goes to the dead letter instead (LeaseCapReached), as the reaper would send
--- it, so a queued run always has lease time left. The attempt row is read first (same
+-- it, so a queued run always has lease time left. A retry that would come after the run's
+-- misfire deadline is not queued: the run is recorded skipped, reason 'deadline_passed'
+-- (design §5; "never after noon" holds for retries too). The attempt row is read first (same
 -- token: same attempt, and neither lease_used nor started_at changes within one), so the
--- total is computed once.
+-- total is computed once. Returns the status written.
 WITH attempt AS (
     SELECT run_id, lease_used + (now() - started_at) AS used,
-           lease_used + (now() - started_at) >= make_interval(secs => %(max_lease)s) AS capped
+           lease_used + (now() - started_at) >= make_interval(secs => %(max_lease)s) AS capped,
+           coalesce(deadline_at < now() + make_interval(secs => %(delay)s), false) AS late
     FROM runs
     WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
 )
 UPDATE runs AS r
-SET status = CASE WHEN a.capped THEN 'dead' ELSE 'queued' END,
+SET status = CASE WHEN a.capped THEN 'dead' WHEN a.late THEN 'skipped' ELSE 'queued' END,
+    skip_reason = CASE WHEN a.late AND NOT a.capped THEN 'deadline_passed' END,
     available_at = now() + make_interval(secs => %(delay)s),
-    finished_at = CASE WHEN a.capped THEN now() END,
+    finished_at = CASE WHEN a.capped OR a.late THEN now() END,
     lease_used = a.used,
     updated_at = now(),
     last_error = CASE
@@ -58,7 +64,8 @@ SET status = CASE WHEN a.capped THEN 'dead' ELSE 'queued' END,
     error_class = CASE WHEN a.capped THEN 'LeaseCapReached' ELSE %(error_class)s::text END,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
 FROM attempt AS a
-WHERE r.run_id = a.run_id AND r.lease_token = %(token)s AND r.status = 'running';
+WHERE r.run_id = a.run_id AND r.lease_token = %(token)s AND r.status = 'running'
+RETURNING r.status;
 
 -- name: record_final_failure
 -- 'failed' (permanent error) or 'dead' (out of attempts, outcome unknown): no automatic retry.

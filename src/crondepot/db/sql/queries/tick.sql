@@ -17,22 +17,23 @@ FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS t,
      ) AS j;
 
 -- name: insert_runs
--- All the runs of a tick in one statement: arrays unnested server-side, one round trip
+-- All the runs of a tick (or of a job's settled fires, job/store.py) in one statement: arrays unnested server-side, one round trip
 -- however many rows. The arrays travel in binary format: as text, psycopg would quote them
 -- element by element in Python, which was half of a tick's CPU. ON CONFLICT DO NOTHING
 -- makes a repeated run id (a retried tick, a manual trigger of the same instant) a no-op
 -- instead of a second run.
 INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
-                  status, skip_reason, finished_at)
+                  status, skip_reason, finished_at, deadline_at)
 SELECT r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at, r.due_at,
        CASE WHEN r.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        r.skip_reason,
        CASE WHEN r.skip_reason IS NULL THEN NULL
-            ELSE coalesce(%(now)s::timestamptz, now()) END
+            ELSE coalesce(%(now)s::timestamptz, now()) END,
+       r.deadline_at
 FROM unnest(%(run_ids)b::text[], %(job_ids)b::bigint[], %(tenant_ids)b::bigint[],
             %(priorities)b::text[], %(nominal_ats)b::timestamptz[], %(due_ats)b::timestamptz[],
-            %(skip_reasons)b::text[])
-     AS r(run_id, job_id, tenant_id, priority, nominal_at, due_at, skip_reason)
+            %(skip_reasons)b::text[], %(deadline_ats)b::timestamptz[])
+     AS r(run_id, job_id, tenant_id, priority, nominal_at, due_at, skip_reason, deadline_at)
 ON CONFLICT (run_id) DO NOTHING;
 
 -- name: advance_jobs
