@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -197,7 +198,8 @@ def _without_nul(text: bytes) -> bytes:
 
 
 def compact_size(value: Any) -> int:
-    """The bytes of ``value`` as compact JSON in UTF-8, as ``json.dumps`` spells it."""
+    """The bytes of ``value`` as compact JSON in UTF-8, as ``json.dumps`` spells it. Not
+    what PostgreSQL measures of a stored jsonb: that is ``stored_size``."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
@@ -217,3 +219,102 @@ def compact_size_at_most(value: Any, limit: int) -> bool:
     except orjson.JSONEncodeError:
         pass
     return compact_size(value) <= limit
+
+
+# -- the size PostgreSQL measures -------------------------------------------------------
+#
+# The jobs table checks ``octet_length(payload::text)``: the bytes of jsonb's text output,
+# not of the text crondepot sent. PostgreSQL reads the text into jsonb and writes it again:
+# - ", " between the members of an object or the items of an array and ": " after a key,
+#   where the compact text has "," and ":" (one byte more for each);
+# - every number as the ``numeric`` it was read into prints: never with an exponent, with
+#   as many decimals as the text implied (``1e300`` is "1" and 300 zeros, ``1e-7`` is
+#   "0.0000001", ``1.50e1`` is "15.0", ``1.2345678901234567e+20`` is
+#   "123456789012345670000"), and without the sign of a zero (``-0.0`` is "0.0");
+# - strings escaped as its ``escape_json`` does: \" \\ \b \f \n \r \t, any other character
+#   below U+0020 as \u00XX, everything else as raw UTF-8. orjson and json (ensure_ascii off)
+#   escape exactly these, so a string takes as many bytes in their text as in PostgreSQL's.
+# Both writers spell a float with the same shortest digits and the same last decimal place
+# (``1e-05`` against ``0.00001``), so PostgreSQL stores the same text whichever wrote it.
+# tests/property/test_jsontext_properties.py checks all this against a real server.
+
+# A JSON string in a writer's text (no raw newline can be in one: they are escaped).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# Every digit becomes "0" and "E" becomes "e": "0e" in the translation is a digit before an
+# "e", where a number has its exponent (or a string has "2e": that only costs the exact
+# measurement).
+_NUMBER_MARKS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x65 if b in (0x45, 0x65) else b
+                      for b in range(256))
+# Outside strings, the punctuation becomes spaces: what is left between spaces is a number,
+# true, false or null.
+_TOKENS_ONLY = bytes(0x20 if b in b",:[]{}" else b for b in range(256))
+_NUMBER_START = frozenset(b"-0123456789")
+
+
+def stored_size(value: Any) -> int:
+    """``octet_length(v::jsonb::text)`` for ``value`` sent as ``dumps`` writes it: the bytes
+    of PostgreSQL's text output of the jsonb, in UTF-8 (what the jobs table's CHECK on the
+    payload measures)."""
+    return stored_text_size(dumps(value))
+
+
+def stored_text_size(text: bytes) -> int:
+    """``octet_length(text::jsonb::text)`` for compact JSON ``text`` as ``dumps`` writes it
+    (no whitespace between tokens)."""
+    rest = _outside_strings(text)
+    size = len(text) + rest.count(b",") + rest.count(b":")
+    if b"0e" in rest.translate(_NUMBER_MARKS) or b"-0" in rest:
+        # Only a number with an exponent or a minus before a zero integer part (it may be a
+        # negative zero) is written otherwise: JSON has no leading zeros, a writer no
+        # trailing ones beyond "1.0"'s, which numeric keeps.
+        for token in rest.translate(_TOKENS_ONLY).split():
+            if token[0] in _NUMBER_START and (
+                    b"e" in token or b"E" in token or token.startswith(b"-0")):
+                size += _numeric_length(token) - len(token)
+    return size
+
+
+def stored_size_bound(text: bytes) -> int | None:
+    """An upper bound of ``stored_text_size(text)`` found without reading the strings or the
+    numbers, or None where the text may hold a number with an exponent (which PostgreSQL may
+    write hundreds of bytes longer). Without one, a number is never longer in PostgreSQL's
+    text (only a negative zero changes, shorter), and each "," or ":" costs one byte more; a
+    "," or ":" in a string only makes the bound larger."""
+    if b"0e" in text.translate(_NUMBER_MARKS):
+        return None
+    return len(text) + text.count(b",") + text.count(b":")
+
+
+def stored_size_at_most(value: Any, limit: int) -> bool:
+    """Whether ``stored_size(value) <= limit``, mostly without reading the strings and the
+    numbers: a text with no exponent whose bound fits, fits; any other is measured
+    exactly."""
+    text = dumps(value)
+    bound = stored_size_bound(text)
+    if bound is not None and bound <= limit:
+        return True
+    return stored_text_size(text) <= limit
+
+
+def _outside_strings(text: bytes) -> bytes:
+    """``text`` without its strings. No byte of a multi-byte UTF-8 character is ASCII, so a
+    '"' byte always delimits a string unless a backslash escapes it."""
+    if b"\\" not in text:
+        return b"".join(text.split(b'"')[::2])
+    return _STRING.sub(b"", text)
+
+
+def _numeric_length(number: bytes) -> int:
+    """The length of the JSON number as PostgreSQL's ``numeric_out`` prints it: the decimal
+    value with as many decimals as the text gave less its exponent (``1.50e1`` is "15.0"),
+    never an exponent (``1e300`` is "1" and 300 zeros), no sign on zero (``-0.0`` is
+    "0.0")."""
+    value = Decimal(number.decode("ascii"))
+    sign, _, exponent = value.as_tuple()
+    assert isinstance(exponent, int)           # a JSON number is finite
+    decimals = max(0, -exponent)
+    if value.is_zero():
+        whole, sign = 1, 0
+    else:
+        whole = max(1, value.adjusted() + 1)
+    return sign + whole + (1 + decimals if decimals else 0)

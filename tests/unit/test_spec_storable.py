@@ -10,7 +10,7 @@ import pytest
 
 from crondepot import jsontext
 from crondepot.errors import InvalidJob
-from crondepot.job.spec import MAX_PAYLOAD_DEPTH, JobSpec
+from crondepot.job.spec import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, JobSpec
 
 GOOD: dict[str, Any] = {"key": "k", "cron": "0 9 * * *", "tz": "UTC",
                         "target": {"type": "python", "handler": "sms.send"}}
@@ -73,3 +73,40 @@ def test_too_deep_names_the_top_level_member_when_it_can() -> None:
     with pytest.raises(jsontext.TooDeep) as caught:
         jsontext.loads(json.dumps({"we ird": 1})[:-1] + ', "a b": ' + "[" * 5000)
     assert caught.value.member is None          # not a plain field name: not echoed
+
+
+# -- the payload's size as PostgreSQL measures it: octet_length(payload::text) --------------
+
+def test_a_payload_of_numbers_postgresql_writes_long_is_refused() -> None:
+    # 427 bytes of compact JSON; PostgreSQL writes each 1e+300 as "1" and 300 zeros
+    payload = {"a": [1e300] * 60}
+    assert jsontext.compact_size(payload) == 427
+    assert jsontext.stored_size(payload) == 18187
+    with pytest.raises(InvalidJob, match=r"payload is 18187 bytes .* at most 16384") as caught:
+        JobSpec.from_document({**GOOD, "payload": payload})
+    assert caught.value.field == "payload"
+    # in an import line, read from text (the orjson text of the document has the exponents)
+    line = json.dumps({**GOOD, "payload": payload}).encode()
+    with pytest.raises(InvalidJob) as caught:
+        JobSpec.from_document(jsontext.loads(line))
+    assert caught.value.field == "payload"
+
+
+@pytest.mark.parametrize("filler", [
+    lambda n: {"t": "x" * n},                                  # separators only
+    lambda n: {"t": "é" * (n // 2) + "x" * (n % 2), "n": -0.0, "f": [1e-7, 1.5e1]},
+    lambda n: {"big": 10**40, "t": "\n" * (n // 2) + "x" * (n % 2), "e": 2.5e20},
+])
+def test_a_payload_at_the_stored_limit_is_taken_and_one_byte_more_refused(filler: Any) -> None:
+    def sized(size: int) -> dict[str, Any]:
+        start = jsontext.stored_size(filler(0))
+        payload = filler(size - start)
+        assert jsontext.stored_size(payload) == size
+        return payload
+
+    at_limit = sized(MAX_PAYLOAD_BYTES)
+    assert JobSpec.from_document({**GOOD, "payload": at_limit}).payload == at_limit
+    over = sized(MAX_PAYLOAD_BYTES + 1)
+    with pytest.raises(InvalidJob, match=f"payload is {MAX_PAYLOAD_BYTES + 1} bytes") as caught:
+        JobSpec.from_document({**GOOD, "payload": over})
+    assert caught.value.field == "payload"

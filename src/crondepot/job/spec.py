@@ -31,6 +31,8 @@ from crondepot.timetable import Timetable, uses_hash, validate_zone
 
 Priority = Literal["urgent", "normal", "bulk"]
 PRIORITIES: tuple[Priority, ...] = ("urgent", "normal", "bulk")
+# The payload's size as the jobs table's CHECK measures it, octet_length(payload::text):
+# the bytes of PostgreSQL's jsonb text output (jsontext.stored_size), not of compact JSON.
 MAX_PAYLOAD_BYTES = 16 * 1024
 # Arrays and objects nest at most this many levels in the payload (the payload object is the
 # first) and in any other field. Real payloads nest a handful of levels; 32 leaves room for
@@ -277,16 +279,23 @@ def _check_http_target(target: dict[str, Any]) -> dict[str, Any]:
 
 
 def _payload(value: Any, document_text: bytes | None) -> dict[str, Any]:
+    """The payload object, refused exactly when the jobs table's CHECK would refuse it:
+    PostgreSQL measures ``octet_length(payload::text)``, the bytes of jsonb's text output
+    (", " and ": " between tokens, numbers as ``numeric`` prints them: ``1e300`` is 301
+    bytes), not the compact text sent, so the limit is on ``jsontext.stored_size``."""
     payload = _object(value, "payload")
-    # The whole document's orjson text, when it is short, bounds the payload's without
-    # writing the payload again (the common case of an import line).
-    if document_text is not None and \
-            len(document_text) * jsontext.SPELLING_RATIO <= MAX_PAYLOAD_BYTES:
-        return payload
-    if not jsontext.compact_size_at_most(payload, MAX_PAYLOAD_BYTES):
-        size = jsontext.compact_size(payload)
-        raise InvalidJob(f"payload is {size} bytes of JSON; at most {MAX_PAYLOAD_BYTES}",
-                         field="payload")
+    # The whole document's orjson text, when it has no exponent and is short, bounds the
+    # payload's stored size without writing the payload again (the common case of an import
+    # line): the payload's text is part of it, and PostgreSQL's text of it is longer only
+    # by one byte per "," and ":".
+    if document_text is not None:
+        bound = jsontext.stored_size_bound(document_text)
+        if bound is not None and bound <= MAX_PAYLOAD_BYTES:
+            return payload
+    if not jsontext.stored_size_at_most(payload, MAX_PAYLOAD_BYTES):
+        size = jsontext.stored_size(payload)
+        raise InvalidJob(f"payload is {size} bytes of JSON as PostgreSQL stores it (its jsonb "
+                         f"text); at most {MAX_PAYLOAD_BYTES}", field="payload")
     return payload
 
 
