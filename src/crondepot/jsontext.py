@@ -197,30 +197,6 @@ def _without_nul(text: bytes) -> bytes:
     return text
 
 
-def compact_size(value: Any) -> int:
-    """The bytes of ``value`` as compact JSON in UTF-8, as ``json.dumps`` spells it. Not
-    what PostgreSQL measures of a stored jsonb: that is ``stored_size``."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-
-
-# The standard library's compact text is at most this many times as long as orjson's for
-# the same value: they differ only in how a float is written (a few bytes a number at most)
-# and in ``Infinity`` against ``null``, and each number takes at least two bytes of orjson's
-# text with its separator. tests/property/test_jsontext_properties.py checks the bound.
-SPELLING_RATIO = 4
-
-
-def compact_size_at_most(value: Any, limit: int) -> bool:
-    """Whether ``compact_size(value) <= limit``, mostly without ``json.dumps``: a value whose
-    orjson text fits in ``limit / SPELLING_RATIO`` fits; any other is measured exactly."""
-    try:
-        if len(orjson.dumps(value)) * SPELLING_RATIO <= limit:
-            return True
-    except orjson.JSONEncodeError:
-        pass
-    return compact_size(value) <= limit
-
-
 # -- the size PostgreSQL measures -------------------------------------------------------
 #
 # The jobs table checks ``octet_length(payload::text)``: the bytes of jsonb's text output,

@@ -79,19 +79,21 @@ def test_dumps_writes_long_integers_exactly() -> None:
 def test_a_payload_of_exactly_the_limit_is_taken_and_one_byte_more_refused() -> None:
     base = {"key": "k", "cron": "0 9 * * *", "tz": "UTC",
             "target": {"type": "python", "handler": "sms.send"}}
-    padding = MAX_PAYLOAD_BYTES - jsontext.compact_size({"t": ""})
+    padding = MAX_PAYLOAD_BYTES - jsontext.stored_size({"t": ""})
     assert JobSpec.from_document({**base, "payload": {"t": "x" * padding}})
     with pytest.raises(InvalidJob, match=f"payload is {MAX_PAYLOAD_BYTES + 1} bytes") as exc:
         JobSpec.from_document({**base, "payload": {"t": "x" * (padding + 1)}})
     assert exc.value.field == "payload"
 
 
-def test_payload_size_is_the_standard_librarys_spelling() -> None:
-    # 1e-05 is "0.00001" in orjson's text: the limit counts the standard library's bytes.
+def test_payload_size_is_what_postgresql_stores_whoever_spelt_the_float() -> None:
+    # 1e-05 is "1e-05" in the standard library's text and "0.00001" in PostgreSQL's: the
+    # limit counts PostgreSQL's bytes (", " and the numbers written out).
     floats = {"f": [1e-05] * 2000}
-    size = jsontext.compact_size(floats)
-    assert jsontext.compact_size_at_most(floats, size)
-    assert not jsontext.compact_size_at_most(floats, size - 1)
+    size = jsontext.stored_size(floats)
+    assert size == len('{"f": []}') + 2000 * len("0.00001") + 1999 * len(", ")
+    assert jsontext.stored_size_at_most(floats, size)
+    assert not jsontext.stored_size_at_most(floats, size - 1)
 
 
 def test_storable_writes_what_postgresql_takes_and_says_why_not() -> None:
