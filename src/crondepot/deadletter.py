@@ -2,7 +2,9 @@
 
 A run lands here after its last attempt, or at once when a call's outcome is unknown (a
 timeout against a target that does not drop repeated keys). Replaying keeps the run id — the
-target sees the same idempotency key — and gives the run a fresh attempt budget.
+target sees the same idempotency key — and gives the run a fresh attempt budget. A run past
+its misfire deadline ("never after noon") stays in the dead letter unless the replay says to
+ignore deadlines: then it goes, and no longer has one.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ class DeadRun:
     finished_at: datetime
     error_class: str | None
     last_error: str | None
+    deadline_at: datetime | None = None
+    past_deadline: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replay:
+    replayed: list[DeadRun]         # queued again (or, in a dry run, that would be)
+    past_deadline: list[DeadRun]    # held back: past their misfire deadline
 
 
 def list_dead(conn: psycopg.Connection[Any], where: DeadFilter) -> list[DeadRun]:
@@ -57,18 +67,22 @@ def list_dead(conn: psycopg.Connection[Any], where: DeadFilter) -> list[DeadRun]
         return cur.execute(Q.list_dead_runs, where.params()).fetchall()
 
 
-def replay(conn: psycopg.Connection[Any], where: DeadFilter, *,
-           dry_run: bool = False) -> list[DeadRun]:
-    """Queue again every dead run matching ``where``; returns those replayed (or that would
-    be, with ``dry_run``). Runs replayed by someone else meanwhile are left out."""
+def replay(conn: psycopg.Connection[Any], where: DeadFilter, *, dry_run: bool = False,
+           ignore_deadline: bool = False) -> Replay:
+    """Queue again every dead run matching ``where``, except those past their misfire
+    deadline unless ``ignore_deadline``; says which went (or would, with ``dry_run``) and
+    which were held back. Runs replayed by someone else meanwhile are left out."""
     with conn.transaction():
         matching = list_dead(conn, where)
-        if dry_run or not matching:
-            return matching
-        rows = conn.execute(Q.replay_dead_runs,
-                            {"run_ids": [r.run_id for r in matching]}).fetchall()
+        held = [] if ignore_deadline else [r for r in matching if r.past_deadline]
+        going = [r for r in matching if ignore_deadline or not r.past_deadline]
+        if dry_run or not going:
+            return Replay(replayed=going, past_deadline=held)
+        rows = conn.execute(Q.replay_dead_runs, {"run_ids": [r.run_id for r in going],
+                                                 "ignore_deadline": ignore_deadline}
+                            ).fetchall()
         if rows:
             conn.execute(Q.notify_runs_queued_now,
                          {"priorities": ",".join(sorted({p for _, p in rows}))})
     replayed = {run_id for run_id, _ in rows}
-    return [r for r in matching if r.run_id in replayed]
+    return Replay(replayed=[r for r in going if r.run_id in replayed], past_deadline=held)

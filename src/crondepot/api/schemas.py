@@ -196,6 +196,10 @@ class ReplayRequest(_Doc):
     until: datetime | None = None
     limit: int = Field(1000, ge=1, le=100_000)
     dry_run: bool = False
+    ignore_deadline: bool = Field(
+        False, description="also replay runs past their misfire deadline (they go without "
+                           "one); by default they stay in the dead letter and are counted "
+                           "in past_deadline")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
         "examples": [{"error": "TimeoutError", "since": "2025-01-05T03:30:00Z",
@@ -206,6 +210,10 @@ class ReplayResult(_Doc):
     dry_run: bool
     count: int
     items: list[DeadRun]
+    past_deadline: int = Field(description="matching runs held back: past their misfire "
+                                           "deadline (replay with ignore_deadline to send "
+                                           "them)")
+    past_deadline_run_ids: list[str]
 
 
 class TriggerResult(_Doc):
@@ -265,3 +273,29 @@ class Problem(_Doc):
 
 
 DOCUMENTED: tuple[type[BaseModel], ...] = (JobDocument, JobPatch)
+
+
+class LedgerFire(_Doc):
+    job_id: int
+    tenant_id: int
+    job_key: str | None
+    nominal_at: datetime = Field(description="the fire's nominal (cron) time")
+    run_id: str = Field(description="the id its run has, or would have")
+    rows: int = Field(description="rows in runs for this fire: 0 (unaccounted) or 2 and more")
+
+
+class LedgerReport(_Doc):
+    """The ledger rule checked over a window: every fire of every job's timetable (as it was
+    in force, edits and cancels included) has exactly one row in runs."""
+
+    since: datetime
+    until: datetime
+    fires: int = Field(description="fires of the window's timetables")
+    pending: int = Field(description="fires not owed a row yet (a paused job, a scheduler "
+                                     "behind): they will be written or recorded, not lost")
+    unaccounted_count: int = Field(description="fires owed a row that have none: lost")
+    duplicated_count: int = Field(description="fires with more than one row")
+    unaccounted: list[LedgerFire] = Field(description="the first 1,000 unaccounted fires")
+    duplicated: list[LedgerFire]
+    seconds: float
+    clean: bool = Field(description="no fire unaccounted or duplicated")

@@ -26,13 +26,14 @@ from crondepot.cli import (
     status,
     tenants,
     up,
+    verify,
     worker,
 )
 from crondepot.cli.output import fail
 from crondepot.errors import CrondepotError
 
 _GROUPS = (up, migrate, scheduler, worker, api, tenants, jobs, runs, importing, status, dlq,
-           limits, next_fires, db)
+           limits, next_fires, verify, db)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from crondepot.cli.options import add_database, add_json, operator_connection
+from crondepot.cli.options import add_database, add_json, instant, operator_connection
 from crondepot.cli.output import fail, print_json
 from crondepot.deadletter import DeadFilter, DeadRun, list_dead, replay
 
@@ -27,6 +26,9 @@ def register(commands: Any) -> None:
     replaying.add_argument("--dry-run", action="store_true", help="show what would go")
     replaying.add_argument("--all", action="store_true",
                            help="replay every dead run (needed when no filter is given)")
+    replaying.add_argument("--ignore-deadline", action="store_true",
+                           help="also replay runs past their misfire deadline (by default "
+                                "they stay and are counted)")
     replaying.set_defaults(run=run_replay)
 
 
@@ -37,8 +39,8 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", help="tenant name")
     parser.add_argument("--job", type=int, dest="job_id", help="job id")
     parser.add_argument("--error", help="error class, or a part of the error message")
-    parser.add_argument("--since", type=_instant, help="died at or after (ISO-8601)")
-    parser.add_argument("--until", type=_instant, help="died before (ISO-8601)")
+    parser.add_argument("--since", type=instant, help="died at or after (ISO-8601)")
+    parser.add_argument("--until", type=instant, help="died before (ISO-8601)")
 
 
 def _where(args: argparse.Namespace, limit: int = 100_000) -> DeadFilter:
@@ -59,13 +61,19 @@ def run_replay(args: argparse.Namespace) -> int:
         return fail("replay needs a filter (run ids, --job, --error, --tenant, --since, "
                     "--until) or --all", as_json=args.json)
     with operator_connection(args) as conn:
-        runs = replay(conn, where, dry_run=args.dry_run)
+        done = replay(conn, where, dry_run=args.dry_run, ignore_deadline=args.ignore_deadline)
     verb = "would replay" if args.dry_run else "replayed"
+    held = done.past_deadline
     if args.json:
-        print_json({"dry_run": args.dry_run, "count": len(runs),
-                    "run_ids": [r.run_id for r in runs]})
+        print_json({"dry_run": args.dry_run, "count": len(done.replayed),
+                    "run_ids": [r.run_id for r in done.replayed],
+                    "past_deadline": len(held),
+                    "past_deadline_run_ids": [r.run_id for r in held]})
     else:
-        _show(runs, False, title=f"{verb} {len(runs)} runs")
+        _show(done.replayed, False, title=f"{verb} {len(done.replayed)} runs")
+        if held:
+            print(f"{len(held)} matching runs are past their misfire deadline and stay in "
+                  "the dead letter (--ignore-deadline sends them)")
     return 0
 
 
@@ -85,13 +93,3 @@ def _show(runs: list[DeadRun], as_json: bool, *, title: str) -> None:
                       r.finished_at.isoformat(timespec="seconds"),
                       f"{r.error_class}: {(r.last_error or '')[:80]}")
     Console().print(table)
-
-
-def _instant(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an ISO-8601 instant, got {text!r}") from None
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset; add Z or +HH:MM")
-    return value

@@ -1,10 +1,11 @@
 """``crondepot import FILE --tenant NAME``: job documents from NDJSON, stored in batches.
 
 The file is streamed: one line at a time is checked (``JobSpec.from_document``), and the
-valid ones are written ``--batch`` to a statement (``create_jobs``), so memory stays flat
+valid ones are written ``--batch`` to a statement (``import_batch``), so memory stays flat
 however long the file. A bad line is reported with its number and field and changes
-nothing; a key the tenant already uses is counted as ``existing`` and left as it is, so an
-import can be re-run. Exit status 1 when any line was invalid.
+nothing, and so is a line the database refuses (the rest of its batch is stored); a key the
+tenant already uses is counted as ``existing`` and left as it is, so an import can be
+re-run. Exit status 1 when any line was invalid.
 """
 
 from __future__ import annotations
@@ -58,22 +59,26 @@ class _Import:
         self.report = report            # print each bad line on stderr as it is read
         self.counts = {"lines": 0, "created": 0, "existing": 0, "invalid": 0}
         self.errors: list[dict[str, Any]] = []
-        self.batch: list[JobSpec] = []
+        self.batch: list[tuple[int, JobSpec]] = []
 
     def line(self, number: int, raw: bytes) -> None:
         if not raw.strip():
             return
         self.counts["lines"] += 1
         try:
-            self.batch.append(parse_spec(raw, whole="line"))
+            self.batch.append((number, parse_spec(raw, whole="line")))
         except InvalidJob as exc:
             self._invalid(number, field_of(exc, "line"), str(exc))
         if len(self.batch) >= self.batch_size:
             self.flush()
 
     def flush(self) -> None:
-        for created in import_batch(self.conn, self.tenant, self.batch):
-            self.counts["created" if created.created else "existing"] += 1
+        stored = import_batch(self.conn, self.tenant, [spec for _, spec in self.batch])
+        for (number, _), created in zip(self.batch, stored, strict=True):
+            if isinstance(created, InvalidJob):     # refused by the database, not stored
+                self._invalid(number, field_of(created, "line"), str(created))
+            else:
+                self.counts["created" if created.created else "existing"] += 1
         self.batch.clear()
 
     def _invalid(self, number: int, field: str, message: str) -> None:

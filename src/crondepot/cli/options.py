@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -85,3 +86,13 @@ def check_schema(db: Database, name: str, *, patience: float = 60.0) -> None:
             log.warning("database not reachable yet, retrying in %.1fs: %s", wait,
                         str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
             time.sleep(wait)
+
+
+def instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 instant, got {text!r}") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset; add Z or +HH:MM")
+    return value

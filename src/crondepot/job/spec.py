@@ -43,7 +43,7 @@ MAX_PAYLOAD_DEPTH = 32
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
 _UNTIL = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
-_FIELDS = frozenset({
+DOCUMENT_FIELDS = frozenset({
     "key", "cron", "tz", "priority", "target", "payload", "misfire", "catchup", "max_catchup",
     "spread", "max_attempts", "lease_seconds", "rate_limit", "active",
 })
@@ -99,9 +99,10 @@ def _parse(doc: Any) -> JobSpec:
     if not isinstance(doc, dict):
         raise InvalidJob(f"expected a JSON object, got {_kind(doc)}", field="")
     text = _storable_text(doc)
-    unknown = sorted(set(doc) - _FIELDS)
+    unknown = sorted(set(doc) - DOCUMENT_FIELDS)
     if unknown:
-        raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_FIELDS))}",
+        allowed = ", ".join(sorted(DOCUMENT_FIELDS))
+        raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {allowed}",
                          field=str(unknown[0]))
     key = _optional_str(doc, "key", 200)
     cron = _required_str(doc, "cron", 200)

@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from crondepot import jsontext, metrics
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, InvalidJob
-from crondepot.job.spec import JobSpec, Misfire
+from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
 from crondepot.scheduler.tick import insert_runs
 from crondepot.timetable import run_id, spread_offset, uses_hash
@@ -220,7 +220,10 @@ def create_job(conn: psycopg.Connection[Any], tenant_id: int,
     KeyConflict. Safe under concurrent retries: the unique (tenant_id, key) constraint lets
     one insert win and the others (ON CONFLICT DO NOTHING) find its row and compare.
     """
-    (created,) = create_jobs(conn, tenant_id, [spec])
+    try:
+        (created,) = create_jobs(conn, tenant_id, [spec])
+    except REFUSED as exc:
+        raise refusal(exc) from exc
     if created.created:
         return get_job(conn, tenant_id, created.id), True
     assert spec.key is not None   # only a key can clash
@@ -277,11 +280,14 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
                 "tz": job.spec.tz, "since": job.timetable_since, "until": db_now})
             since = db_now
         nominal, due = first_run(spec, job_id, db_now)
-        changed = conn.execute(Q.update_job_document, {
-            **_document_params(spec), "id": job_id, "tenant_id": tenant_id,
-            "version": version, "next_run_at": due, "next_nominal_at": nominal,
-            "timetable_since": since,
-        }).rowcount
+        try:
+            changed = conn.execute(Q.update_job_document, {
+                **_document_params(spec), "id": job_id, "tenant_id": tenant_id,
+                "version": version, "next_run_at": due, "next_nominal_at": nominal,
+                "timetable_since": since,
+            }).rowcount
+        except REFUSED as exc:
+            raise refusal(exc) from exc
         assert changed == 1   # the row is locked and was checked above
         conn.execute(Q.notify_jobs_changed)
         return get_job(conn, tenant_id, job_id)
@@ -451,15 +457,53 @@ def _document_params(spec: JobSpec) -> dict[str, Any]:
 
 
 def import_batch(conn: psycopg.Connection[Any], tenant_id: int,
-                specs: Sequence[JobSpec]) -> list[CreatedJob]:
-    """``create_jobs`` for bulk imports: one audit entry for the batch, not one per job."""
+                 specs: Sequence[JobSpec]) -> list[CreatedJob | InvalidJob]:
+    """``create_jobs`` for bulk imports: one audit entry for the batch, not one per job, and
+    one entry per spec, in order: the job, or why the database refused it.
+
+    Every document was validated before it came here, and validation measures what the
+    table's constraints check; but a line the database still refuses must not take the
+    batch with it. Then the batch is stored again one job at a time, each in a savepoint,
+    and the refused ones are reported, naming the field where the constraint says which.
+    """
     from crondepot.audit import record_summary, without_row_entries
 
     with conn.transaction():
         without_row_entries(conn)
-        created = create_jobs(conn, tenant_id, specs)
-        new = [job.id for job in created if job.created]
+        results: list[CreatedJob | InvalidJob]
+        try:
+            with conn.transaction():
+                results = list(create_jobs(conn, tenant_id, specs))
+        except REFUSED:
+            results = []
+            for spec in specs:
+                try:
+                    with conn.transaction():
+                        results.extend(create_jobs(conn, tenant_id, [spec]))
+                except REFUSED as exc:
+                    results.append(refusal(exc))
+        new = [job.id for job in results if isinstance(job, CreatedJob) and job.created]
         if new:
             record_summary(conn, tenant_id, "job.import", f"jobs {new[0]}..{new[-1]}",
-                           {"created": len(new), "existing": len(created) - len(new)})
-    return created
+                           {"created": len(new),
+                            "existing": sum(isinstance(job, CreatedJob) and not job.created
+                                            for job in results)})
+    return results
+
+
+# What the database says when a constraint refuses a row: a CHECK, a NOT NULL, a value out of
+# its type's range. Never expected after validation; reported as the job's error, not a 500.
+REFUSED = (psycopg.errors.IntegrityError, psycopg.errors.DataError)
+
+
+def refusal(exc: psycopg.Error) -> InvalidJob:
+    """The job-level error for a row the database refused: the field is the column a
+    constraint named ``jobs_<column>_check`` (or the NOT NULL column) guards, if any."""
+    column = exc.diag.column_name
+    constraint = exc.diag.constraint_name or ""
+    if column is None and constraint.startswith("jobs_") and constraint.endswith("_check"):
+        column = constraint.removeprefix("jobs_").removesuffix("_check")
+    field = column if column in DOCUMENT_FIELDS else "job"
+    return InvalidJob(f"the database refused the job: {exc.diag.message_primary or exc}",
+                      field=field)
+

@@ -313,8 +313,9 @@ def replay_confirm(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
     where, values = _dead_filter(current, lambda n: request.query_params.get(n, ""))
     matching = replay_dead(conn, where, dry_run=True)
-    return _page(request, current, "replay.html", nav="dead", runs=matching[:20],
-                 count=len(matching), filters=values, query=urlencode(values))
+    return _page(request, current, "replay.html", nav="dead", runs=matching.replayed[:20],
+                 count=len(matching.replayed), past_deadline=len(matching.past_deadline),
+                 filters=values, query=urlencode(values))
 
 
 @router.post("/dead-letter/replay")
@@ -335,7 +336,7 @@ def replay_runs(request: Request, conn: Conn, form: Form) -> Response:
     else:
         raise ConsoleError(422, "Invalid form", "mode must be 'selected' or 'matching'")
     done = replay_dead(conn, where)
-    return redirect(f"{PATH}/dead-letter", notice={"replayed": str(len(done))})
+    return redirect(f"{PATH}/dead-letter", notice={"replayed": str(len(done.replayed))})
 
 
 @router.get("/static/{name}")

@@ -38,6 +38,8 @@ def replay_(who: Writer, conn: Conn, body: ReplayRequest) -> JSONResponse:
                       field="run_ids")
     where = DeadFilter(tenant=who.tenant, job_id=body.job_id, run_ids=body.run_ids,
                        error=body.error, since=body.since, until=body.until, limit=body.limit)
-    runs = replay(conn, where, dry_run=body.dry_run)
-    return JSONResponse({"dry_run": body.dry_run, "count": len(runs),
-                         "items": [dead_json(r) for r in runs]})
+    done = replay(conn, where, dry_run=body.dry_run, ignore_deadline=body.ignore_deadline)
+    return JSONResponse({"dry_run": body.dry_run, "count": len(done.replayed),
+                         "items": [dead_json(r) for r in done.replayed],
+                         "past_deadline": len(done.past_deadline),
+                         "past_deadline_run_ids": [r.run_id for r in done.past_deadline]})

@@ -1,8 +1,10 @@
 """Bulk import: an NDJSON file of job documents, stored in batches; bad lines reported.
 
 Each line is validated on its own; the valid ones are stored (5,000 to a statement), the bad
-ones are reported with their line number and field and change nothing. A key already used
-by the tenant is counted as ``existing`` and left as it is, so an import can be re-run.
+ones are reported with their line number and field and change nothing. A line the database
+still refuses is reported the same way and the rest of its batch is stored (``import_batch``).
+A key already used by the tenant is counted as ``existing`` and left as it is, so an import
+can be re-run.
 """
 
 from __future__ import annotations
@@ -40,27 +42,36 @@ def import_jobs(who: Writer, conn: Conn,
                 raw: Annotated[bytes, Depends(ndjson_body)]) -> JSONResponse:
     counts = {"lines": 0, "created": 0, "existing": 0, "failed": 0}
     errors: list[dict[str, Any]] = []
-    batch: list[JobSpec] = []
+    batch: list[tuple[int, JobSpec]] = []
+
+    def failed(number: int, error: dict[str, str]) -> None:
+        counts["failed"] += 1
+        if len(errors) < MAX_REPORTED:
+            errors.append({"line": number, **error})
+
+    def store() -> None:
+        for (number, _), job in zip(batch, import_batch(conn, who.tenant_id,
+                                                        [spec for _, spec in batch]),
+                                    strict=True):
+            if isinstance(job, InvalidJob):
+                failed(number, _line_error(job))
+            else:
+                counts["created" if job.created else "existing"] += 1
+        batch.clear()
+
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
         counts["lines"] += 1
         try:
-            batch.append(JobSpec.from_document(parse_json(line, field="body")))
+            batch.append((number, JobSpec.from_document(parse_json(line, field="body"))))
         except (InvalidJob, ApiError) as exc:
-            counts["failed"] += 1
-            if len(errors) < MAX_REPORTED:
-                errors.append({"line": number, **_line_error(exc)})
+            failed(number, _line_error(exc))
         if len(batch) == BATCH:
-            _store(conn, who.tenant_id, batch, counts)
-    _store(conn, who.tenant_id, batch, counts)
+            store()
+    store()
+    errors.sort(key=lambda e: e["line"])
     return JSONResponse({**counts, "errors": errors})
-
-
-def _store(conn: Conn, tenant_id: int, batch: list[JobSpec], counts: dict[str, int]) -> None:
-    for job in import_batch(conn, tenant_id, batch):
-        counts["created" if job.created else "existing"] += 1
-    batch.clear()
 
 
 def _line_error(exc: InvalidJob | ApiError) -> dict[str, str]:

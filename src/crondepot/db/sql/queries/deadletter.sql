@@ -2,7 +2,8 @@
 -- The dead letter, newest first, filtered. Every filter is optional (NULL = any); the
 -- runs_dead index serves the common (tenant, time) case.
 SELECT r.run_id, r.job_id, j.key AS job_key, tn.name AS tenant, r.priority, r.nominal_at,
-       r.due_at, r.attempt, r.finished_at, r.error_class, r.last_error
+       r.due_at, r.attempt, r.finished_at, r.error_class, r.last_error, r.deadline_at,
+       coalesce(r.deadline_at < now(), false) AS past_deadline
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
 JOIN tenants tn ON tn.id = r.tenant_id
@@ -18,10 +19,14 @@ ORDER BY r.finished_at DESC, r.run_id
 LIMIT %(limit)s::integer;
 
 -- name: replay_dead_runs
--- Replay: the same run id goes back to the queue with a fresh attempt budget (and lease time). Conditional on
--- status = 'dead', so a run replayed twice at once is queued once.
+-- Replay: the same run id goes back to the queue with a fresh attempt budget (and lease
+-- time). Conditional on status = 'dead', so a run replayed twice at once is queued once. A
+-- run past its misfire deadline goes only when the caller says so (%(ignore_deadline)s),
+-- and then without its deadline, or the claim would skip it at once.
 UPDATE runs
 SET status = 'queued', attempt = 0, lease_used = interval '0', available_at = now(),
-    updated_at = now(), finished_at = NULL, last_error = NULL, error_class = NULL
+    updated_at = now(), finished_at = NULL, last_error = NULL, error_class = NULL,
+    deadline_at = CASE WHEN %(ignore_deadline)s THEN NULL ELSE deadline_at END
 WHERE status = 'dead' AND run_id = ANY(%(run_ids)s::text[])
+  AND (%(ignore_deadline)s OR deadline_at IS NULL OR deadline_at >= now())
 RETURNING run_id, priority;
