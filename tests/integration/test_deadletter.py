@@ -41,17 +41,17 @@ def test_replay_keeps_the_run_id_and_resets_the_attempt_budget(
         conn: psycopg.Connection[Any]) -> None:
     queued_runs(conn, 3)
     dead = _kill(conn, 3, "TemporaryError")
-    preview = replay(conn, DeadFilter(run_ids=dead[:2]), dry_run=True)
+    preview = replay(conn, DeadFilter(run_ids=dead[:2]), dry_run=True).replayed
     assert {r.run_id for r in preview} == set(dead[:2])
     assert len(list_dead(conn, DeadFilter())) == 3              # a dry run changes nothing
-    done = replay(conn, DeadFilter(run_ids=dead[:2]))
+    done = replay(conn, DeadFilter(run_ids=dead[:2])).replayed
     assert {r.run_id for r in done} == set(dead[:2])
     rows = conn.execute("SELECT run_id, status, attempt, last_error FROM runs "
                         "WHERE run_id = ANY(%s) ORDER BY run_id", (dead[:2],)).fetchall()
     assert [(s, a, e) for _, s, a, e in rows] == [("queued", 0, None)] * 2
     again = claim_runs(conn, owner="w", shares={"normal": 5})
     assert {r.run_id for r in again} == set(dead[:2]) and {r.attempt for r in again} == {1}
-    assert replay(conn, DeadFilter(run_ids=dead[:2])) == []     # no longer dead: nothing
+    assert replay(conn, DeadFilter(run_ids=dead[:2])).replayed == []     # no longer dead: nothing
 
 
 # A dead letter with runs of three jobs of one tenant and one of another, dead at known
@@ -167,24 +167,24 @@ def test_replay_by_job_and_by_time_range_and_dry_runs_change_nothing(
         return {by_label[r.run_id] for r in runs}
 
     before = _snapshot(conn)
-    assert labels(replay(conn, DeadFilter(job_id=jobs["A"]), dry_run=True)) == {
+    assert labels(replay(conn, DeadFilter(job_id=jobs["A"]), dry_run=True).replayed) == {
         "a1", "a2", "a3"}
     window = DeadFilter(since=_at("2026-01-02T00:00"), until=_at("2026-01-04T00:00"))
-    assert labels(replay(conn, window, dry_run=True)) == {"a2", "a3", "b1", "c1", "d1"}
+    assert labels(replay(conn, window, dry_run=True).replayed) == {"a2", "a3", "b1", "c1", "d1"}
     assert _snapshot(conn) == before                              # dry runs wrote nothing
 
-    assert labels(replay(conn, DeadFilter(job_id=jobs["A"]))) == {"a1", "a2", "a3"}
+    assert labels(replay(conn, DeadFilter(job_id=jobs["A"])).replayed) == {"a1", "a2", "a3"}
     dead_again, queued = ("dead", 1, False), ("queued", 0, True)
     assert _states(conn, ids) == {
         "a1": queued, "a2": queued, "a3": queued, "b1": dead_again, "b2": dead_again,
         "c1": dead_again, "d1": dead_again, "failed": ("failed", 1, False)}
 
     # The same window again: a2 and a3 are no longer dead, so only the others go.
-    assert labels(replay(conn, window, dry_run=True)) == {"b1", "c1", "d1"}
-    assert labels(replay(conn, window)) == {"b1", "c1", "d1"}
+    assert labels(replay(conn, window, dry_run=True).replayed) == {"b1", "c1", "d1"}
+    assert labels(replay(conn, window).replayed) == {"b1", "c1", "d1"}
     assert {by_label[r.run_id] for r in list_dead(conn, DeadFilter())} == {"b2"}
     assert _states(conn, ids)["failed"] == ("failed", 1, False)   # a failed run is never replayed
-    assert replay(conn, window) == []
+    assert replay(conn, window).replayed == []
     claimed = claim_runs(conn, owner="w", shares={"normal": 10})
     assert labels(claimed) == {"a1", "a2", "a3", "b1", "c1", "d1"}
     assert {r.attempt for r in claimed} == {1}                    # a fresh attempt budget

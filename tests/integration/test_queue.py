@@ -282,7 +282,7 @@ def test_the_lease_cap_counts_every_attempt_of_a_run(conn: psycopg.Connection[An
     assert last_error.startswith("lease time cap reached: leased 00:01:30 in all")
 
     # A replay gives the run a fresh budget of attempts and of lease time.
-    replayed = replay(conn, DeadFilter(run_ids=[second.run_id]))
+    replayed = replay(conn, DeadFilter(run_ids=[second.run_id])).replayed
     assert [r.run_id for r in replayed] == [second.run_id]
     assert _lease_used(conn, second.run_id) == timedelta(0)
     assert _status(conn, second.run_id)[:2] == ("queued", 0)

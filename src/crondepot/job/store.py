@@ -15,6 +15,7 @@ force, in ``job_timetables``: ``crondepot verify`` (crondepot.ledger) reads them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -494,15 +495,17 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int,
 # What the database says when a constraint refuses a row: a CHECK, a NOT NULL, a value out of
 # its type's range. Never expected after validation; reported as the job's error, not a 500.
 REFUSED = (psycopg.errors.IntegrityError, psycopg.errors.DataError)
+# PostgreSQL names a column's CHECK jobs_<column>_check (jobs_<column>_check1, … for more).
+_CHECK_NAME = re.compile(r"^jobs_([a-z_]+?)_check\d*$")
 
 
 def refusal(exc: psycopg.Error) -> InvalidJob:
     """The job-level error for a row the database refused: the field is the column a
     constraint named ``jobs_<column>_check`` (or the NOT NULL column) guards, if any."""
     column = exc.diag.column_name
-    constraint = exc.diag.constraint_name or ""
-    if column is None and constraint.startswith("jobs_") and constraint.endswith("_check"):
-        column = constraint.removeprefix("jobs_").removesuffix("_check")
+    named = _CHECK_NAME.match(exc.diag.constraint_name or "")
+    if column is None and named:
+        column = named[1]
     field = column if column in DOCUMENT_FIELDS else "job"
     return InvalidJob(f"the database refused the job: {exc.diag.message_primary or exc}",
                       field=field)

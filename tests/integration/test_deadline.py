@@ -1,0 +1,109 @@
+"""The misfire deadline is checked when it matters: when a run is claimed, before each retry,
+and at replay (issue 14, item 3). A run past it is recorded skipped, 'deadline_passed', and
+never sent; a replay sends it only when asked to.
+
+The fourth loss of issue 14: the scheduler judged skip_after / skip_after_local_time once,
+when it wrote the run; a run then waiting in the queue, retrying, or replayed from the dead
+letter went out whatever the time ("renewal offer, never after noon" sent at 15:00).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from crondepot.deadletter import DeadFilter, replay
+from crondepot.job import JobSpec
+from crondepot.job.store import create_jobs
+from crondepot.queue import claim_runs, record_final_failure, record_retry
+from crondepot.scheduler.tick import tick
+from tests.support.jobs import tenant
+
+DAY = datetime(2026, 3, 2, tzinfo=UTC)
+NOON_IST = DAY + timedelta(hours=6, minutes=30)         # 12:00 in Asia/Kolkata
+
+
+def _job(conn: psycopg.Connection[Any], misfire: dict[str, Any], **doc: Any) -> int:
+    spec = JobSpec.from_document({
+        "key": "renewal", "cron": "0 9 * * *", "tz": "Asia/Kolkata", "misfire": misfire,
+        "target": {"type": "python", "handler": "test.noop"}, **doc})
+    (created,) = create_jobs(conn, tenant(conn), [spec], now=DAY - timedelta(hours=1))
+    return created.id
+
+
+def _row(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+    row = conn.execute("SELECT status, skip_reason, attempt, lease_token IS NULL FROM runs"
+                       ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def test_a_queued_run_claimed_after_its_local_deadline_is_skipped_not_sent(
+        conn: psycopg.Connection[Any]) -> None:
+    _job(conn, {"policy": "skip_after_local_time", "until": "12:00"})
+    tick(conn, batch=10, now=DAY + timedelta(hours=3, minutes=31))    # 09:01 IST: queued
+    (deadline,) = conn.execute("SELECT deadline_at FROM runs").fetchone()  # type: ignore[misc]
+    assert deadline == NOON_IST
+    # The workers were busy (or down) until 15:00 IST.
+    assert claim_runs(conn, owner="w", shares={"normal": 5},
+                      now=NOON_IST + timedelta(hours=3)) == []
+    assert _row(conn) == ("skipped", "deadline_passed", 0, True)
+
+
+def test_a_queued_run_claimed_before_its_deadline_is_sent(conn: psycopg.Connection[Any]) -> None:
+    _job(conn, {"policy": "skip_after", "seconds": 600})
+    due = DAY + timedelta(hours=3, minutes=30)
+    tick(conn, batch=10, now=due)
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 5}, now=due + timedelta(seconds=599))
+    assert _row(conn) == ("running", None, 1, False)
+    assert run.attempt == 1
+
+
+def test_a_retry_that_would_come_after_the_deadline_is_not_queued(
+        conn: psycopg.Connection[Any]) -> None:
+    # record_retry runs on the database's own clock: deadlines are set around it.
+    _job(conn, {"policy": "skip_after", "seconds": 600})
+    tick(conn, batch=10, now=DAY + timedelta(hours=3, minutes=31))      # queued
+    conn.execute("UPDATE runs SET available_at = now(), deadline_at = now() + interval '60 s'")
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    assert record_retry(conn, run.run_id, run.lease_token, delay=5, error="HTTP 503",
+                        error_class="TemporaryError") == "queued"
+    conn.execute("UPDATE runs SET available_at = now()")
+    (again,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    assert record_retry(conn, again.run_id, again.lease_token, delay=120, error="HTTP 503",
+                        error_class="TemporaryError") == "skipped"
+    assert _row(conn) == ("skipped", "deadline_passed", 2, True)
+    (error,) = conn.execute("SELECT last_error FROM runs").fetchone()  # type: ignore[misc]
+    assert error == "HTTP 503"                  # why the last attempt failed is kept
+
+
+def test_replay_holds_back_runs_past_their_deadline_unless_told(
+        conn: psycopg.Connection[Any]) -> None:
+    _job(conn, {"policy": "skip_after", "seconds": 600})
+    tick(conn, batch=10, now=DAY + timedelta(hours=3, minutes=31))      # queued
+    conn.execute("UPDATE runs SET available_at = now(), deadline_at = now() + interval '1 h'")
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    record_final_failure(conn, run.run_id, run.lease_token, status="dead",
+                         error="timeout", error_class="OutcomeUnknown")
+    conn.execute("UPDATE runs SET deadline_at = now() - interval '1 minute'")   # time passes
+
+    held = replay(conn, DeadFilter(run_ids=[run.run_id]))
+    assert (held.replayed, [r.run_id for r in held.past_deadline]) == ([], [run.run_id])
+    assert _row(conn)[0] == "dead"              # still in the dead letter
+
+    sent = replay(conn, DeadFilter(run_ids=[run.run_id]), ignore_deadline=True)
+    assert [r.run_id for r in sent.replayed] == [run.run_id] and sent.past_deadline == []
+    (deadline,) = conn.execute("SELECT deadline_at FROM runs").fetchone()  # type: ignore[misc]
+    assert deadline is None                     # a replay on purpose is not skipped again
+    (claimed,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    assert claimed.run_id == run.run_id
+
+
+def test_run_late_runs_have_no_deadline(conn: psycopg.Connection[Any]) -> None:
+    _job(conn, {"policy": "run_late"})
+    tick(conn, batch=10, now=DAY + timedelta(hours=4))
+    late = DAY + timedelta(days=30)
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1}, now=late)
+    assert run.deadline_passed is False
