@@ -203,7 +203,7 @@ def check_if_due(conn: psycopg.Connection[Any], *, every: timedelta,
             conn.execute(Q.ledger_check_release)
         return None
     try:
-        report = verify(conn, window=window, listed=0)
+        report = verify(conn, window=window, listed=10)
         conn.execute(Q.record_ledger_check, {
             "since": report.since, "until": report.until, "fires": report.fires,
             "unaccounted": report.unaccounted_count, "duplicated": report.duplicated_count,

@@ -151,6 +151,7 @@ class DatabaseCollector(Collector):
             (dead,) = conn.execute(Q.metrics_dead).fetchone()
             (lag,) = conn.execute(Q.metrics_scheduler_lag).fetchone()
             workers = conn.execute(Q.live_workers).fetchall()
+            check = conn.execute(Q.metrics_ledger_check).fetchone()
         depth = GaugeMetricFamily("crondepot_queue_depth", "Queued runs, by priority.",
                                   labels=["priority"])
         oldest = GaugeMetricFamily("crondepot_queue_oldest_age_seconds",
@@ -177,6 +178,31 @@ class DatabaseCollector(Collector):
         for name, _host, _pid, _concurrency, _busy, _started, heartbeat_age in workers:
             age.add_metric([name], heartbeat_age)
         yield age
+        yield from _ledger_gauges(check)
+
+
+def _ledger_gauges(check: tuple[Any, ...] | None) -> Iterator[GaugeMetricFamily]:
+    """The latest ledger check the schedulers recorded (none yet: no sample, so an alert
+    on the check's age fires rather than a stale zero passing for good news)."""
+    unaccounted = GaugeMetricFamily(
+        "crondepot_fires_unaccounted",
+        "Fires owed a row in runs that have none, by the latest ledger check (lost fires; "
+        "crondepot verify lists them).")
+    duplicated = GaugeMetricFamily(
+        "crondepot_fires_duplicated",
+        "Fires with more than one row in runs, by the latest ledger check.")
+    pending = GaugeMetricFamily(
+        "crondepot_fires_pending",
+        "Fires not yet owed a row (paused jobs, schedulers behind), by the latest check.")
+    age = GaugeMetricFamily("crondepot_ledger_check_age_seconds",
+                            "Seconds since the latest ledger check.")
+    if check is not None:
+        check_age, lost, doubled, waiting = check
+        unaccounted.add_metric([], lost)
+        duplicated.add_metric([], doubled)
+        pending.add_metric([], waiting)
+        age.add_metric([], check_age)
+    yield from (unaccounted, duplicated, pending, age)
 
 
 def database_registry(connection: Callable[[], Any]) -> CollectorRegistry:

@@ -8,6 +8,8 @@ The first four tests are the regressions of issue 14: each lost a fire before th
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +25,9 @@ from crondepot.job.store import (
     resume_job,
     update_job,
 )
-from crondepot.ledger import WindowError, verify
+from crondepot.db import connect
+from crondepot.ledger import WindowError, check_if_due, latest_check, verify
+from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 from crondepot.scheduler.tick import tick
 from crondepot.timetable import run_id, spread_offset
 from tests.support.jobs import tenant
@@ -223,3 +227,37 @@ def test_a_window_must_be_ordered_and_bounded(conn: psycopg.Connection[Any], t: 
         verify(conn, since=at(12), until=at(11), now=at(13))
     with pytest.raises(WindowError, match="at most 31 days"):
         verify(conn, since=at(0), until=at(0, day=40), now=at(0, day=41))
+
+
+def test_scheduler_copies_take_turns_at_the_periodic_check(db_url: str,
+                                                           conn: psycopg.Connection[Any],
+                                                           t: int) -> None:
+    hour = timedelta(hours=1)
+    with connect(db_url) as other:
+        # Another copy is checking right now (it holds the lock): this one skips its turn.
+        other.execute("SELECT pg_advisory_lock(7301847220451893401)")
+        assert check_if_due(conn, every=hour, window=hour) is None
+        other.execute("SELECT pg_advisory_unlock(7301847220451893401)")
+    report = check_if_due(conn, every=hour, window=hour)
+    assert report is not None and report.clean
+    assert check_if_due(conn, every=hour, window=hour) is None       # checked lately
+    latest = latest_check(conn)
+    assert latest is not None and (latest.unaccounted, latest.until) == (0, report.until)
+
+
+def test_a_running_scheduler_records_ledger_checks(db_url: str,
+                                                  conn: psycopg.Connection[Any]) -> None:
+    scheduler = Scheduler(SchedulerConfig(url=db_url, tick_seconds=0.2, verify_every=0.2,
+                                          verify_window=600))
+    thread = threading.Thread(target=scheduler.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 15
+        while latest_check(conn) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        scheduler.stop()
+        thread.join(timeout=10)
+    latest = latest_check(conn)
+    assert latest is not None and latest.unaccounted == 0
+    assert latest.until - latest.since == timedelta(seconds=600)

@@ -90,3 +90,18 @@ def test_alert_rules_parse_and_name_only_metrics_that_exist(db_url: str) -> None
         assert rule["expr"].strip() and rule["annotations"]["summary"]
         for metric in re.findall(r"\bcrondepot_[a-z_]+", rule["expr"]):
             assert metric in exposed, f"{rule['alert']} names {metric}, which no process serves"
+
+
+def test_the_ledger_gauges_come_from_the_latest_check(conn: psycopg.Connection[Any]) -> None:
+    registry = metrics.database_registry(lambda: _Borrowed(conn))
+    before = _samples(metrics.exposition(registry)[0].decode())
+    assert "crondepot_fires_unaccounted[]" not in before      # no check yet: no sample
+    conn.execute("INSERT INTO ledger_checks (checked_at, since, until, fires, unaccounted, "
+                 "duplicated, pending, seconds) VALUES "
+                 "(now() - interval '10 minutes', now(), now(), 9, 9, 9, 9, 1), "
+                 "(now() - interval '2 minutes', now(), now(), 40, 3, 1, 2, 1)")
+    samples = _samples(metrics.exposition(registry)[0].decode())
+    assert samples["crondepot_fires_unaccounted[]"] == 3
+    assert samples["crondepot_fires_duplicated[]"] == 1
+    assert samples["crondepot_fires_pending[]"] == 2
+    assert 119 <= samples["crondepot_ledger_check_age_seconds[]"] < 200

@@ -26,6 +26,13 @@ def register(commands: Any) -> None:
                         help="serve Prometheus /metrics on this port (default: off)")
     parser.add_argument("--name", default=os.environ.get("CRONDEPOT_NAME", "scheduler"),
                         help="name shown in pg_stat_activity and logs")
+    parser.add_argument("--verify-every", type=_seconds_or_off, metavar="DURATION",
+                        default=os.environ.get("CRONDEPOT_VERIFY_EVERY", "5m"),
+                        help="check the ledger (crondepot verify) this often, one copy at a "
+                             "time; 0 turns it off (default 5m)")
+    parser.add_argument("--verify-window", type=_seconds, metavar="DURATION",
+                        default=os.environ.get("CRONDEPOT_VERIFY_WINDOW", "60m"),
+                        help="how far back each check looks (default 60m)")
     parser.add_argument("--log-json", action="store_true", default=None,
                         help="log one JSON object per line")
     parser.set_defaults(run=run)
@@ -37,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     with database(args) as db:
         check_schema(db, "crondepot-scheduler")
         scheduler = Scheduler(SchedulerConfig(url=db.url, tick_seconds=args.tick,
-                                              batch=args.batch, name=args.name))
+                                              batch=args.batch, name=args.name,
+                                              verify_every=args.verify_every,
+                                              verify_window=args.verify_window))
         scheduler.install_signal_handlers()
         scheduler.run()
     return 0
@@ -60,3 +69,7 @@ def _seconds(text: str) -> float:
             f"expected a duration from 10ms to 60m like 2s or 500ms, got {text!r}")
     return value
 
+
+
+def _seconds_or_off(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "off") else _seconds(text)

@@ -8,20 +8,26 @@ apart, so there is no leader and nothing to fail over. The loop
 - survives the database going away: the error is logged and counted, connections are
   dropped, and it reconnects with capped, jittered backoff;
 - on SIGTERM/SIGINT finishes the tick in hand (the transaction commits or rolls back whole)
-  and exits.
+  and exits;
+- checks the ledger every few minutes from a thread of its own (``LedgerChecker``): one copy
+  at a time, the others skip their turn; the result goes to ``ledger_checks``, whence the
+  metric ``crondepot_fires_unaccounted`` is served.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import random
+import threading
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 
-from crondepot import metrics
+from crondepot import ledger, metrics
 from crondepot.db import Q, connect
 from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.scheduler.tick import TickResult, tick
@@ -37,6 +43,11 @@ class SchedulerConfig:
     tick_seconds: float = 2.0
     batch: int = 2000
     name: str = "scheduler"
+    # The ledger check: how often (0: never) and over how much of the recent past. The
+    # window reaches back past the interval so a check that was skipped (every copy down
+    # for a while) is covered by the next one.
+    verify_every: float = 300.0
+    verify_window: float = 3600.0
 
 
 class Scheduler(Stoppable):
@@ -50,6 +61,9 @@ class Scheduler(Stoppable):
         backoff = Backoff()
         log.info("scheduler started", extra={"batch": self.config.batch,
                                              "tick_seconds": self.config.tick_seconds})
+        checker = LedgerChecker(self.config, self._stop) if self.config.verify_every else None
+        if checker is not None:
+            checker.start()
         while not self._stop.is_set():
             try:
                 self._connect()
@@ -63,6 +77,8 @@ class Scheduler(Stoppable):
                 self._disconnect()
                 self._stop.wait(wait)
         self._disconnect()
+        if checker is not None:
+            checker.join(timeout=5)
         log.info("scheduler stopped")
 
     def _cycle(self) -> None:
@@ -133,3 +149,44 @@ class Scheduler(Stoppable):
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
         self._conn = self._listener = None
+
+
+class LedgerChecker(threading.Thread):
+    """Every ``verify_every`` seconds, take this copy's turn at the ledger check (design §4):
+    ``crondepot.ledger.check_if_due`` runs it if no copy did lately and records the result.
+    A thread with its own connection, so a check over millions of jobs never delays a tick.
+    """
+
+    def __init__(self, config: SchedulerConfig, stop: threading.Event) -> None:
+        super().__init__(name="ledger-check", daemon=True)
+        self.config = config
+        self._stopping = stop   # not _stop: threading.Thread has one
+
+    def run(self) -> None:
+        # A first check soon after start, at a random moment, so copies started together
+        # do not all ask at once; then every interval.
+        wait = min(self.config.verify_every, 30.0) * (0.5 + random.random())
+        while not self._stopping.wait(wait):
+            wait = self.config.verify_every
+            try:
+                with connect(self.config.url,
+                             application_name=f"crondepot-{self.config.name}-ledger") as conn:
+                    report = ledger.check_if_due(
+                        conn, every=timedelta(seconds=self.config.verify_every),
+                        window=timedelta(seconds=self.config.verify_window))
+            except psycopg.Error as exc:
+                log.warning("ledger check failed: %s", str(exc).strip().splitlines()[0]
+                            if str(exc).strip() else type(exc).__name__)
+                continue
+            if report is None:
+                continue
+            fields = {"fires": report.fires, "unaccounted": report.unaccounted_count,
+                      "duplicated": report.duplicated_count, "pending": report.pending,
+                      "seconds": round(report.seconds, 3),
+                      "since": report.since.isoformat(), "until": report.until.isoformat()}
+            if report.clean:
+                log.info("ledger check: every fire accounted for", extra=fields)
+            else:
+                examples = [f.run_id for f in report.unaccounted + report.duplicated]
+                log.error("ledger check: fires unaccounted or duplicated (crondepot verify "
+                          "lists them)", extra=fields | {"run_ids": examples})

@@ -37,6 +37,13 @@ GROUP BY priority;
 -- name: metrics_dead
 SELECT count(*) FROM runs WHERE status = 'dead';
 
+-- name: metrics_ledger_check
+-- The latest ledger check (crondepot/ledger.py): its age and what it found.
+SELECT extract(epoch FROM now() - checked_at)::float8, unaccounted, duplicated, pending
+FROM ledger_checks
+ORDER BY checked_at DESC
+LIMIT 1;
+
 -- name: metrics_scheduler_lag
 -- How far behind the schedulers are: now minus the oldest due time not yet turned into
 -- runs (0 when nothing is due). Reads the first entry of the jobs_due index.
