@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from crondepot.db import connect
 from crondepot.job import JobSpec
 from crondepot.job.store import (
     cancel_job,
@@ -25,7 +26,6 @@ from crondepot.job.store import (
     resume_job,
     update_job,
 )
-from crondepot.db import connect
 from crondepot.ledger import WindowError, check_if_due, latest_check, verify
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 from crondepot.scheduler.tick import tick
