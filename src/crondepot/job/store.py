@@ -457,8 +457,8 @@ def _document_params(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def import_batch(conn: psycopg.Connection[Any], tenant_id: int,
-                 specs: Sequence[JobSpec]) -> list[CreatedJob | InvalidJob]:
+def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[JobSpec], *,
+                 now: datetime | None = None) -> list[CreatedJob | InvalidJob]:
     """``create_jobs`` for bulk imports: one audit entry for the batch, not one per job, and
     one entry per spec, in order: the job, or why the database refused it.
 
@@ -474,13 +474,13 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int,
         results: list[CreatedJob | InvalidJob]
         try:
             with conn.transaction():
-                results = list(create_jobs(conn, tenant_id, specs))
+                results = list(create_jobs(conn, tenant_id, specs, now=now))
         except REFUSED:
             results = []
             for spec in specs:
                 try:
                     with conn.transaction():
-                        results.extend(create_jobs(conn, tenant_id, [spec]))
+                        results.extend(create_jobs(conn, tenant_id, [spec], now=now))
                 except REFUSED as exc:
                     results.append(refusal(exc))
         new = [job.id for job in results if isinstance(job, CreatedJob) and job.created]
