@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 from urllib.request import urlopen
 
@@ -210,3 +211,38 @@ def test_scheduler_refuses_an_unmigrated_database(empty_db_url: str) -> None:
     result = crondepot("scheduler", "--db", empty_db_url, timeout=60)
     assert result.returncode == 2
     assert "run `crondepot migrate` first" in result.stderr
+
+
+def test_verify_prints_each_lost_fire_and_exits_1(db_url: str) -> None:
+    from crondepot.job import JobSpec, create_jobs
+    from crondepot.scheduler.tick import tick
+    from tests.support.jobs import tenant
+
+    with connect(db_url) as conn:
+        (now,) = conn.execute("SELECT now()").fetchone()  # type: ignore[misc]
+        specs = [JobSpec.from_document({"key": f"k{i}", "cron": "* * * * *", "tz": "UTC",
+                                        "target": {"type": "python", "handler": "h"}})
+                 for i in range(3)]
+        create_jobs(conn, tenant(conn), specs, now=now - timedelta(minutes=10))
+        tick(conn, batch=100)                  # the scheduler writes the ten minutes missed
+    clean = crondepot("verify", "--db", db_url, "--json")
+    assert clean.returncode == 0, clean.stderr
+    assert json.loads(clean.stdout)["clean"] is True
+    with connect(db_url) as conn:
+        # A bug deleted one row: a reminder neither sent nor recorded.
+        (run_id, job_id) = conn.execute(
+            "DELETE FROM runs WHERE run_id = (SELECT min(r.run_id) FROM runs r JOIN jobs j "
+            "ON j.id = r.job_id WHERE j.key = 'k2') RETURNING run_id, job_id"
+        ).fetchone()  # type: ignore[misc]
+    lost = crondepot("verify", "--db", db_url, "--json")
+    assert lost.returncode == 1, lost.stderr
+    report = json.loads(lost.stdout)
+    assert report["unaccounted_count"] == 1
+    (fire,) = report["unaccounted"]
+    assert (fire["job_id"], fire["job_key"], fire["run_id"]) == (job_id, "k2", run_id)
+    text = crondepot("verify", "--db", db_url)
+    assert text.returncode == 1 and run_id in text.stdout
+    bad = crondepot("verify", "--db", db_url, "--since", "2026-01-02T00:00:00Z",
+                    "--until", "2026-01-01T00:00:00Z")
+    assert bad.returncode == 2 and "after until" in bad.stderr
+    assert "Traceback" not in bad.stderr
