@@ -17,7 +17,7 @@ import psycopg
 from crondepot.deadletter import DeadFilter, replay
 from crondepot.job import JobSpec
 from crondepot.job.store import create_jobs
-from crondepot.queue import claim_runs, record_final_failure, record_retry
+from crondepot.queue import ClaimedRun, claim_runs, record_final_failure, record_retry
 from crondepot.scheduler.tick import tick
 from tests.support.jobs import tenant
 
@@ -61,13 +61,20 @@ def test_a_queued_run_claimed_before_its_deadline_is_sent(conn: psycopg.Connecti
     assert run.attempt == 1
 
 
-def test_a_retry_that_would_come_after_the_deadline_is_not_queued(
-        conn: psycopg.Connection[Any]) -> None:
-    # record_retry runs on the database's own clock: deadlines are set around it.
+def _claimed_on_the_database_clock(conn: psycopg.Connection[Any], deadline: str) -> ClaimedRun:
+    """A run claimed now by the database's own clock (as record_retry and replay read it),
+    with its deadline ``deadline`` from now."""
     _job(conn, {"policy": "skip_after", "seconds": 600})
     tick(conn, batch=10, now=DAY + timedelta(hours=3, minutes=31))      # queued
-    conn.execute("UPDATE runs SET available_at = now(), deadline_at = now() + interval '60 s'")
+    conn.execute("UPDATE runs SET available_at = now(), deadline_at = now() + %s::interval",
+                 (deadline,))
     (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    return run
+
+
+def test_a_retry_that_would_come_after_the_deadline_is_not_queued(
+        conn: psycopg.Connection[Any]) -> None:
+    run = _claimed_on_the_database_clock(conn, "60 s")
     assert record_retry(conn, run.run_id, run.lease_token, delay=5, error="HTTP 503",
                         error_class="TemporaryError") == "queued"
     conn.execute("UPDATE runs SET available_at = now()")
@@ -81,10 +88,7 @@ def test_a_retry_that_would_come_after_the_deadline_is_not_queued(
 
 def test_replay_holds_back_runs_past_their_deadline_unless_told(
         conn: psycopg.Connection[Any]) -> None:
-    _job(conn, {"policy": "skip_after", "seconds": 600})
-    tick(conn, batch=10, now=DAY + timedelta(hours=3, minutes=31))      # queued
-    conn.execute("UPDATE runs SET available_at = now(), deadline_at = now() + interval '1 h'")
-    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    run = _claimed_on_the_database_clock(conn, "1 h")
     record_final_failure(conn, run.run_id, run.lease_token, status="dead",
                          error="timeout", error_class="OutcomeUnknown")
     conn.execute("UPDATE runs SET deadline_at = now() - interval '1 minute'")   # time passes

@@ -107,28 +107,19 @@ class LedgerMachine(RuleBasedStateMachine):
                  "tz": data.draw(st.sampled_from(ZONES)),
                  "spread": {"seconds": data.draw(st.sampled_from(SPREADS))},
                  "misfire": data.draw(st.sampled_from(MISFIRES))}[field]
-        if job in self.cancelled:
-            self._refused(lambda: update_job(self.conn, self.tenant, job, {field: value},
-                                             version=0, now=self.now))
-            return
-        version = get_job(self.conn, self.tenant, job).version
-        update_job(self.conn, self.tenant, job, {field: value}, version=version, now=self.now)
+        self._changed(job, lambda: update_job(
+            self.conn, self.tenant, job, {field: value},
+            version=get_job(self.conn, self.tenant, job).version, now=self.now))
 
     @rule(job=jobs)
     def pause(self, job: int) -> None:
-        if job in self.cancelled:
-            self._refused(lambda: pause_job(self.conn, self.tenant, job, now=self.now))
-            return
-        assert pause_job(self.conn, self.tenant, job, now=self.now).paused
-        self.paused.add(job)
+        if self._changed(job, lambda: pause_job(self.conn, self.tenant, job, now=self.now)):
+            self.paused.add(job)
 
     @rule(job=jobs)
     def resume(self, job: int) -> None:
-        if job in self.cancelled:
-            self._refused(lambda: resume_job(self.conn, self.tenant, job, now=self.now))
-            return
-        assert not resume_job(self.conn, self.tenant, job, now=self.now).paused
-        self.paused.discard(job)
+        if self._changed(job, lambda: resume_job(self.conn, self.tenant, job, now=self.now)):
+            self.paused.discard(job)
 
     @rule(job=consumes(jobs))
     def cancel(self, job: int) -> None:
@@ -137,10 +128,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(job=jobs)
     def trigger(self, job: int) -> None:
-        if job in self.cancelled:
-            self._refused(lambda: trigger_job(self.conn, self.tenant, job, now=self.now))
-            return
-        trigger_job(self.conn, self.tenant, job, now=self.now)
+        self._changed(job, lambda: trigger_job(self.conn, self.tenant, job, now=self.now))
 
     @rule(target=jobs, docs=st.lists(documents, min_size=1, max_size=4),
           bad=st.sampled_from(BAD_LINES))
@@ -182,12 +170,15 @@ class LedgerMachine(RuleBasedStateMachine):
         if stored.next_nominal_at is not None and stored.next_nominal_at > self.now:
             self.now = stored.next_nominal_at + timedelta(seconds=1)
 
-    def _refused(self, change: Any) -> None:
+    def _changed(self, job: int, change: Any) -> bool:
+        """Make ``change``; a cancelled job must refuse it (and nothing may change)."""
         try:
             change()
         except JobCancelled:
-            return
-        raise AssertionError("a cancelled job was changed")
+            assert job in self.cancelled
+            return False
+        assert job not in self.cancelled, "a cancelled job was changed"
+        return True
 
     @invariant()
     def every_fire_is_accounted_for_once(self) -> None:
