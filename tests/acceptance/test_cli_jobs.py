@@ -388,7 +388,9 @@ def test_import_as_a_process_from_stdin_exits_0_when_every_line_is_good(db_url: 
 # -- status -------------------------------------------------------------------------------
 
 def _shape(body: dict[str, Any]) -> None:
-    assert set(body) == {"tenant", "queue", "lag", "dead_letter"}
+    # every tenant's view also says what the latest ledger check found (None: no check yet)
+    assert set(body) - {"ledger"} == {"tenant", "queue", "lag", "dead_letter"}
+    assert ("ledger" in body) == (body["tenant"] is None)
     assert list(body["queue"]) == ["urgent", "normal", "bulk"]
     for row in body["queue"].values():
         assert set(row) == {"ready", "waiting", "oldest_ready_seconds"}
@@ -412,6 +414,11 @@ def test_status_json_for_all_tenants_and_for_one(cli: Cli, conn: psycopg.Connect
     assert body["tenant"] is None
     assert body["queue"]["normal"]["ready"] == 1 and body["dead_letter"] == 1
     assert body["queue"]["normal"]["oldest_ready_seconds"] >= 0
+    assert body["ledger"] is None
+    conn.execute("INSERT INTO ledger_checks (since, until, fires, unaccounted, duplicated, "
+                 "pending, seconds) VALUES (now(), now(), 7, 1, 0, 2, 0.1)")
+    assert cli("status", "--json").json()["ledger"]["unaccounted"] == 1
+    assert "1 unaccounted" in cli("status").out
 
     one = cli("status", "--tenant", "shop7", "--json").json()
     _shape(one)

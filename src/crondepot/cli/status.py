@@ -2,8 +2,9 @@
 
 Queue depth and the age of the oldest ready run per priority, start lag p50/p99 over the last
 five minutes, and the dead-letter size: the HTTP API's stats, of one tenant or of all of
-them. ``--watch`` redraws every ``--interval`` seconds until Ctrl-C (with ``--json``: one
-JSON object per line).
+them; for all of them also the latest ledger check (is every fire accounted for?).
+``--watch`` redraws every ``--interval`` seconds until Ctrl-C (with ``--json``: one JSON
+object per line).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from crondepot.cli.jobs import console
 from crondepot.cli.options import add_database, add_json, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
+from crondepot.ledger import latest_check
 
 
 def register(commands: Any) -> None:
@@ -41,8 +43,15 @@ def register(commands: Any) -> None:
 def read_status(conn: psycopg.Connection[Any], tenant: str | None) -> dict[str, Any]:
     from crondepot.api.reads import all_tenants_stats, stats  # crondepot.api loads FastAPI
 
-    data = stats(conn, tenant_id(conn, tenant)) if tenant else all_tenants_stats(conn)
-    return {"tenant": tenant, **data}
+    if tenant:
+        return {"tenant": tenant, **stats(conn, tenant_id(conn, tenant))}
+    check = latest_check(conn)
+    ledger = None if check is None else {
+        "checked_at": check.checked_at.isoformat(), "since": check.since.isoformat(),
+        "until": check.until.isoformat(), "fires": check.fires,
+        "unaccounted": check.unaccounted, "duplicated": check.duplicated,
+        "pending": check.pending}
+    return {"tenant": None, **all_tenants_stats(conn), "ledger": ledger}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,8 +105,20 @@ def render(data: dict[str, Any]) -> Group:
         summary.add_row("start lag (5 min)", "no run started")
     dead = data["dead_letter"]
     summary.add_row("dead letter", Text(f"{dead:,}", style="bold red" if dead else "green"))
+    if "ledger" in data:
+        summary.add_row("ledger check", _ledger(data["ledger"]))
     summary.add_row("at", time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     return Group(queue, summary)
+
+
+def _ledger(check: dict[str, Any] | None) -> Text:
+    if check is None:
+        return Text("none yet (the schedulers check every 5 min)", style="yellow")
+    problems = check["unaccounted"] + check["duplicated"]
+    text = (f"{check['fires']:,} fires since {check['since'][:16]}: "
+            f"{check['unaccounted']:,} unaccounted, {check['duplicated']:,} duplicated, "
+            f"{check['pending']:,} pending (at {check['checked_at'][:19]})")
+    return Text(text, style="bold red" if problems else "green")
 
 
 def _age(seconds: float | None) -> str:
