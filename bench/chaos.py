@@ -20,23 +20,44 @@ What it does (everything on loopback, nothing on the machine's shared PostgreSQL
   (``pg_ctl stop -m immediate`` + start); one worker ``SIGSTOP``-ed for lease + 10 s, then
   ``SIGCONT``-ed; a 503 storm (half of all requests) and an outage (every request 503) at
   both gateways. Every fault is logged with its time;
+- meanwhile an operator works (issue 14): about 1 % of the every-minute jobs a minute get
+  an edit (payload, cron ``* * * * *`` <-> ``*/2 * * * *``, or spread seconds) through
+  ``update_job``, some are paused and resumed a little later (the last few stay paused),
+  and ``crondepot import`` loads NDJSON files with bad lines (invalid JSON, a bad cron
+  field, an unknown zone, a payload over 16 KiB as PostgreSQL stores it), one of them when
+  PostgreSQL restarts, and one again to show it is idempotent. Every action retries through
+  the restart (re-reading the job's version: an attempt that failed may have committed) and
+  is logged with its time and the database time it took effect;
 - stops injecting at 80 % of the window, keeps the load until the cut-off, then waits
-  (bounded) until every expected run is final, stops every process with SIGTERM and
-  computes the report: expected, delivered, missed, duplicate effects, raw duplicates with
-  their cause, wrongly skipped, dead letters, lateness, recovery after each fault.
+  (bounded) until every expected run is final, runs ``crondepot verify`` (a real process)
+  over the window, stops every process with SIGTERM and computes the report: expected,
+  delivered, missed, duplicate effects, raw duplicates with their cause, wrongly skipped,
+  dead letters, lateness, recovery after each fault; the operator's actions, the touched
+  jobs' fires by row status, verify's figures, and the ledger checked against the script's
+  own model of every job's timetable (its edits and pauses included).
+
+The expected runs come from that model: each job's first run, then its timetable, changed at
+the database time of each edit (the fires up to it keep the old timetable and spread), with
+the fires of a pause recorded ``skipped``/``paused`` at its resume, and those after a pause
+that was never resumed pending (no row: ``verify`` counts them as pending).
 
 The report is printed and written to ``docs/reliability.md`` (its figures section for this
 mode is replaced; the prose around it is kept). Exit status 1 when missed > 0, duplicate
-effects > 0 or a run_late run was skipped; 2 on a setup failure.
+effects > 0, a run_late run was skipped, ``verify`` is not clean (or its pending fires are
+not the still-paused jobs'), the rows or the gateways' requests differ from the model, an
+edited payload did not reach a later fire, or an import lost a good line; 2 on a setup
+failure.
 
-    python bench/chaos.py --ci             # 3 minutes, smaller load (CI; about 4 min wall)
+    python bench/chaos.py --ci             # 3 minutes, smaller load (CI; about 5 min wall)
     python bench/chaos.py --minutes 10     # the full run recorded in docs/reliability.md
+    python bench/chaos.py --ci --no-operator   # the faults alone
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import heapq
 import json
 import math
 import os
@@ -52,7 +73,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -67,13 +88,24 @@ from tests.support.cluster import PrivateCluster  # noqa: E402
 
 from crondepot.db import connect, migrate  # noqa: E402
 from crondepot.job.spec import JobSpec  # noqa: E402
-from crondepot.job.store import create_jobs  # noqa: E402
+from crondepot.job.store import (  # noqa: E402
+    JobFilter,
+    StoredJob,
+    VersionMismatch,
+    create_jobs,
+    get_job,
+    list_jobs,
+    pause_job,
+    resume_job,
+    update_job,
+)
 from crondepot.ratelimit import set_limit  # noqa: E402
 from crondepot.tenants import create_tenant  # noqa: E402
 from crondepot.timetable import run_id, spread_offset  # noqa: E402
 from gateway import Gateway, Request  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
+TENANT = "chaos"
 FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
 LIMIT_NAME = "sms-gateway"
@@ -98,6 +130,12 @@ class Plan:
     storm_s: float = 30.0
     outage_s: float = 60.0
     drain_s: float = 180.0
+    operator: bool = True        # edits, pauses and imports while the faults run
+    edit_share: float = 0.01     # of the every-minute jobs edited per minute
+    pause_every_s: float = 10.0  # one job paused this often (on average)
+    pause_hold_s: tuple[float, float] = (20.0, 90.0)   # resumed after this long
+    left_paused: int = 2         # the last pauses are never resumed: pending fires
+    import_good: int = 40        # good lines per import file (plus the bad ones)
 
     @property
     def window_s(self) -> float:
@@ -107,9 +145,12 @@ class Plan:
 def plan_for(args: argparse.Namespace) -> Plan:
     if args.ci:
         return Plan(mode="ci", minutes=3, every_minute_jobs=1200, spike_jobs=1000,
-                    spike_lead_s=60, kill_every_s=8, storm_s=20, outage_s=20, drain_s=40)
+                    spike_lead_s=60, kill_every_s=8, storm_s=20, outage_s=20, drain_s=40,
+                    operator=not args.no_operator, pause_every_s=8.0,
+                    pause_hold_s=(15.0, 45.0), import_good=20)
     return Plan(mode="full", minutes=args.minutes, every_minute_jobs=args.jobs,
-                spike_jobs=args.spike, spike_lead_s=min(150.0, args.minutes * 20))
+                spike_jobs=args.spike, spike_lead_s=min(150.0, args.minutes * 20),
+                operator=not args.no_operator)
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -196,11 +237,15 @@ class Run:
     plan: Plan
     logs: Path
     cluster: PrivateCluster | None = None
-    gateways: dict[str, Gateway] = field(default_factory=dict)
+    gateways: dict[str, RecordingGateway] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)   # processes that exited by themselves
+    actions: list[Action] = field(default_factory=list)  # the operator's, in order
+    imports: list[ImportFile] = field(default_factory=list)
+    imported: list[Job] = field(default_factory=list)     # jobs the imports created
+    env: dict[str, str] = field(default_factory=dict)     # for crondepot processes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fault(self, kind: str, target: str = "", detail: str = "") -> Fault:
@@ -230,25 +275,64 @@ def _clock(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
+class RecordingGateway(Gateway):
+    """The gateway, also recording the payload version (``"v"``, 0 when absent) each request
+    carried, so that the report can tell whether an edited payload reached later fires."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.versions: dict[str, list[int]] = defaultdict(list)
+
+    def answer(self, key: str, attempt: int, payload: dict[str, Any]) -> tuple[int, float]:
+        answered = super().answer(key, attempt, payload)
+        version = payload.get("v", 0)
+        with self._lock:
+            self.versions[key].append(version if isinstance(version, int) else -1)
+        return answered
+
+
 # -- setup -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change the operator made to a job, as the database recorded it."""
+
+    kind: str                   # edit-payload, edit-cron, edit-spread, pause, resume
+    at: datetime                # the database's now() in the change's transaction
+    spec: JobSpec               # the job's document after it
+    paused: bool                # paused after it
+    version: int                # the job's version after it
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
     id: int
-    spec: JobSpec
-    kind: str                   # "every-minute" or "spike"
+    spec: JobSpec               # as created
+    kind: str                   # "every-minute", "spike" or "imported"
     gateway: str                # "dedupe" or "plain"
     first: datetime             # the first nominal instant, as create_jobs planned it
+    changes: list[Change] = field(default_factory=list)   # the operator's, in order
 
 
 @dataclass(frozen=True, slots=True)
 class Expected:
     run_id: str
     job_id: int
-    kind: str                   # "every-minute" or "spike"
+    kind: str                   # "every-minute", "spike" or "imported"
     gateway: str                # "dedupe" or "plain"
     due: float                  # unix seconds
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFire:
+    """A fire of a job's timetable as it was in force, and what the ledger must hold for it."""
+
+    job_id: int
+    nominal: datetime
+    due: float                  # unix seconds: nominal + the spread offset in force
+    state: str                  # "run": a run; "paused": a skipped/paused row; "pending": none
+    early: bool                 # settled by a change before its due time (its row is early)
 
 
 def create_load(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
@@ -288,20 +372,55 @@ def create_load(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
     return jobs, spike
 
 
+def _offset(spec: JobSpec, job_id: int) -> timedelta:
+    return timedelta(seconds=spread_offset(spec.spread_key or spec.hash_key(job_id),
+                                           spec.spread_seconds))
+
+
+def _fires_from(spec: JobSpec, job_id: int, first: datetime | None,
+                until: datetime) -> list[datetime]:
+    """``first`` (a fire) and the fires after it, up to and including ``until``."""
+    if first is None or first > until:
+        return []
+    return [first] + [f.at for f in spec.timetable(job_id).fires_between(first, until, 100_000)]
+
+
+def job_fires(job: Job, until: datetime) -> list[ModelFire]:
+    """The job's fires up to ``until`` (nominal), by the ledger rule (design §5): a change
+    at ``t`` settles the fires up to ``t`` under the document and state before it (a fire
+    of a pause then gets its skipped/paused row; one still inside its spread window is
+    written with its old due time), and the job goes on with the first fire after ``t`` of
+    the new document. Fires after a pause that no change followed are pending."""
+    out: list[ModelFire] = []
+    spec, paused = job.spec, False
+    cursor: datetime | None = job.first
+    for change in job.changes:
+        offset = _offset(spec, job.id)
+        for at in _fires_from(spec, job.id, cursor, change.at):
+            due = at + offset
+            out.append(ModelFire(job.id, at, due.timestamp(), "paused" if paused else "run",
+                                 early=due > change.at))
+        spec, paused = change.spec, change.paused
+        following = spec.timetable(job.id).next_fires(change.at, 1)
+        cursor = following[0] if following else None
+    offset = _offset(spec, job.id)
+    for at in _fires_from(spec, job.id, cursor, until):
+        out.append(ModelFire(job.id, at, (at + offset).timestamp(),
+                             "pending" if paused else "run", early=False))
+    return [f for f in out if f.nominal <= until]
+
+
 def expected_runs(jobs: Sequence[Job], cutoff: float) -> list[Expected]:
     """Every run due before the cut-off: the first run the job was created with, then its
-    timetable (the same computation as the scheduler's, done independently here)."""
+    timetable as the operator's changes left it (``job_fires``: the same computation as the
+    scheduler's and the store's, done independently here)."""
     end = datetime.fromtimestamp(cutoff, UTC)
     out: list[Expected] = []
     for job in jobs:
-        spec = job.spec
-        offset = spread_offset(spec.spread_key or spec.hash_key(job.id), spec.spread_seconds)
-        fires = [job.first] + [f.at for f in spec.timetable(job.id).fires_between(
-            job.first, end, 10_000)]
-        for at in fires:
-            due = (at + timedelta(seconds=offset)).timestamp()
-            if due < cutoff:
-                out.append(Expected(run_id(job.id, at), job.id, job.kind, job.gateway, due))
+        for fire in job_fires(job, end):
+            if fire.state == "run" and fire.due < cutoff:
+                out.append(Expected(run_id(job.id, fire.nominal), job.id, job.kind,
+                                    job.gateway, fire.due))
     return out
 
 
@@ -309,8 +428,9 @@ def start_services(run: Run, url: str) -> None:
     plan = run.plan
     env = {**os.environ, "CRONDEPOT_LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1",
            "CRONDEPOT_TARGET_ALLOWLIST": "127.0.0.1/32"}
-    for name in ("CRONDEPOT_DATABASE_URL", "CRONDEPOT_DATA_DIR"):
+    for name in ("CRONDEPOT_DATABASE_URL", "CRONDEPOT_DATA_DIR", "CRONDEPOT_TENANT"):
         env.pop(name, None)
+    run.env = env
     crondepot = [sys.executable, "-m", "crondepot"]
     faketime = shutil.which("faketime")
     if faketime is None:
@@ -465,6 +585,319 @@ def progress(run: Run, url: str, started: float, stop: threading.Event) -> None:
               f" · requests {sum(c['requests'] for c in counts.values())} · {depth}", flush=True)
 
 
+# -- the operator ------------------------------------------------------------------------
+
+
+@dataclass
+class Action:
+    """One thing the operator did, logged like a fault."""
+
+    kind: str                   # edit-payload, edit-cron, edit-spread, pause, resume, import,
+    at: float                   # re-import; time.time() when it began
+    target: str                 # "job 123", or the file
+    detail: str = ""
+    outcome: str = ""           # "done", or "failed: ..."
+    attempts: int = 0
+    committed_on_error: int = 0  # an attempt raised, yet had committed (seen on re-reading)
+    errors: list[str] = field(default_factory=list)   # what the failed attempts raised
+    end: float | None = None
+    db_at: datetime | None = None   # the database time the change took effect
+
+    @property
+    def done(self) -> bool:
+        return self.outcome.startswith("done")
+
+
+@dataclass
+class ImportFile:
+    """An NDJSON file of job documents with bad lines among the good ones."""
+
+    name: str
+    path: Path
+    prefix: str                 # the key prefix of its good lines' jobs
+    good: int
+    bad: dict[int, str]         # line number -> the field its error must name
+    results: list[dict[str, Any]] = field(default_factory=list)   # completed CLI runs
+    stored: int | None = None   # good lines found as jobs after the import
+
+
+def write_import(logs: Path, number: int, plan: Plan, urls: dict[str, str]) -> ImportFile:
+    """Good every-minute jobs (spread, run_late, half to each gateway) and four bad lines:
+    not JSON, a bad cron field, an unknown zone, a payload PostgreSQL stores in over 16 KiB
+    (1e300 written out in full: 477 bytes of JSON, 18 KB as jsonb text)."""
+    prefix = f"imp{number}-"
+
+    def document(i: int, **changes: Any) -> dict[str, Any]:
+        gateway = "dedupe" if i % 2 == 0 else "plain"
+        doc: dict[str, Any] = {
+            "key": f"{prefix}{i}", "cron": "* * * * *", "tz": "UTC",
+            "target": {"type": "http", "url": urls[gateway], "timeout_s": plan.timeout_s,
+                       "dedupes": gateway == "dedupe"},
+            "payload": {"to": f"+4478{number:02d}{i:06d}", "text": "imported"},
+            "misfire": {"policy": "run_late"}, "catchup": "all",
+            "lease_seconds": plan.lease_s, "rate_limit": LIMIT_NAME,
+            "spread": {"seconds": SPREAD_SECONDS},
+        }
+        return {**doc, **changes}
+
+    lines = [json.dumps(document(i)) for i in range(plan.import_good)]
+    bad = [("line", '{"key": "bad-json", "cron": "* * * * *", "tz": '),
+           ("cron", json.dumps(document(900, key=f"{prefix}bad-cron", cron="61 * * * *"))),
+           ("tz", json.dumps(document(901, key=f"{prefix}bad-tz", tz="Mars/Olympus"))),
+           ("payload", json.dumps(document(902, key=f"{prefix}bad-payload",
+                                           payload={"a": [1e300] * 60})))]
+    spots = [1, 1 + plan.import_good // 3, 2 + 2 * plan.import_good // 3, len(lines) + 3]
+    bad_at: dict[int, str] = {}
+    for spot, (what, text) in zip(spots, bad, strict=True):
+        lines.insert(spot, text)
+        bad_at[spot + 1] = what
+    path = logs / f"import-{number}.ndjson"
+    path.write_text("\n".join(lines) + "\n")
+    return ImportFile(f"import-{number}", path, prefix, plan.import_good, bad_at)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class Operator:
+    """What people do every day, while the faults run: edit about ``edit_share`` of the
+    every-minute jobs a minute (payload, cron, spread), pause some and resume them a little
+    later, import files with bad lines. Each change is recorded on its job (``Job.changes``)
+    with the database time it took effect, which the model of expected fires follows."""
+
+    def __init__(self, run: Run, url: str, tenant_id: int, jobs: Sequence[Job],
+                 started: float, rng: random.Random) -> None:
+        self.run = run
+        self.url = url
+        self.tenant_id = tenant_id
+        self.started = started
+        self.rng = rng
+        self.every = [job for job in jobs if job.kind == "every-minute"]
+        self.paused: set[int] = set()
+        self.payload_version = 0
+        self.conn: psycopg.Connection[Any] | None = None
+
+    def schedule(self) -> list[tuple[float, str, Any]]:
+        """(seconds after the start, action, argument), proportional to the window."""
+        plan = self.run.plan
+        w = plan.window_s
+        events: list[tuple[float, str, Any]] = []
+        rate = plan.edit_share * len(self.every) / 60       # edits per second
+        t = 0.04 * w
+        while rate > 0 and t < 0.8 * w:
+            events.append((t, "edit", None))
+            t += self.rng.uniform(0.5, 1.5) / rate
+        pauses: list[float] = []
+        t = 0.05 * w
+        while t < 0.75 * w:
+            pauses.append(t)
+            t += plan.pause_every_s * self.rng.uniform(0.6, 1.4)
+        for i, t in enumerate(pauses):       # the argument: resume it later
+            events.append((t, "pause", i < len(pauses) - plan.left_paused))
+        first, second = self.run.imports
+        # the second import starts with the PostgreSQL restart (0.55 W)
+        events += [(0.3 * w, "import", first), (0.55 * w, "import", second),
+                   (0.7 * w, "re-import", first)]
+        return sorted(events, key=lambda e: e[0])
+
+    def work(self, stop: threading.Event) -> None:
+        plan = self.run.plan
+        heap = [(self.started + t, i, kind, arg)
+                for i, (t, kind, arg) in enumerate(self.schedule())]
+        heapq.heapify(heap)
+        order = len(heap)
+        try:
+            while heap and not stop.is_set():
+                due, _, kind, arg = heap[0]
+                if time.time() < due:
+                    stop.wait(min(0.2, due - time.time()))
+                    continue
+                heapq.heappop(heap)
+                if kind == "edit":
+                    self.edit()
+                elif kind == "pause":
+                    job = self.pause()
+                    if job is not None and arg:
+                        at = min(time.time() + self.rng.uniform(*plan.pause_hold_s),
+                                 self.started + 0.9 * plan.window_s)
+                        heapq.heappush(heap, (at, order, "resume", job))
+                        order += 1
+                elif kind == "resume":
+                    self.resume(arg)
+                else:
+                    self.load(arg, again=kind == "re-import")
+        finally:
+            self.drop()
+
+    # -- job changes ---------------------------------------------------------------------
+
+    def edit(self) -> None:
+        job = self.rng.choice(self.every)
+        what = self.rng.choice(("payload", "cron", "spread"))
+        spec = job.changes[-1].spec if job.changes else job.spec
+        patch: dict[str, Any]
+        if what == "payload":
+            self.payload_version += 1
+            version = self.payload_version
+            patch = {"payload": {**spec.payload, "text": f"chaos, edited (v{version})",
+                                 "v": version}}
+            detail = f"payload v{spec.payload.get('v', 0)} -> v{version}"
+        elif what == "cron":
+            cron = "*/2 * * * *" if spec.cron == "* * * * *" else "* * * * *"
+            patch = {"cron": cron}
+            detail = f"cron '{spec.cron}' -> '{cron}'"
+        else:
+            seconds = self.rng.choice([s for s in (10, 25, 50) if s != spec.spread_seconds])
+            patch = {"spread": {"seconds": seconds}}
+            detail = f"spread {spec.spread_seconds} s -> {seconds} s"
+        self.change(f"edit-{what}", job, detail, lambda conn, current: update_job(
+            conn, self.tenant_id, job.id, patch, version=current.version))
+
+    def pause(self) -> Job | None:
+        job = self.rng.choice([j for j in self.every if j.id not in self.paused])
+        after = self.change("pause", job, "", lambda conn, _: pause_job(
+            conn, self.tenant_id, job.id))
+        if after is None or not after.paused:
+            return None
+        self.paused.add(job.id)
+        return job
+
+    def resume(self, job: Job) -> None:
+        after = self.change("resume", job, "", lambda conn, _: resume_job(
+            conn, self.tenant_id, job.id))
+        if after is not None and not after.paused:
+            self.paused.discard(job.id)
+
+    def change(self, kind: str, job: Job, detail: str,
+               do: Callable[[psycopg.Connection[Any], StoredJob], StoredJob]
+               ) -> StoredJob | None:
+        """Apply one change, retrying through database errors for up to 90 s. An attempt that
+        raised may still have committed (the connection died at the commit): the job's
+        version, re-read before each attempt, tells (nobody else changes these jobs)."""
+        action = Action(kind, time.time(), f"job {job.id}", detail)
+        give_up = action.at + 90
+        base: int | None = None
+        after: StoredJob | None = None
+        while after is None and time.time() < give_up:
+            try:
+                conn = self.connection()
+                current = get_job(conn, self.tenant_id, job.id)
+                if base is None:
+                    base = current.version
+                elif current.version != base:
+                    action.committed_on_error += 1
+                    after = current
+                    break
+                action.attempts += 1
+                after = do(conn, current)
+            except (psycopg.Error, VersionMismatch) as exc:
+                action.errors.append(f"{type(exc).__name__}: {str(exc).strip()[:120]}")
+                self.drop()
+                time.sleep(0.5)
+        if after is None:
+            action.outcome = f"failed: {action.errors[-1] if action.errors else 'no attempt'}"
+        else:
+            job.changes.append(Change(kind, after.updated_at, after.spec, after.paused,
+                                      after.version))
+            action.outcome = "done"
+            action.db_at = after.updated_at
+            if base is not None and after.version != base + 1:
+                action.outcome = f"done, but the version went {base} -> {after.version}"
+        self.record(action)
+        return after
+
+    # -- imports -------------------------------------------------------------------------
+
+    def load(self, file: ImportFile, *, again: bool) -> None:
+        """``crondepot import FILE --json`` as a real process, run again while it fails
+        short of a report (the database restarting); a key already stored is counted
+        ``existing``, so a second run after one that did commit changes nothing."""
+        action = Action("re-import" if again else "import", time.time(), file.path.name,
+                        f"{file.good} good lines, bad lines {sorted(file.bad)}")
+        give_up = action.at + 120
+        result: dict[str, Any] | None = None
+        while result is None and time.time() < give_up:
+            action.attempts += 1
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "crondepot", "import", str(file.path), "--tenant",
+                     TENANT, "--json", "--db", self.url],
+                    capture_output=True, text=True, env=self.run.env, timeout=120)
+            except subprocess.TimeoutExpired:
+                action.errors.append("timed out")
+                continue
+            doc = _json_object(proc.stdout)
+            if proc.returncode in (0, 1) and doc is not None and "lines" in doc:
+                result = {"exit": proc.returncode, "again": again, **doc}
+                file.results.append(result)
+                break
+            last = (proc.stderr.strip().splitlines() or [""])[-1]
+            action.errors.append(f"exit {proc.returncode}: {last[:150]}")
+            time.sleep(1.0)
+        if result is None:
+            action.outcome = f"failed: {action.errors[-1] if action.errors else 'not run'}"
+        else:
+            action.outcome = "done"
+            action.detail += (f"; exit {result['exit']}: {result['created']} created, "
+                              f"{result['existing']} existing, {result['invalid']} invalid")
+            if not again:
+                self.collect(file, action)
+        self.record(action)
+
+    def collect(self, file: ImportFile, action: Action) -> None:
+        """The file's good lines as stored jobs, added to the model (their first fire is the
+        first after their creation, as create_jobs plans it)."""
+        stored: list[StoredJob] | None = None
+        give_up = time.time() + 60
+        while stored is None and time.time() < give_up:
+            try:
+                stored = list_jobs(self.connection(), self.tenant_id,
+                                   JobFilter(key_prefix=file.prefix), limit=1000)
+            except psycopg.Error as exc:
+                action.errors.append(f"{type(exc).__name__} reading the jobs back")
+                self.drop()
+                time.sleep(0.5)
+        if stored is None:
+            return
+        file.stored = len(stored)
+        action.detail += f"; {len(stored)} of its {file.good} good lines stored"
+        for job in stored:
+            first = job.spec.timetable(job.id).next_fires(job.created_at, 1)[0]
+            gateway = "dedupe" if job.spec.target.get("dedupes") else "plain"
+            self.run.imported.append(Job(job.id, job.spec, "imported", gateway, first))
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def connection(self) -> psycopg.Connection[Any]:
+        if self.conn is None or self.conn.closed:
+            self.conn = connect(self.url, application_name="chaos-operator")
+        return self.conn
+
+    def drop(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+        self.conn = None
+
+    def record(self, action: Action) -> None:
+        action.end = time.time()
+        with self.run.lock:
+            self.run.actions.append(action)
+        retried = (f" ({action.attempts} attempts; {', '.join(action.errors[:3])})"
+                   if action.errors else "")
+        if action.committed_on_error:
+            retried += " (an attempt that raised had committed)"
+        when = f" at db {action.db_at:%H:%M:%S.%f}"[:-3] if action.db_at else ""
+        print(f"  [{_clock(action.at)}] operator: {action.kind} {action.target} "
+              f"{action.detail} -> {action.outcome}{when}{retried}".replace("  ->", " ->"),
+              flush=True)
+
+
 def drain(url: str, expected: Sequence[Expected], timeout: float) -> tuple[float, int]:
     """Wait until every expected run is final; (seconds waited, runs not final)."""
     ids = [e.run_id for e in expected]
@@ -582,10 +1015,154 @@ def attribute(first: float, faults: Sequence[Fault], evidence: dict[str, str],
     return "UNEXPLAINED"
 
 
-def analyse(run: Run, url: str, expected: Sequence[Expected], drained: tuple[float, int],
-            started: float, cutoff: float) -> dict[str, Any]:
+def _iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat()
+
+
+def run_verify(run: Run, url: str, since: float, until: float) -> dict[str, Any]:
+    """``crondepot verify --json`` as a real process over the run's window (nominal times
+    from ``since`` to ``until``), once every fire up to ``until`` is due and written: the
+    longest spread is 50 s, and the schedulers get 10 s more."""
+    wait = until + SPREAD_SECONDS + 10 - time.time()
+    if wait > 0:
+        print(f"  waiting {wait:.0f} s until every fire up to the cut-off is due, then "
+              "crondepot verify", flush=True)
+        time.sleep(wait)
+    args = ["verify", "--json", "--since", _iso(since), "--until", _iso(until)]
+    began = time.time()
+    proc = subprocess.run([sys.executable, "-m", "crondepot", *args, "--db", url],
+                          capture_output=True, text=True, env=run.env, timeout=600)
+    doc = _json_object(proc.stdout) or {}
+    figures = {k: doc.get(k) for k in ("fires", "pending", "unaccounted_count",
+                                       "duplicated_count", "seconds")}
+    print(f"  [{_clock(began)}] crondepot verify: exit {proc.returncode}, {figures}",
+          flush=True)
+    return {"command": "python -m crondepot " + shlex.join(args) + " --db URL",
+            "exit": proc.returncode, "doc": doc, "wall_s": round(time.time() - began, 2),
+            "stderr": (proc.stderr.strip().splitlines() or [""])[-1][:300]}
+
+
+def ledger_check(run: Run, url: str, jobs: Sequence[Job], since: float, cutoff: float,
+                 versions0: dict[int, int]) -> dict[str, Any]:
+    """The ledger and the gateways' records against the model of every job's fires
+    (``job_fires``), independently of ``crondepot verify``."""
+    end = datetime.fromtimestamp(cutoff, UTC)
+    start = datetime.fromtimestamp(since, UTC)
+    with connect(url, application_name="chaos-report") as conn:
+        by_run: dict[str, tuple[int, str, str | None]] = {
+            r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+                "SELECT run_id, job_id, status, skip_reason FROM runs WHERE nominal_at <= %s",
+                [end]).fetchall()}
+        versions = dict(conn.execute("SELECT id, version FROM jobs").fetchall())
+        early = [r[0] for r in conn.execute(
+            "SELECT run_id FROM runs WHERE created_at < due_at - interval '1 second'")]
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    problems: dict[str, list[Any]] = defaultdict(list)
+    states: Counter[str] = Counter()
+    touched_rows: Counter[str] = Counter()
+    pending_by_job: Counter[int] = Counter()
+    in_window = 0
+    runs_known: set[str] = set()     # every run the model owes, any due time
+    settled_early: set[str] = set()  # rows a change wrote inside their spread window
+    payload_timeline: dict[int, list[tuple[datetime, int]]] = {}
+    for job in jobs:
+        if job.changes:
+            payload_timeline[job.id] = [(c.at, c.spec.payload.get("v", 0)) for c in job.changes]
+        if versions.get(job.id) != (job.changes[-1].version if job.changes
+                                    else versions0.get(job.id, versions.get(job.id))):
+            problems["job version differs from the operator's record"].append(job.id)
+        for fire in job_fires(job, later):
+            rid = run_id(job.id, fire.nominal)
+            if fire.state == "run":
+                runs_known.add(rid)
+            if fire.early:
+                settled_early.add(rid)
+            if fire.nominal > end:
+                continue
+            in_window += fire.nominal >= start
+            states[fire.state] += 1
+            row = by_run.pop(rid, None)
+            status = "no row" if row is None else row[1] + (f"/{row[2]}" if row[2] else "")
+            if job.changes:
+                touched_rows[f"{fire.state}: {status}"] += 1
+            if fire.state == "pending":
+                pending_by_job[job.id] += 1
+                if row is not None:
+                    problems["a row for a fire of a job still paused"].append((rid, status))
+            elif row is None:
+                problems["a fire without a row"].append(rid)
+            elif fire.state == "paused" and status != "skipped/paused":
+                problems["a paused fire not recorded skipped/paused"].append((rid, status))
+            elif fire.state == "run" and row[1] == "skipped":
+                problems["a fire owed a run recorded skipped"].append((rid, status))
+    for rid, (_, status, reason) in sorted(by_run.items()):
+        problems["a row for no fire of the model"].append((rid, status, reason))
+    requests: Counter[str] = Counter()
+    stale: list[tuple[str, int, int]] = []
+    checked = 0
+    for name, gateway in run.gateways.items():
+        with gateway._lock:
+            seen = {key: list(v) for key, v in gateway.versions.items()}
+        for key, carried in seen.items():
+            requests[name] += len(carried)
+            if key not in runs_known:
+                problems["requests for no run of the model"].append((name, key, len(carried)))
+            job_text, _, seconds = key.partition(":")
+            timeline = payload_timeline.get(int(job_text)) if job_text.isdigit() else None
+            if not timeline or not seconds.isdigit():
+                continue
+            # the payload in force 5 s before the fire's nominal time (margin: the edit's
+            # transaction commits a little after its now())
+            required = 0
+            for at, version in timeline:
+                if at.timestamp() <= int(seconds) - 5:
+                    required = version
+            if required:
+                checked += len(carried)
+                stale += [(key, v, required) for v in carried if v < required]
+    if stale:
+        problems["requests carrying a payload older than the edit before their fire"] = stale
+    return {"states": states, "fires_in_window": in_window, "touched_rows": touched_rows,
+            "pending_by_job": dict(pending_by_job), "problems": dict(problems),
+            "payload_checked": checked, "stale_payloads": len(stale),
+            "early_unexplained": [r for r in early if r not in settled_early],
+            "early_by_change": sum(1 for r in early if r in settled_early)}
+
+
+def import_check(run: Run) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each import's figures, and what went wrong: a good line not stored, a bad line not
+    reported on its line with its field, a re-run that created anything."""
+    summary: list[dict[str, Any]] = []
+    wrong: list[str] = []
+    for file in run.imports:
+        for result in file.results:
+            errors = {e["line"]: e["field"] for e in result.get("errors", [])}
+            summary.append({"file": file.name, "again": result["again"],
+                            "exit": result["exit"], "lines": result["lines"],
+                            "created": result["created"], "existing": result["existing"],
+                            "invalid": result["invalid"], "errors": errors,
+                            "stored": file.stored})
+            if errors != file.bad:
+                wrong.append(f"{file.name}: bad lines reported {errors}, expected {file.bad}")
+            if result["created"] + result["existing"] != file.good or result["exit"] != 1:
+                wrong.append(f"{file.name}: exit {result['exit']}, {result['created']} created"
+                             f" + {result['existing']} existing of {file.good} good lines")
+            if result["again"] and result["created"]:
+                wrong.append(f"{file.name}: the re-run created {result['created']} jobs")
+        if not file.results:
+            wrong.append(f"{file.name}: no import completed")
+        elif file.stored is not None and file.stored != file.good:
+            wrong.append(f"{file.name}: {file.stored} of {file.good} good lines stored")
+    return summary, wrong
+
+
+def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected],
+            drained: tuple[float, int], started: float, cutoff: float,
+            verified: dict[str, Any] | None, versions0: dict[int, int]) -> dict[str, Any]:
     plan = run.plan
     rows = fetch_rows(url, expected)
+    ledger = ledger_check(run, url, jobs, started - 60, cutoff, versions0)
+    imports, import_problems = import_check(run)
     restart = next((f for f in run.faults if f.kind == "pg-restart"), None)
     checks = db_checks(url, restart.end if restart else None)
     evidence = log_evidence(run)
@@ -665,7 +1242,8 @@ def analyse(run: Run, url: str, expected: Sequence[Expected], drained: tuple[flo
                                                                  )[:90]) for r in dead)
     lateness = {kind: [first_arrival[e.run_id] - e.due for e in expected
                        if e.kind == kind and e.run_id in first_arrival]
-                for kind in ("every-minute", "spike")}
+                for kind in ("every-minute", "spike", "imported")
+                if any(e.kind == kind for e in expected)}
     delivered_late = [first_ok[e.run_id] - e.due for e in expected if e.run_id in first_ok]
     oks = sorted(t for t in first_ok.values())
 
@@ -703,7 +1281,43 @@ def analyse(run: Run, url: str, expected: Sequence[Expected], drained: tuple[flo
         recovery.append(entry)
 
     spike = [e for e in expected if e.kind == "spike"]
+    touched = [job for job in jobs if job.changes]
+    pending_model = sum(ledger["pending_by_job"].values())
+    verify_problems: list[str] = []
+    doc = (verified or {}).get("doc") or {}
+    if verified is None or not doc:
+        verify_problems.append("crondepot verify gave no report: "
+                               f"{(verified or {}).get('stderr', 'not run')}")
+    else:
+        if verified["exit"] != 0 or doc.get("unaccounted_count") or doc.get(
+                "duplicated_count"):
+            verify_problems.append(f"exit {verified['exit']}: "
+                                   f"{doc.get('unaccounted_count')} unaccounted, "
+                                   f"{doc.get('duplicated_count')} duplicated")
+        if doc.get("pending") != pending_model:
+            verify_problems.append(f"{doc.get('pending')} pending, but the jobs still "
+                                   f"paused account for {pending_model}")
+        if doc.get("fires") != ledger["fires_in_window"]:
+            verify_problems.append(f"{doc.get('fires')} fires in the window, the model "
+                                   f"has {ledger['fires_in_window']}")
+    operator = {
+        "actions": Counter((a.kind, "done" if a.done else "failed") for a in run.actions),
+        "retried": [a for a in run.actions if a.errors],
+        "failed": [a for a in run.actions if not a.done],
+        "committed_on_error": sum(a.committed_on_error for a in run.actions),
+        "touched": len(touched),
+        "edited": sum(1 for job in touched if any(c.kind.startswith("edit")
+                                                  for c in job.changes)),
+        "paused": sum(1 for job in touched if any(c.kind == "pause" for c in job.changes)),
+        "still_paused": sorted(ledger["pending_by_job"]),
+        "touched_ids": sorted(job.id for job in touched),
+        "imported_jobs": sum(1 for job in jobs if job.kind == "imported"),
+    }
     return {
+        "ledger": ledger, "imports": imports, "import_problems": import_problems,
+        "actions": list(run.actions),
+        "verify": verified, "verify_problems": verify_problems, "operator": operator,
+        "pending_model": pending_model,
         "plan": plan, "started": started, "cutoff": cutoff,
         "drain_s": round(drained[0], 1), "not_final_at_drain_end": drained[1],
         "expected": len(expected),
@@ -742,6 +1356,67 @@ def _round(value: float | None) -> float | None:
 # -- report ------------------------------------------------------------------------------
 
 
+def failures(report: dict[str, Any]) -> list[str]:
+    """Why the run fails (empty: it passes)."""
+    out: list[str] = []
+    if report["missed"]:
+        out.append(f"{len(report['missed'])} missed")
+    if report["duplicate_effects"]:
+        out.append(f"{report['duplicate_effects']} duplicate effects")
+    if report["wrongly_skipped"]:
+        out.append(f"{len(report['wrongly_skipped'])} run_late runs skipped")
+    out += [f"verify: {problem}" for problem in report["verify_problems"]]
+    out += [f"{len(items)} × {what}" for what, items in report["ledger"]["problems"].items()]
+    out += [f"import: {problem}" for problem in report["import_problems"]]
+    return out
+
+
+def _counts(counter: Counter[str] | dict[str, int]) -> str:
+    return " · ".join(f"{k} {v:,}" for k, v in sorted(counter.items())) or "-"
+
+
+def render_operator(report: dict[str, Any], add: Callable[[str], Any]) -> None:
+    """The operator's rows of the figures table."""
+    op = report["operator"]
+    ledger = report["ledger"]
+    done: Counter[str] = Counter()
+    for (kind, outcome), n in op["actions"].items():
+        if outcome == "done":
+            done[kind] += n
+    failed = len(op["failed"])
+    add(f"| operator actions done (failed) | {sum(done.values()):,} ({failed}): "
+        f"{_counts(done)}; {len(op['retried'])} needed more than one attempt "
+        f"({op['committed_on_error']} of them had committed on an attempt that raised) |")
+    still = ", ".join(str(i) for i in op["still_paused"]) or "none"
+    add(f"| jobs the operator touched | {op['touched']:,} (edited {op['edited']:,}, paused "
+        f"{op['paused']:,}; still paused at the end: {still}) + {op['imported_jobs']} "
+        "imported |")
+    add(f"| touched jobs' fires up to the cut-off, by row | {_counts(ledger['touched_rows'])} |")
+    for entry in report["imports"]:
+        errors = ", ".join(f"line {n} `{f}`" for n, f in sorted(entry["errors"].items()))
+        what = f"{entry['file']} again" if entry["again"] else entry["file"]
+        stored = ("" if entry["again"] or entry["stored"] is None
+                  else f"; {entry['stored']} good lines found stored")
+        add(f"| `crondepot import` {what} | exit {entry['exit']}: {entry['lines']} lines, "
+            f"{entry['created']} created, {entry['existing']} existing, {entry['invalid']} "
+            f"invalid ({errors}){stored} |")
+    verified = report["verify"] or {}
+    doc = verified.get("doc") or {}
+    add(f"| **`crondepot verify`** over the window | exit {verified.get('exit', '-')}: "
+        f"{doc.get('fires', 0):,} fires (model {ledger['fires_in_window']:,}), "
+        f"**{doc.get('unaccounted_count', '?')} unaccounted, {doc.get('duplicated_count', '?')}"
+        f" duplicated**, {doc.get('pending', '?')} pending (fires of the jobs still paused: "
+        f"{report['pending_model']}); {doc.get('seconds', '?')} s: "
+        f"`{verified.get('command', 'not run')}` |")
+    problems = ledger["problems"]
+    add(f"| ledger against the model (fires up to the cut-off) | {_counts(ledger['states'])}: "
+        + ("every one as modelled, no row for any other fire, no request for any other run"
+           if not problems else "**" + "; ".join(f"{len(v)} × {k}" for k, v in
+                                                  problems.items()) + "**") + " |")
+    add(f"| edited payloads | {ledger['payload_checked']:,} requests for fires after a "
+        f"payload edit, {ledger['stale_payloads']} carrying an older payload |")
+
+
 def render(report: dict[str, Any], command: str, wall: float) -> str:
     plan: Plan = report["plan"]
     out: list[str] = []
@@ -770,8 +1445,8 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
     add("")
     for crash in report["crashes"]:
         add(f"**Process exited by itself (restarted, as a supervisor would):** {crash}")
-    verdict = ("PASS" if not report["missed"] and not report["duplicate_effects"]
-               and not report["wrongly_skipped"] else "FAIL")
+    failed = failures(report)
+    verdict = "FAIL: " + "; ".join(failed) if failed else "PASS"
     late = report["lateness"]
     add("| figure | value |")
     add("|---|---|")
@@ -793,6 +1468,7 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
         f"({', '.join(f'{n} {c}' for c, n in report['raw_duplicate_causes'].items()) or '-'}) |")
     add(f"| unexplained duplicates | {len(report['unexplained'])} |")
     add(f"| runs wrongly skipped (run_late) | {len(report['wrongly_skipped'])} |")
+    render_operator(report, add)
     add(f"| dead-lettered / failed | {sum(report['dead'].values())} |")
     for kind, (n, p50, p99, top) in late.items():
         add(f"| lateness {kind} (first request − due, {n:,} runs) | p50 {p50:.1f} s · "
@@ -800,8 +1476,11 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
     p50, p99, top = report["delivery_lateness"]
     add(f"| lateness to the first 200 (all) | p50 {p50:.1f} s · p99 {p99:.1f} s · "
         f"max {top:.1f} s |")
+    ledger = report["ledger"]
     add(f"| runs written before due / planned > 10 min ahead | "
-        f"{report['checks']['runs_written_early']} / {report['checks']['runs_due_far_ahead']} |")
+        f"{len(ledger['early_unexplained'])} (+ {ledger['early_by_change']} written by an "
+        f"operator change inside their spread window, as designed) / "
+        f"{report['checks']['runs_due_far_ahead']} |")
     add(f"| worker logs: lease lost on record / call not started (deadline) / slot failed | "
         f"{report['lost_lease_logged']} / {report['not_called_logged']} / "
         f"{report['slot_failed_logged']} |")
@@ -826,6 +1505,43 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
             f"{r['next_delivery_s']} s | {r['runs_due_in_window']} | "
             f"{r['p99_delivered_s']} / {r['all_delivered_s']} |")
     add("")
+    op = report["operator"]
+    if op["touched_ids"]:
+        add(f"Jobs the operator touched ({len(op['touched_ids'])}): "
+            + ", ".join(str(i) for i in op["touched_ids"]) + ".")
+        add("")
+    notable = [a for a in report["actions"] if a.errors or not a.done
+               or a.kind in ("import", "re-import")]
+    if notable:
+        add("Operator actions that were imports, needed more than one attempt, or failed "
+            "(t = seconds into the window; the others are in the run's output):")
+        add("")
+        add("| t | action | target | detail | outcome | attempts | errors on the way |")
+        add("|---|---|---|---|---|---|---|")
+        for a in notable:
+            note = "; ".join(a.errors[:3]) + (" …" if len(a.errors) > 3 else "")
+            if a.committed_on_error:
+                note += " (an attempt that raised had committed: found on re-reading)"
+            add(f"| {a.at - report['started']:.1f} | {a.kind} | {a.target} | {a.detail} | "
+                f"{a.outcome} | {a.attempts} | {note or '-'} |")
+        add("")
+    if ledger["problems"] or ledger["early_unexplained"]:
+        add("**Against the model** (first 20 of each):")
+        add("")
+        for what, items in ledger["problems"].items():
+            add(f"- {len(items)} × {what}: `{json.dumps(items[:20], default=str)}`")
+        if ledger["early_unexplained"]:
+            add(f"- {len(ledger['early_unexplained'])} runs written before due with no change "
+                f"to explain it: `{ledger['early_unexplained'][:20]}`")
+        add("")
+    if report["verify"] and (report["verify"].get("doc") or {}).get("unaccounted"):
+        add("`crondepot verify`: fires without a row (first 20): "
+            f"`{json.dumps(report['verify']['doc']['unaccounted'][:20])}`")
+        add("")
+    if report["verify"] and (report["verify"].get("doc") or {}).get("duplicated"):
+        add("`crondepot verify`: fires with more than one row (first 20): "
+            f"`{json.dumps(report['verify']['doc']['duplicated'][:20])}`")
+        add("")
     if report["raw_duplicates"]:
         add("Raw duplicates at the non-deduping gateway, each with its cause:")
         add("")
@@ -888,19 +1604,28 @@ def execute(run: Run, command: str, wall_start: float) -> int:
     url = run.cluster.url
     with connect(url, application_name="chaos-setup") as conn:
         migrate(conn)
-        tenant = create_tenant(conn, "chaos")
+        tenant = create_tenant(conn, TENANT)
         set_limit(conn, LIMIT_NAME, plan.limit_rate, 20)
         for name in ("dedupe", "plain"):
-            run.gateways[name] = Gateway(dedupe=name == "dedupe", rate=plan.gateway_rate).start()
-        jobs, spike = create_load(conn, plan, tenant.id,
-                                  {n: g.url for n, g in run.gateways.items()})
+            gateway = RecordingGateway(dedupe=name == "dedupe", rate=plan.gateway_rate)
+            run.gateways[name] = gateway
+            gateway.start()
+        urls = {n: g.url for n, g in run.gateways.items()}
+        jobs, spike = create_load(conn, plan, tenant.id, urls)
+        versions0: dict[int, int] = dict(conn.execute("SELECT id, version FROM jobs").fetchall())
     print(f"  {len(jobs):,} jobs created; spike at {spike:%H:%M} UTC", flush=True)
+    operator_rng = random.Random(random.getrandbits(64))
+    if plan.operator:
+        run.imports = [write_import(run.logs, n, plan, urls) for n in (1, 2)]
     start_services(run, url)
     started = time.time()
     cutoff = started + plan.window_s
     stop = threading.Event()
     threads = [threading.Thread(target=inject, args=(run, started, stop), daemon=True),
                threading.Thread(target=progress, args=(run, url, started, stop), daemon=True)]
+    if plan.operator:
+        operator = Operator(run, url, tenant.id, jobs, started, operator_rng)
+        threads.append(threading.Thread(target=operator.work, args=(stop,), daemon=True))
     for thread in threads:
         thread.start()
     try:
@@ -922,11 +1647,20 @@ def execute(run: Run, command: str, wall_start: float) -> int:
     finally:
         stop.set()
         for thread in threads:
-            thread.join(timeout=30)
+            thread.join(timeout=150)    # an operator action may be retrying (90 s at most)
+    if any(thread.is_alive() for thread in threads):
+        run.notes.append("a fault or operator thread was still running 150 s after the "
+                         "cut-off; the model may miss its last action")
+    jobs = [*jobs, *run.imported]
     expected = expected_runs(jobs, cutoff)
     print(f"  cut-off reached; {len(expected):,} runs expected; draining (at most "
           f"{plan.drain_s:g} s)", flush=True)
     drained = drain(url, expected, plan.drain_s)
+    verified: dict[str, Any] | None = None
+    try:
+        verified = run_verify(run, url, started - 60, cutoff)
+    except (subprocess.SubprocessError, OSError) as exc:
+        run.notes.append(f"crondepot verify could not run: {exc!r}")
     for service in run.services:
         service.terminate()
     deadline = time.time() + 25
@@ -941,24 +1675,55 @@ def execute(run: Run, command: str, wall_start: float) -> int:
             # (the faketime wrapper itself dies of SIGTERM; its scheduler logs its stop)
             run.notes.append(f"{service.name}.g{service.generation} exited {code} on "
                              f"SIGTERM (logged its stop: {stopped})")
-    report = analyse(run, url, expected, drained, started, cutoff)
+    report = analyse(run, url, jobs, expected, drained, started, cutoff, verified, versions0)
     text = render(report, command, time.time() - wall_start)
     print("\n" + text, flush=True)
     write_doc(plan.mode, text)
-    print(f"\nwritten to {DOC.relative_to(ROOT)} ({plan.mode} section); process logs in "
-          f"{run.logs}", flush=True)
-    failed = report["missed"] or report["duplicate_effects"] or report["wrongly_skipped"]
-    return 1 if failed else 0
+    (run.logs / "report.md").write_text(text + "\n")
+    print(f"\nwritten to {DOC.relative_to(ROOT)} ({plan.mode} section) and "
+          f"{run.logs / 'report.md'}; process logs in {run.logs}", flush=True)
+    print("summary row: " + summary_row(report, command), flush=True)
+    return 1 if failures(report) else 0
+
+
+def summary_row(report: dict[str, Any], command: str) -> str:
+    """One line of the docs' table of consecutive runs."""
+    verified = (report["verify"] or {}).get("doc") or {}
+    op = report["operator"]
+    done: Counter[str] = Counter()
+    for (kind, outcome), n in op["actions"].items():
+        if outcome == "done":
+            done[kind] += n
+    kills = report["faults"]
+    failed = failures(report)
+    return " | ".join([
+        "", f"`{command}`", "**FAIL**" if failed else "**PASS**",
+        f"{report['expected']:,}", f"{report['delivered']:,}", f"**{len(report['missed'])}**",
+        f"**{report['duplicate_effects']}** "
+        f"({report['dedupe_gateway']['duplicate_requests_accepted']} repeats dropped)",
+        f"{len(report['raw_duplicates'])} ({len(report['unexplained'])} unexplained)",
+        f"exit {(report['verify'] or {}).get('exit', '-')}: {verified.get('fires', 0):,} fires, "
+        f"**{verified.get('unaccounted_count', '?')} / {verified.get('duplicated_count', '?')}**"
+        f", {verified.get('pending', '?')} pending (paused: {report['pending_model']})",
+        f"{sum(done.values())} ({done['edit-payload']} payload, {done['edit-cron']} cron, "
+        f"{done['edit-spread']} spread, {done['pause']} pauses, {done['resume']} resumes, "
+        f"{done['import'] + done['re-import']} imports); {len(op['failed'])} failed, "
+        f"{len(op['retried'])} retried",
+        f"{kills['kill-scheduler']} / {kills['kill-worker']}",
+        f"{sum(report['dead'].values())}", ""]).strip()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="window (default 10)")
     parser.add_argument("--ci", action="store_true",
-                        help="3-minute window, smaller load (about 4 minutes wall)")
+                        help="3-minute window, smaller load (about 5 minutes wall)")
     parser.add_argument("--jobs", type=int, default=3000, help="every-minute jobs")
     parser.add_argument("--spike", type=int, default=3000, help="jobs of the spike minute")
-    parser.add_argument("--seed", type=int, default=None, help="random seed for the faults")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="random seed for the faults and the operator's choices")
+    parser.add_argument("--no-operator", action="store_true",
+                        help="no edits, pauses or imports: the faults alone")
     args = parser.parse_args(argv)
     if args.seed is not None:
         random.seed(args.seed)
