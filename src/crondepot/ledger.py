@@ -36,7 +36,7 @@ import psycopg
 from psycopg.rows import class_row
 
 from crondepot.db import Q
-from crondepot.timetable import Timetable, run_id, uses_hash
+from crondepot.timetable import Timetable, expand_hash, run_id, uses_hash
 
 DEFAULT_WINDOW = timedelta(hours=24)
 MAX_WINDOW = timedelta(days=31)
@@ -70,6 +70,7 @@ class Report:
     until: datetime
     fires: int = 0                 # fires of the window's timetables
     pending: int = 0               # not yet owed a row (a scheduler is behind; paused)
+    oldest_pending: datetime | None = None   # the next check must reach back to it
     unaccounted_count: int = 0
     duplicated_count: int = 0
     unaccounted: list[FireRecord] = field(default_factory=list)    # first MAX_LISTED
@@ -83,6 +84,7 @@ class Report:
     def document(self) -> dict[str, Any]:
         return {"since": self.since.isoformat(), "until": self.until.isoformat(),
                 "fires": self.fires, "pending": self.pending,
+                "oldest_pending": self.oldest_pending and self.oldest_pending.isoformat(),
                 "unaccounted_count": self.unaccounted_count,
                 "duplicated_count": self.duplicated_count,
                 "unaccounted": [f.document() for f in self.unaccounted],
@@ -115,8 +117,8 @@ def verify(conn: psycopg.Connection[Any], *, tenant_id: int | None = None,
         scope = {"tenant": tenant_id, "since": start, "until": end}
         rows = conn.execute(Q.ledger_fires,
                             {**scope, **_fires(conn, scope), "limit": listed}).fetchall()
-    (report.fires, report.pending, report.unaccounted_count,
-     report.duplicated_count) = rows[0][:4]
+    (report.fires, report.pending, report.unaccounted_count, report.duplicated_count,
+     report.oldest_pending) = rows[0][:5]
     for *_, job_id, tenant, key, nominal_at, count in rows:
         if job_id is None:
             continue
@@ -150,11 +152,12 @@ def _fires(conn: psycopg.Connection[Any], scope: dict[str, Any]) -> dict[str, li
             shared["tzs"].append(tz)
             shared["nominals"].append(at)
     if hashed:
+        # Grouped by their expansion (a string operation per job), so a timetable is built
+        # once per distinct expansion, not once per job.
         by_expansion: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
         for job_id, key, cron, tz in conn.execute(Q.ledger_hashed_jobs, {
                 **scope, "crons": [c for c, _ in hashed], "tzs": [t for _, t in hashed]}):
-            hash_key = key if key is not None else str(job_id)
-            expanded = Timetable(cron, tz, hash_key=hash_key).expanded
+            expanded = expand_hash(cron, key if key is not None else str(job_id))
             by_expansion[(expanded, tz)].append((job_id, cron))
         for (expanded, tz), jobs in by_expansion.items():
             at_list = list(_window_fires(Timetable(expanded, tz), scope))
@@ -192,22 +195,34 @@ class LatestCheck:
 
 def check_if_due(conn: psycopg.Connection[Any], *, every: timedelta,
                  window: timedelta) -> Report | None:
-    """Run and record one ledger check over the last ``window`` if none was recorded in the
-    last ``every``. Any number of scheduler copies call this; an advisory lock lets one of
-    them check at a time, and the others return None at once."""
+    """Run and record one ledger check if none was recorded in the last ``every``. Any
+    number of scheduler copies call this; an advisory lock lets one of them check at a time,
+    and the others return None at once.
+
+    The check covers the last ``window``, and reaches further back to the oldest fire the
+    previous check found pending: a fire is pending until it is written (a spread of hours,
+    a scheduler outage), and it is when a scheduler moves past it that it is written or lost.
+    A window that only slid along would have left it behind by then.
+    """
     with conn.transaction():
-        locked, due = conn.execute(Q.ledger_check_turn,
-                                   {"every": every.total_seconds()}).fetchone() or (False, False)
+        locked, due, oldest_pending = conn.execute(
+            Q.ledger_check_turn, {"every": every.total_seconds()}).fetchone() or (
+            False, False, None)
     if not (locked and due):
         if locked:
             conn.execute(Q.ledger_check_release)
         return None
     try:
-        report = verify(conn, window=window, listed=10)
+        now = _db_now(conn, None)
+        since = now - window
+        if oldest_pending is not None:
+            since = max(min(since, oldest_pending), now - MAX_WINDOW)
+        report = verify(conn, since=since, until=now, listed=10)
         conn.execute(Q.record_ledger_check, {
             "since": report.since, "until": report.until, "fires": report.fires,
             "unaccounted": report.unaccounted_count, "duplicated": report.duplicated_count,
-            "pending": report.pending, "seconds": report.seconds})
+            "pending": report.pending, "oldest_pending": report.oldest_pending,
+            "seconds": report.seconds})
         return report
     finally:
         conn.execute(Q.ledger_check_release)

@@ -72,8 +72,8 @@ def t(conn: psycopg.Connection[Any]) -> int:
     return tenant(conn)
 
 
-# -- the four losses of issue 14 (the import and the deadline ones are in test_deadline.py
-# -- and tests/api/test_import_ledger.py) ---------------------------------------------------
+# -- the losses of issue 14 (the deadline one is in test_deadline.py, the import one in
+# -- tests/api/test_ledger_api.py) -----------------------------------------------------------
 
 def test_an_edit_inside_the_spread_window_keeps_the_fire_it_follows(
         conn: psycopg.Connection[Any], t: int) -> None:
@@ -246,7 +246,13 @@ def test_scheduler_copies_take_turns_at_the_periodic_check(db_url: str,
 
 
 def test_a_running_scheduler_records_ledger_checks(db_url: str,
-                                                  conn: psycopg.Connection[Any]) -> None:
+                                                  conn: psycopg.Connection[Any], t: int) -> None:
+    # A job that lost its fires of the last half hour (moved on without writing them).
+    (now,) = conn.execute("SELECT now()").fetchone()  # type: ignore[misc]
+    job_id = add(conn, t, now - timedelta(minutes=30), key="lost", cron="* * * * *")
+    conn.execute("UPDATE jobs SET next_nominal_at = date_trunc('minute', now()) + interval "
+                 "'2 minutes', next_run_at = date_trunc('minute', now()) + interval "
+                 "'2 minutes' WHERE id = %s", (job_id,))
     scheduler = Scheduler(SchedulerConfig(url=db_url, tick_seconds=0.2, verify_every=0.2,
                                           verify_window=600))
     thread = threading.Thread(target=scheduler.run)
@@ -259,5 +265,44 @@ def test_a_running_scheduler_records_ledger_checks(db_url: str,
         scheduler.stop()
         thread.join(timeout=10)
     latest = latest_check(conn)
-    assert latest is not None and latest.unaccounted == 0
+    assert latest is not None
     assert latest.until - latest.since == timedelta(seconds=600)
+    assert latest.unaccounted in (10, 11)       # every minute of the ten-minute window
+
+
+def test_a_job_created_inactive_owes_no_fire(conn: psycopg.Connection[Any], t: int) -> None:
+    add(conn, t, at(7), key="off", cron="0 * * * *", active=False)
+    drain(conn, at(12))
+    report = assert_clean(conn, at(12))
+    assert report.fires == 0
+
+
+def test_h_jobs_whose_cron_came_back_are_counted_once(conn: psycopg.Connection[Any],
+                                                      t: int) -> None:
+    job_id = add(conn, t, at(0), key="h", cron="H * * * *")
+    for hour, cron in ((3, "H/30 * * * *"), (6, "H * * * *")):
+        drain(conn, at(hour))
+        update_job(conn, t, job_id, {"cron": cron}, version=get_job(conn, t, job_id).version,
+                   now=at(hour))
+    drain(conn, at(9))
+    report = assert_clean(conn, at(9))
+    assert report.fires == len(rows(conn, job_id)) == 3 + 6 + 3
+
+
+def test_the_oldest_pending_fire_is_kept_for_the_next_check(
+        conn: psycopg.Connection[Any], t: int) -> None:
+    # A spread of two hours: the 09:00 fire is pending until 09:00 + offset, longer than a
+    # one-hour window; the periodic check reaches back to it.
+    key = spread_key(at_least=3600, seconds=7200)
+    add(conn, t, at(8), key="late", cron="0 9 * * *", spread={"seconds": 7200, "key": key})
+    drain(conn, at(9, 30))
+    report = verify(conn, since=at(8, 30), now=at(9, 30))
+    assert (report.pending, report.oldest_pending) == (1, at(9))
+    conn.execute("INSERT INTO ledger_checks (checked_at, since, until, fires, unaccounted, "
+                 "duplicated, pending, oldest_pending, seconds) VALUES (now() - interval "
+                 "'1 hour', %s, %s, 1, 0, 0, 1, now() - interval '3 hours', 0.1)",
+                 (at(8, 30), at(9, 30)))
+    checked = check_if_due(conn, every=timedelta(minutes=5), window=timedelta(hours=1))
+    assert checked is not None
+    (now,) = conn.execute("SELECT now()").fetchone()  # type: ignore[misc]
+    assert now - checked.since > timedelta(hours=2, minutes=59)

@@ -30,9 +30,11 @@ def register(commands: Any) -> None:
                         default=os.environ.get("CRONDEPOT_VERIFY_EVERY", "5m"),
                         help="check the ledger (crondepot verify) this often, one copy at a "
                              "time; 0 turns it off (default 5m)")
-    parser.add_argument("--verify-window", type=_seconds, metavar="DURATION",
-                        default=os.environ.get("CRONDEPOT_VERIFY_WINDOW", "60m"),
-                        help="how far back each check looks (default 60m)")
+    parser.add_argument("--verify-window", type=_window, metavar="DURATION",
+                        default=os.environ.get("CRONDEPOT_VERIFY_WINDOW", "1h"),
+                        help="how far back each check looks, e.g. 90m, 6h or 2d, at most "
+                             "31d (default 1h); it also reaches back to the oldest fire the "
+                             "last check found pending")
     parser.add_argument("--log-json", action="store_true", default=None,
                         help="log one JSON object per line")
     parser.set_defaults(run=run)
@@ -73,3 +75,15 @@ def _seconds(text: str) -> float:
 
 def _seconds_or_off(text: str) -> float:
     return 0.0 if text.strip() in ("0", "off") else _seconds(text)
+
+
+def _window(text: str) -> float:
+    units = {"m": 60.0, "h": 3600.0, "d": 86400.0}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
+    except ValueError:
+        value = -1.0
+    if not 60 <= value <= 31 * 86400:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration from 1m to 31d like 90m, 6h or 2d, got {text!r}")
+    return value

@@ -122,6 +122,17 @@ def _db_now(conn: psycopg.Connection[Any], now: datetime | None) -> datetime:
     return value
 
 
+def _locked_now(conn: psycopg.Connection[Any], now: datetime | None) -> datetime:
+    """The instant a change to a job takes effect: the database clock read *after* the job's
+    row lock was taken. now() would be the transaction's start, and a scheduler tick that
+    began after it and held the lock meanwhile may have written fires later than that
+    instant under the old timetable: the change must apply after them, not before."""
+    row = conn.execute(Q.db_clock, {"now": now}).fetchone()
+    assert row is not None
+    value: datetime = row[0]
+    return value
+
+
 # From this many jobs a batch is staged by binary COPY (Python CPU per job: 4.6 us against
 # 12-14 us for packing arrays, and a little less server CPU); a smaller one, such as the
 # API's single create, is one INSERT, one round trip fewer than COPY and INSERT … SELECT.
@@ -270,7 +281,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
             raise VersionMismatch(f"job {job_id} is at version {job.version}, not {version}",
                                   current=job.version)
         spec = _patched(job, patch)
-        db_now = _db_now(conn, now)
+        db_now = _locked_now(conn, now)
         _settle(conn, tenant_id, job, db_now)
         since = job.timetable_since
         if (spec.cron, spec.tz) != (job.spec.cron, job.spec.tz):
@@ -302,7 +313,7 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if not job.paused:
-            db_now = _db_now(conn, now)
+            db_now = _locked_now(conn, now)
             _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
@@ -320,7 +331,7 @@ def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if job.paused:
-            db_now = _db_now(conn, now)
+            db_now = _locked_now(conn, now)
             _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
@@ -381,7 +392,7 @@ def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id, allow_cancelled=True)
         if job.active:
-            db_now = _db_now(conn, now)
+            db_now = _locked_now(conn, now)
             _settle(conn, tenant_id, job, db_now)
             conn.execute(Q.cancel_job, {"id": job_id, "tenant_id": tenant_id, "now": db_now})
             conn.execute(Q.cancel_queued_runs, {"job_id": job_id})

@@ -43,9 +43,9 @@ class SchedulerConfig:
     tick_seconds: float = 2.0
     batch: int = 2000
     name: str = "scheduler"
-    # The ledger check: how often (0: never) and over how much of the recent past. The
-    # window reaches back past the interval so a check that was skipped (every copy down
-    # for a while) is covered by the next one.
+    # The ledger check: how often (0: never) and over how much of the recent past (and
+    # back to the oldest fire the last check found pending). The window reaches back past
+    # the interval so a check that was skipped (every copy down a while) is covered.
     verify_every: float = 300.0
     verify_window: float = 3600.0
 
@@ -154,7 +154,8 @@ class Scheduler(Stoppable):
 class LedgerChecker(threading.Thread):
     """Every ``verify_every`` seconds, take this copy's turn at the ledger check (design §4):
     ``crondepot.ledger.check_if_due`` runs it if no copy did lately and records the result.
-    A thread with its own connection, so a check over millions of jobs never delays a tick.
+    A thread with its own connection, so the ticks go on while the database works on a
+    check; its Python part (the fires of each timetable) does share the process's CPU.
     """
 
     def __init__(self, config: SchedulerConfig, stop: threading.Event) -> None:
@@ -177,6 +178,9 @@ class LedgerChecker(threading.Thread):
             except psycopg.Error as exc:
                 log.warning("ledger check failed: %s", str(exc).strip().splitlines()[0]
                             if str(exc).strip() else type(exc).__name__)
+                continue
+            except Exception:   # a bug must not end the checks for good: log it, go on
+                log.exception("ledger check failed")
                 continue
             if report is None:
                 continue

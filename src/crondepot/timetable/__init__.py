@@ -11,12 +11,13 @@ The modules behind this surface:
     runid.py   run ids from the nominal instant
 """
 
-from crondepot.timetable.cron import uses_hash
+from crondepot.timetable.cron import expand_hash, uses_hash
 from crondepot.timetable.dst import Fire
 from crondepot.timetable.runid import run_id
 from crondepot.timetable.spread import spread_offset
 from crondepot.timetable.table import Timetable, next_fires
 from crondepot.timetable.zone import validate_zone
 
-__all__ = ["Fire", "Timetable", "next_fires", "run_id", "spread_offset", "uses_hash",
+__all__ = ["Fire", "Timetable", "expand_hash", "next_fires", "run_id", "spread_offset",
+           "uses_hash",
            "validate_zone"]

@@ -446,6 +446,15 @@ def _spec_from_fields(fields: list[str]) -> CronSpec:
 _HASH_TOKEN = re.compile(r"(?<![A-Za-z])H(?![A-Za-z])", re.IGNORECASE)
 
 
+def expand_hash(cron: str, hash_key: str) -> str:
+    """The five fields of a valid expression with its ``H`` items replaced by the values
+    ``hash_key`` picks: what ``Timetable(cron, tz, hash_key=…).expanded`` says, without
+    building the field sets (a string operation per field; the ledger check groups millions
+    of H jobs by it and builds one timetable per distinct expansion)."""
+    return " ".join(_expand_hash(text, field, hash_key)
+                    for text, field in zip(_fields_of(cron.strip()), _FIELDS, strict=True))
+
+
 def uses_hash(cron: str) -> bool:
     """Whether the expression has an ``H`` field, i.e. whether its fires depend on the key."""
     return _HASH_TOKEN.search(cron) is not None

@@ -25,6 +25,8 @@ CREATE TABLE job_timetables (
     until      timestamptz NOT NULL CHECK (until >= since),
     PRIMARY KEY (job_id, until)
 );
+-- The ledger check reads the timetables that ended inside its window.
+CREATE INDEX job_timetables_until ON job_timetables (until);
 
 -- The results of the ledger checks the schedulers run every few minutes: the metric
 -- crondepot_fires_unaccounted is read from the latest row by whichever process serves the
@@ -38,5 +40,8 @@ CREATE TABLE ledger_checks (
     unaccounted  bigint NOT NULL,
     duplicated   bigint NOT NULL,
     pending      bigint NOT NULL,
+    -- The oldest fire found pending: the next check reaches back to it, so a fire pending
+    -- for longer than the window (a long spread, an outage) is still judged once written.
+    oldest_pending timestamptz,
     seconds      double precision NOT NULL
 );

@@ -2,6 +2,11 @@
 -- The database clock: every "now" that decides a schedule comes from here.
 SELECT coalesce(%(now)s::timestamptz, now());
 
+-- name: db_clock
+-- The database clock now, not at the transaction's start: read after a job's row lock, it
+-- is later than the now() of any tick that held the lock before us.
+SELECT coalesce(%(now)s::timestamptz, clock_timestamp());
+
 -- name: reserve_job_ids
 -- Ids are taken before the insert because H fields and spread offsets hash on the id of a
 -- job without a key, and the first next_run_at depends on them.

@@ -1,7 +1,9 @@
 -- The ledger check (crondepot/ledger.py, `crondepot verify`). Every query here takes the same
 -- scope: %(tenant)s (NULL: every tenant), and the window %(since)s..%(until)s of nominal
 -- times. A job's timetables are its current one, in force after coalesce(timetable_since,
--- created_at) until cancelled_at (or for good), and the earlier ones in job_timetables.
+-- created_at) until cancelled_at (or for good), and the earlier ones in job_timetables. A
+-- job created with "active": false has no timetable in force (it never fires); the inactive
+-- filters below (active OR its end after the window's start) keep its rows out.
 
 -- name: repeatable_read
 -- One snapshot for the whole check: a tick that commits meanwhile is seen whole or not at all.
@@ -14,7 +16,7 @@ SELECT DISTINCT cron, tz FROM (
     SELECT cron, tz FROM jobs
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
       AND coalesce(timetable_since, created_at) < %(until)s::timestamptz
-      AND (cancelled_at IS NULL OR cancelled_at >= %(since)s::timestamptz)
+      AND (active OR coalesce(cancelled_at, created_at) >= %(since)s::timestamptz)
     UNION ALL
     SELECT cron, tz FROM job_timetables
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
@@ -24,12 +26,12 @@ SELECT DISTINCT cron, tz FROM (
 -- name: ledger_hashed_jobs
 -- The jobs (id, key) whose timetable in the window is one of these H expressions: H hashes
 -- on the job's key (or id), so their fires are computed per distinct expansion.
-SELECT j.id, j.key, s.cron, s.tz
+SELECT DISTINCT j.id, j.key, s.cron, s.tz      -- a cron in force twice (A, B, A): once
 FROM (
     SELECT id AS job_id, cron, tz FROM jobs
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
       AND coalesce(timetable_since, created_at) < %(until)s::timestamptz
-      AND (cancelled_at IS NULL OR cancelled_at >= %(since)s::timestamptz)
+      AND (active OR coalesce(cancelled_at, created_at) >= %(since)s::timestamptz)
     UNION ALL
     SELECT job_id, cron, tz FROM job_timetables
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
@@ -46,11 +48,11 @@ JOIN jobs AS j ON j.id = s.job_id;
 -- runs_job (job_id, nominal_at): one index probe per fire.
 WITH segments AS (
     SELECT id AS job_id, cron, tz, coalesce(timetable_since, created_at) AS since,
-           cancelled_at AS until
+           CASE WHEN active THEN NULL ELSE coalesce(cancelled_at, created_at) END AS until
     FROM jobs
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
       AND coalesce(timetable_since, created_at) < %(until)s::timestamptz
-      AND (cancelled_at IS NULL OR cancelled_at >= %(since)s::timestamptz)
+      AND (active OR coalesce(cancelled_at, created_at) >= %(since)s::timestamptz)
     UNION ALL
     SELECT job_id, cron, tz, since, until FROM job_timetables
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
@@ -81,11 +83,12 @@ judged AS MATERIALIZED (
 totals AS (
     SELECT count(*) AS fires,
            count(*) FILTER (WHERE not_owed AND rows = 0) AS pending,
+           min(nominal_at) FILTER (WHERE not_owed AND rows = 0) AS oldest_pending,
            count(*) FILTER (WHERE NOT not_owed AND rows = 0) AS unaccounted,
            count(*) FILTER (WHERE rows > 1) AS duplicated
     FROM judged
 )
-SELECT t.fires, t.pending, t.unaccounted, t.duplicated,
+SELECT t.fires, t.pending, t.unaccounted, t.duplicated, t.oldest_pending,
        p.job_id, p.tenant_id, p.key, p.nominal_at, p.rows
 FROM totals AS t
 LEFT JOIN LATERAL (
@@ -98,10 +101,14 @@ LEFT JOIN LATERAL (
 
 -- name: ledger_check_turn
 -- A scheduler copy's turn to run the periodic check: it holds the lock (no other copy is
--- checking) and the last check is older than %(every)s seconds.
+-- checking) and the last check is older than %(every)s seconds; and the oldest fire that
+-- check found pending, which this one must reach back to.
 SELECT pg_try_advisory_lock(7301847220451893401) AS locked,
-       coalesce((SELECT max(checked_at) FROM ledger_checks)
-                < now() - make_interval(secs => %(every)s), true) AS due;
+       coalesce(last.checked_at < now() - make_interval(secs => %(every)s), true) AS due,
+       last.oldest_pending
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (SELECT checked_at, oldest_pending FROM ledger_checks
+                   ORDER BY checked_at DESC LIMIT 1) AS last ON true;
 
 -- name: ledger_check_release
 SELECT pg_advisory_unlock(7301847220451893401);
@@ -109,9 +116,10 @@ SELECT pg_advisory_unlock(7301847220451893401);
 -- name: record_ledger_check
 -- Keep the last day of checks (about 300 rows at one check every five minutes).
 WITH pruned AS (DELETE FROM ledger_checks WHERE checked_at < now() - interval '1 day')
-INSERT INTO ledger_checks (since, until, fires, unaccounted, duplicated, pending, seconds)
+INSERT INTO ledger_checks (since, until, fires, unaccounted, duplicated, pending,
+                           oldest_pending, seconds)
 VALUES (%(since)s, %(until)s, %(fires)s, %(unaccounted)s, %(duplicated)s, %(pending)s,
-        %(seconds)s);
+        %(oldest_pending)s, %(seconds)s);
 
 -- name: latest_ledger_check
 SELECT checked_at, since, until, fires, unaccounted, duplicated, pending, seconds
