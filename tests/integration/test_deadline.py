@@ -9,6 +9,7 @@ letter went out whatever the time ("renewal offer, never after noon" sent at 15:
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -111,3 +112,34 @@ def test_run_late_runs_have_no_deadline(conn: psycopg.Connection[Any]) -> None:
     late = DAY + timedelta(days=30)
     (run,) = claim_runs(conn, owner="w", shares={"normal": 1}, now=late)
     assert run.deadline_passed is False
+
+
+def test_a_run_that_waited_for_a_rate_limit_past_its_deadline_is_not_sent(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    # The claim took it in time; then the gateway's bucket held it back (1 token every 2 s,
+    # and the bucket is empty): by the time a token came, the deadline had passed.
+    from psycopg_pool import ConnectionPool
+
+    from crondepot.queue.lease import Deadline
+    from crondepot.ratelimit import RateLimiter, set_limit
+    from crondepot.worker.execute import Attempt, Executor
+    from crondepot.worker.recorder import OutcomeWriter
+    from crondepot.worker.targets import AddressGuard, WebhookTarget
+
+    set_limit(conn, "sms-gateway", 0.5, 1)
+    conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = now()")
+    _job(conn, {"policy": "skip_after", "seconds": 600}, rate_limit="sms-gateway")
+    run = _claimed_on_the_database_clock(conn, "1 s")
+    assert run.rate_limit == "sms-gateway"
+    with ConnectionPool(db_url, min_size=1, max_size=2, open=True,
+                        kwargs={"autocommit": True}) as pool:
+        webhooks = WebhookTarget(AddressGuard.from_env())
+        outcomes = OutcomeWriter(pool)
+        executor = Executor(pool, outcomes, RateLimiter(pool), webhooks,
+                            stopping=lambda: False)
+        attempt = Attempt(run=run, deadline=Deadline(time.monotonic() + 60))
+        assert executor.run(attempt, lambda: None) == "not-started"
+        outcomes.close()
+        webhooks.close()
+    assert attempt.lost and not attempt.started
+    assert _row(conn) == ("skipped", "deadline_passed", 0, True)

@@ -16,6 +16,7 @@ from crondepot.queue.outcome import (
     record_success,
     record_successes,
     release_run,
+    skip_past_deadline,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "record_success",
     "record_successes",
     "release_run",
+    "skip_past_deadline",
 ]

@@ -104,3 +104,10 @@ def record_final_failure(conn: psycopg.Connection[Any], run_id: str, token: UUID
 
 def release_run(conn: psycopg.Connection[Any], run_id: str, token: UUID) -> None:
     _fenced(conn, Q.release_run, {"run_id": run_id, "token": token})
+
+
+def skip_past_deadline(conn: psycopg.Connection[Any], run_id: str, token: UUID) -> bool:
+    """Record a claimed run that was not called yet as skipped ('deadline_passed') if its
+    misfire deadline has passed; True if it had (and the run is no longer held)."""
+    return conn.execute(Q.skip_past_deadline, {"run_id": run_id, "token": token}
+                        ).fetchone() is not None

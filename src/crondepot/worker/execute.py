@@ -1,7 +1,9 @@
 """One attempt of one run: call its target, classify the result, record the outcome.
 
 The order matters:
-1. wait for a rate-limit token if the job names a limit (waiting never fails the run);
+1. wait for a rate-limit token if the job names a limit (waiting never fails the run; but a
+   run that waited long is checked against its misfire deadline again, and recorded
+   skipped if it passed meanwhile: "never after noon" holds for a slow rate limit too);
 2. refuse to start the call if our lease deadline has passed (we may no longer own the run:
    another worker may be calling it right now);
 3. call the target, passing the run id as the idempotency key;
@@ -32,6 +34,7 @@ from crondepot.queue import (
     Success,
     record_final_failure,
     record_retry,
+    skip_past_deadline,
 )
 from crondepot.queue.claim import deadline_passed
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
@@ -44,6 +47,9 @@ log = logging.getLogger("crondepot.worker")
 
 Kind = Literal["temporary", "permanent", "unknown"]
 RECORD_TRIES = 12           # about 40 s of backoff for a retry or failure write
+# A run that waited this long for a rate-limit token has its misfire deadline checked again
+# before the call (one fenced statement; the claim checked it when it was taken).
+DEADLINE_RECHECK_AFTER = 1.0
 
 
 @dataclass
@@ -115,6 +121,7 @@ class Executor:
         that went stale while this thread waited to run is not used: another is taken, so
         calls never bunch above the limit."""
         limit = attempt.run.rate_limit
+        waited_from = time.monotonic()
         while True:
             taken_at = time.monotonic()
             if limit:
@@ -125,8 +132,26 @@ class Executor:
                 taken_at = taken
             if self._must_not_start(attempt):
                 return False
+            if taken_at - waited_from >= DEADLINE_RECHECK_AFTER and self._past_deadline(attempt):
+                return False
             if time.monotonic() - taken_at <= HOLD_SECONDS:
                 return True
+
+    def _past_deadline(self, attempt: Attempt) -> bool:
+        """Record the run skipped if its misfire deadline passed while it waited; True if
+        so (the run is no longer ours to call or release)."""
+        run = attempt.run
+        try:
+            with self._pool.connection() as conn:
+                skipped = skip_past_deadline(conn, run.run_id, run.lease_token)
+        except psycopg.Error as exc:    # cannot tell: the lease and the claim's check stand
+            log.warning("could not check the misfire deadline: %s", exc, extra=_fields(run))
+            return False
+        if skipped:
+            attempt.lost = True
+            deadline_passed(run.run_id, run.job_id, run.tenant_id, when="it waited for a "
+                                                                      "rate-limit token")
+        return skipped
 
     def _must_not_start(self, attempt: Attempt) -> bool:
         if attempt.lost or attempt.deadline.passed():

@@ -83,6 +83,18 @@ SET status = 'queued', attempt = attempt - 1, available_at = now(), updated_at =
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
 
+-- name: skip_past_deadline
+-- A claimed run whose call has not started, checked again against its misfire deadline (it
+-- waited long for a rate-limit token): past it, the run is recorded skipped and its lease
+-- let go; the attempt does not count (no call was made). Fenced by the lease token.
+UPDATE runs
+SET status = 'skipped', skip_reason = 'deadline_passed', attempt = attempt - 1,
+    finished_at = now(), updated_at = now(),
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+  AND deadline_at < now()
+RETURNING run_id;
+
 -- name: reap_abandoned_runs
 -- Runs whose lease expired (their worker died, hung or lost the database) go back to the
 -- queue, or to the dead letter when that was their last attempt or their lease time in all
