@@ -110,3 +110,30 @@ def test_schema_checks_reject_bad_rows(conn: psycopg.Connection[object], tenant_
         conn.execute(
             "INSERT INTO jobs (tenant_id, cron, tz, target, priority) "
             "VALUES (%s, '* * * * *', 'UTC', '{}', 'whenever')", (tenant_id,))
+
+
+def test_definitions_are_applied_by_revision_never_downgraded(empty_db_url: str) -> None:
+    from crondepot.db.migrations import definitions, migrate_all, pending_names
+
+    with connect(empty_db_url) as conn:
+        _, applied = migrate_all(conn)
+        assert {d.name for d in applied} == {d.name for d in definitions()} >= {"claim_runs"}
+        recorded = dict(conn.execute(
+            "SELECT name, revision FROM crondepot_schema_definitions").fetchall())
+        assert recorded == {d.name: d.revision for d in definitions()}
+        assert migrate_all(conn) == ([], [])                     # nothing to do
+        # A recorded revision below the file's: this version applies its own.
+        conn.execute("UPDATE crondepot_schema_definitions SET revision = 0 "
+                     "WHERE name = 'claim_runs'")
+        assert pending_names(conn) == ["functions/claim_runs.sql"]
+        assert [d.name for d in migrate_all(conn)[1]] == ["claim_runs"]
+        # A newer one (a newer crondepot migrated): this older version refuses to touch it.
+        conn.execute("UPDATE crondepot_schema_definitions SET revision = revision + 1 "
+                     "WHERE name = 'claim_runs'")
+        with pytest.raises(MigrationError, match="older than the schema"):
+            migrate(conn)
+        # The same revision with other text: someone forgot to raise the revision.
+        conn.execute("UPDATE crondepot_schema_definitions SET revision = revision - 1, "
+                     "checksum = 'x' WHERE name = 'claim_runs'")
+        with pytest.raises(MigrationError, match="needs a new revision"):
+            migrate(conn)

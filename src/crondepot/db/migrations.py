@@ -7,11 +7,16 @@ advisory lock makes concurrent ``crondepot migrate`` processes (every host start
 take turns.
 
 SQL functions are not migrations: each lives in one file, ``db/sql/functions/name.sql``
-(a *definition*, like Flyway's repeatable migrations), re-applied after the migrations
-whenever its text changes and recorded in ``crondepot_schema_definitions``. So the current
-code of a function is in one place, and changing it is editing that file, not copying it
-into a new migration. A definition must be safe to apply again (``CREATE OR REPLACE``, or a
-``DROP … IF EXISTS`` first when its signature changes).
+(a *definition*, like Flyway's repeatable migrations), applied after the migrations and
+recorded in ``crondepot_schema_definitions``. So the current code of a function is in one
+place, and changing it is editing that file, not copying it into a new migration. A
+definition must be safe to apply again (``CREATE OR REPLACE``) and keep its signature and
+result columns, so processes of the previous release keep working while a new one migrates.
+
+Each file starts with ``-- revision: N``. A higher revision than the one recorded is
+applied; a lower one is refused (an older crondepot must not put back an older function
+under a newer fleet); the same revision with other text is refused too (a change that forgot
+its new revision would otherwise be applied by some hosts and reverted by others).
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
+_REVISION = re.compile(r"^-- revision: (\d+)$", re.MULTILINE)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Definition:
     name: str
@@ -53,6 +61,13 @@ class Definition:
     @property
     def checksum(self) -> str:
         return hashlib.sha256(self.sql.encode()).hexdigest()
+
+    @property
+    def revision(self) -> int:
+        found = _REVISION.search(self.sql)
+        if found is None:
+            raise MigrationError(f"functions/{self.name}.sql has no '-- revision: N' line")
+        return int(found[1])
 
 
 def definitions() -> list[Definition]:
@@ -122,7 +137,8 @@ def migrate_all(conn: psycopg.Connection[Any]) -> tuple[list[Migration], list[De
             with conn.transaction():
                 conn.execute(definition.sql.encode())
                 conn.execute(Q.record_definition, {"name": definition.name,
-                                                   "checksum": definition.checksum})
+                                                   "checksum": definition.checksum,
+                                                   "revision": definition.revision})
         return done, redefined
     finally:
         conn.execute(Q.unlock_migrations)
@@ -139,10 +155,28 @@ def pending(conn: psycopg.Connection[Any]) -> list[Migration]:
 
 
 def stale_definitions(conn: psycopg.Connection[Any]) -> list[Definition]:
+    """The definitions this version would apply; MigrationError if the database holds a
+    newer revision of one, or the same revision with other text."""
     exists = conn.execute(Q.schema_definitions_exists).fetchone()
-    recorded = dict(conn.execute(Q.applied_definitions).fetchall()) if exists and exists[0] \
-        else {}
-    return [d for d in definitions() if recorded.get(d.name) != d.checksum]
+    recorded: dict[str, tuple[int, str]] = {
+        name: (revision, checksum)
+        for name, revision, checksum in conn.execute(Q.applied_definitions)
+    } if exists and exists[0] else {}
+    stale = []
+    for definition in definitions():
+        revision, checksum = recorded.get(definition.name, (0, ""))
+        if definition.revision > revision:
+            stale.append(definition)
+        elif definition.revision < revision:
+            raise MigrationError(
+                f"the database has revision {revision} of functions/{definition.name}.sql; "
+                f"this version of crondepot has revision {definition.revision}: it is older "
+                "than the schema")
+        elif definition.checksum != checksum:
+            raise MigrationError(
+                f"functions/{definition.name}.sql revision {revision} differs from the one "
+                "applied: a changed definition needs a new revision")
+    return stale
 
 
 def pending_names(conn: psycopg.Connection[Any]) -> list[str]:

@@ -275,6 +275,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
     stored one; null resets it to its default), validate the result as a whole, settle the
     fires owed under the old document, and go on from the database's now under the new one.
     ``version`` is the one the caller read."""
+    settled: list[PlannedRun] = []
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if job.version != version:
@@ -282,7 +283,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
                                   current=job.version)
         spec = _patched(job, patch)
         db_now = _locked_now(conn, now)
-        _settle(conn, tenant_id, job, db_now)
+        settled = _settle(conn, tenant_id, job, db_now)
         since = job.timetable_since
         if (spec.cron, spec.tz) != (job.spec.cron, job.spec.tz):
             # The old timetable's fires up to now are settled above; keep when it was in
@@ -302,7 +303,9 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
             raise refusal(exc) from exc
         assert changed == 1   # the row is locked and was checked above
         conn.execute(Q.notify_jobs_changed)
-        return get_job(conn, tenant_id, job_id)
+        stored = get_job(conn, tenant_id, job_id)
+    _count_skipped(settled)
+    return stored
 
 
 def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
@@ -310,15 +313,18 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     """Pause an active job; pausing a paused job changes nothing. The fires whose nominal
     time has passed are settled first (written as the scheduler would): the pause applies to
     the fires after it."""
+    settled: list[PlannedRun] = []
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if not job.paused:
             db_now = _locked_now(conn, now)
-            _settle(conn, tenant_id, job, db_now)
+            settled = _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
                                        "next_run_at": due, "next_nominal_at": nominal})
-        return get_job(conn, tenant_id, job_id)
+        stored = get_job(conn, tenant_id, job_id)
+    _count_skipped(settled)
+    return stored
 
 
 def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
@@ -328,16 +334,19 @@ def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     The fires it missed while paused are not caught up: each is written ``skipped`` with
     reason ``paused``, so every fire keeps its row (the ledger rule).
     """
+    settled: list[PlannedRun] = []
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if job.paused:
             db_now = _locked_now(conn, now)
-            _settle(conn, tenant_id, job, db_now)
+            settled = _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
                                         "next_run_at": due, "next_nominal_at": nominal})
             conn.execute(Q.notify_jobs_changed)
-        return get_job(conn, tenant_id, job_id)
+        stored = get_job(conn, tenant_id, job_id)
+    _count_skipped(settled)
+    return stored
 
 
 def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
@@ -363,10 +372,14 @@ def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
     else:
         runs = plan(due_job, now, next_fire, owed=True).runs
     insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
-    for run in runs:
+    return runs
+
+
+def _count_skipped(settled: list[PlannedRun]) -> None:
+    """Count the skipped runs a change settled, once it has committed."""
+    for run in settled:
         if run.skip_reason:
             metrics.labelled(metrics.runs_skipped, run.skip_reason).inc()
-    return runs
 
 
 def _fires_through(timetable: Any, first: datetime, until: datetime) -> list[Any]:
@@ -389,14 +402,17 @@ def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     """Cancel a job for good: it stays readable with its runs. The fires whose nominal time
     has passed are settled first, then its queued runs are cancelled (a row each, so the
     ledger still accounts for them). Cancelling a cancelled job changes nothing."""
+    settled: list[PlannedRun] = []
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id, allow_cancelled=True)
         if job.active:
             db_now = _locked_now(conn, now)
-            _settle(conn, tenant_id, job, db_now)
+            settled = _settle(conn, tenant_id, job, db_now)
             conn.execute(Q.cancel_job, {"id": job_id, "tenant_id": tenant_id, "now": db_now})
             conn.execute(Q.cancel_queued_runs, {"job_id": job_id})
-        return get_job(conn, tenant_id, job_id)
+        stored = get_job(conn, tenant_id, job_id)
+    _count_skipped(settled)
+    return stored
 
 
 def trigger_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,

@@ -1,3 +1,4 @@
+-- revision: 1
 -- crondepot_claim_runs: a worker's claim in one call (queue/claim.py calls it through
 -- queue.sql's claim_runs). This file is the function's one home: `crondepot migrate`
 -- re-applies it whenever its text changes (db/migrations.py, "definitions"); the migrations

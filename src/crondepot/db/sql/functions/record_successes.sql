@@ -1,3 +1,4 @@
+-- revision: 1
 -- crondepot_record_successes: the outcome writer's successes, many runs in one statement
 -- and one commit (queue/outcome.py through queue.sql's record_successes). This file is the
 -- function's one home; `crondepot migrate` re-applies it whenever its text changes.

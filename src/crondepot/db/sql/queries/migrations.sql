@@ -26,21 +26,23 @@ VALUES (%(version)s, %(name)s, %(checksum)s);
 SELECT to_regclass('crondepot_schema_migrations') IS NOT NULL;
 
 -- name: create_schema_definitions
--- The record of applied definitions (db/sql/functions/*.sql): each is applied again when its
--- text's checksum differs from the one recorded here.
+-- The record of applied definitions (db/sql/functions/*.sql): each is applied when its file's
+-- revision is higher than the one recorded here (db/migrations.py says why).
 CREATE TABLE IF NOT EXISTS crondepot_schema_definitions (
     name        text PRIMARY KEY,
+    revision    integer NOT NULL,
     checksum    text NOT NULL,
     applied_at  timestamptz NOT NULL DEFAULT now()
 );
 
 -- name: applied_definitions
-SELECT name, checksum FROM crondepot_schema_definitions;
+SELECT name, revision, checksum FROM crondepot_schema_definitions;
 
 -- name: record_definition
-INSERT INTO crondepot_schema_definitions (name, checksum)
-VALUES (%(name)s, %(checksum)s)
-ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
+INSERT INTO crondepot_schema_definitions (name, revision, checksum)
+VALUES (%(name)s, %(revision)s, %(checksum)s)
+ON CONFLICT (name) DO UPDATE
+SET revision = excluded.revision, checksum = excluded.checksum, applied_at = now();
 
 -- name: schema_definitions_exists
 SELECT to_regclass('crondepot_schema_definitions') IS NOT NULL;
