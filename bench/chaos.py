@@ -299,10 +299,12 @@ class Change:
     """One change the operator made to a job, as the database recorded it."""
 
     kind: str                   # edit-payload, edit-cron, edit-spread, pause, resume
-    at: datetime                # the database's now() in the change's transaction
+    at: datetime                # when it took effect: the new timetable's start for a cron
+                                # edit; else its transaction's now() (a little earlier)
     spec: JobSpec               # the job's document after it
     paused: bool                # paused after it
     version: int                # the job's version after it
+    next_fire: datetime | None = None   # the first fire it left to come (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,19 +392,33 @@ def job_fires(job: Job, until: datetime) -> list[ModelFire]:
     at ``t`` settles the fires up to ``t`` under the document and state before it (a fire
     of a pause then gets its skipped/paused row; one still inside its spread window is
     written with its old due time), and the job goes on with the first fire after ``t`` of
-    the new document. Fires after a pause that no change followed are pending."""
+    the new document. Fires after a pause that no change followed are pending.
+
+    ``t`` is the database clock read after the job's row lock. A cron edit records it (the
+    new timetable's start); for the other changes the timetable stays, and the first fire
+    the change left to come (read in its transaction) marks it exactly: the fires before
+    that one were settled. Without it, the transaction's now(), a little earlier, is used."""
     out: list[ModelFire] = []
     spec, paused = job.spec, False
     cursor: datetime | None = job.first
     for change in job.changes:
         offset = _offset(spec, job.id)
-        for at in _fires_from(spec, job.id, cursor, change.at):
+        same = (change.spec.cron, change.spec.tz) == (spec.cron, spec.tz)
+        if same and change.next_fire is not None:
+            settled = [at for at in _fires_from(spec, job.id, cursor, change.next_fire)
+                       if at < change.next_fire]
+        else:
+            settled = _fires_from(spec, job.id, cursor, change.at)
+        for at in settled:
             due = at + offset
             out.append(ModelFire(job.id, at, due.timestamp(), "paused" if paused else "run",
                                  early=due > change.at))
         spec, paused = change.spec, change.paused
-        following = spec.timetable(job.id).next_fires(change.at, 1)
-        cursor = following[0] if following else None
+        if change.next_fire is not None:
+            cursor = change.next_fire
+        else:
+            following = spec.timetable(job.id).next_fires(change.at, 1)
+            cursor = following[0] if following else None
     offset = _offset(spec, job.id)
     for at in _fires_from(spec, job.id, cursor, until):
         out.append(ModelFire(job.id, at, (at + offset).timestamp(),
@@ -783,6 +799,7 @@ class Operator:
         give_up = action.at + 90
         base: int | None = None
         after: StoredJob | None = None
+        fresh = False       # read in the change's own transaction (else re-read later)
         while after is None and time.time() < give_up:
             try:
                 conn = self.connection()
@@ -795,6 +812,7 @@ class Operator:
                     break
                 action.attempts += 1
                 after = do(conn, current)
+                fresh = True
             except (psycopg.Error, VersionMismatch) as exc:
                 action.errors.append(f"{type(exc).__name__}: {str(exc).strip()[:120]}")
                 self.drop()
@@ -802,10 +820,15 @@ class Operator:
         if after is None:
             action.outcome = f"failed: {action.errors[-1] if action.errors else 'no attempt'}"
         else:
-            job.changes.append(Change(kind, after.updated_at, after.spec, after.paused,
-                                      after.version))
+            # The instant the change took effect: a cron edit starts the new timetable then;
+            # for the others, the first fire it left to come marks it (the scheduler may
+            # have moved that on since, unless the job is paused, if it was read later).
+            at = after.timetable_since if kind == "edit-cron" else after.updated_at
+            known = fresh or after.paused
+            job.changes.append(Change(kind, at, after.spec, after.paused, after.version,
+                                      after.next_nominal_at if known else None))
             action.outcome = "done"
-            action.db_at = after.updated_at
+            action.db_at = at
             if base is not None and after.version != base + 1:
                 action.outcome = f"done, but the version went {base} -> {after.version}"
         self.record(action)

@@ -71,3 +71,23 @@ def test_an_edit_while_paused_records_the_paused_fires_and_stays_paused() -> Non
     assert [f.state for f in chaos.job_fires(job, _at(5))] == [
         "run", "paused", "paused", "paused", "run", "run"]
     assert chaos.job_fires(job, _at(1) - timedelta(seconds=1))[-1].nominal == _at(0)
+
+
+def test_the_first_fire_a_change_left_marks_when_it_took_effect() -> None:
+    # The pause's transaction began at 12:00:59.990; it waited for the row lock (a tick held
+    # it) and took effect after 12:01:00: that fire was settled (a run), 12:02 is the first
+    # of the pause. Without next_fire the transaction's start is all the model knows.
+    spec = _spec()
+    began = _at(0, 59) + timedelta(milliseconds=990)
+    late = _job(chaos.Change("pause", began, spec, True, 2, next_fire=_at(2)))
+    assert [f.state for f in chaos.job_fires(late, _at(3))] == [
+        "run", "run", "pending", "pending"]
+    unknown = _job(chaos.Change("pause", began, spec, True, 2))
+    assert [f.state for f in chaos.job_fires(unknown, _at(3))] == [
+        "run", "pending", "pending", "pending"]
+    # a cron edit's instant is the new timetable's start, recorded exactly
+    every_two = replace(spec, cron="*/2 * * * *")
+    edited = _job(chaos.Change("edit-cron", _at(1, 0) + timedelta(milliseconds=3), every_two,
+                               False, 2, next_fire=_at(2)))
+    assert [f.nominal for f in chaos.job_fires(edited, _at(4))] == [
+        _at(0), _at(1), _at(2), _at(4)]
