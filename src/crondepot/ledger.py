@@ -104,6 +104,7 @@ def verify(conn: psycopg.Connection[Any], *, tenant_id: int | None = None,
     started = clock.perf_counter()
     with conn.transaction():
         conn.execute(Q.repeatable_read)
+        conn.execute(Q.ledger_no_jit)
         db_now = _db_now(conn, now)
         end = min(until or db_now, db_now)
         start = since or end - window
