@@ -29,21 +29,21 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with database(args) as db:
-        embedded_role(db.embedded is not None, args.runtime_role)
-        with connect(db.owner_url, application_name="crondepot-migrate") as conn:
-            act_as(conn, cli_actor())
-            if args.check:
-                todo = migrations.pending(conn)
-                stale = migrations.stale_definitions(conn)
-                _report([m.version for m in todo], [d.name for d in stale], None, args.json,
-                        verb="pending")
-                return 1 if todo or stale else 0
-            done, redefined = migrations.migrate_all(
-                conn, runtime_role=args.runtime_role, runtime_password=args.runtime_password)
-            _report([m.version for m in done], [d.name for d in redefined], args.runtime_role,
-                    args.json, verb="applied")
-            return 0
+    embedded_role(not args.db, args.runtime_role)
+    with database(args) as db, \
+            connect(db.owner_url, application_name="crondepot-migrate") as conn:
+        act_as(conn, cli_actor())
+        if args.check:
+            todo = migrations.pending(conn)
+            stale = migrations.stale_definitions(conn)
+            _report([m.version for m in todo], [d.name for d in stale], None, args.json,
+                    verb="pending")
+            return 1 if todo or stale else 0
+        done, redefined = migrations.migrate_all(
+            conn, runtime_role=args.runtime_role, runtime_password=args.runtime_password)
+        _report([m.version for m in done], [d.name for d in redefined], args.runtime_role,
+                args.json, verb="applied")
+        return 0
 
 
 def embedded_role(embedded: bool, role: str) -> None:

@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print("crondepot: error: --schedulers must be at least 1 and --workers at least 0",
               file=sys.stderr)
         return 2
+    embedded_role(not args.db, args.runtime_role)
     with database(args) as db:
-        embedded_role(db.embedded is not None, args.runtime_role)
         with connect(db.owner_url, application_name="crondepot-up") as conn:
             applied = migrate(conn, runtime_role=args.runtime_role,
                               runtime_password=args.runtime_password)

@@ -138,7 +138,7 @@ def grant(conn: psycopg.Connection[Any], role: str) -> None:
 def _compose(query: str, conn: psycopg.Connection[Any], role: str,
              password: str | None) -> sql.Composed:
     database, schema = conn.execute(Q.where_objects_live).fetchone() or ("", "")
-    verifier = sql.SQL("")
+    verifier: sql.Composable = sql.SQL("")
     if password:
         encrypted = conn.pgconn.encrypt_password(password.encode(), role.encode())
         verifier = sql.SQL("PASSWORD {}").format(sql.Literal(encrypted.decode()))
