@@ -193,6 +193,7 @@ def test_embedded_database_is_shared_and_stopped_by_the_last_user() -> None:
                                  "application_name LIKE 'crondepot-scheduler%'").fetchall()
         assert users == [("crondepot_runtime",)]
         assert conninfo_to_dict(url["url"])["user"] == "crondepot_runtime"
+        assert crondepot("db", "url", *env_args, "--owner").stdout.strip() == url["owner_url"]
         _alive(server_pid)
     finally:
         holder.stop()

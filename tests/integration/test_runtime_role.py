@@ -298,3 +298,26 @@ def test_a_role_never_granted_is_told_to_run_migrate_for_it(
     with connect(roles.runtime_url(db_url, name)) as stranger, \
             pytest.raises(MigrationError, match=f"--runtime-role {name}"):
         require_current(stranger)
+
+
+def test_migrate_takes_create_in_the_schema_from_public_as_an_upgraded_cluster_grants_it(
+        conn: psycopg.Connection[Any], runtime: psycopg.Connection[Any]) -> None:
+    # PostgreSQL 14 and older gave PUBLIC CREATE on the public schema, and pg_upgrade keeps it.
+    conn.execute("GRANT CREATE ON SCHEMA public TO PUBLIC")
+    runtime.execute("CREATE TABLE public.squatter (id integer)")
+    runtime.execute("DROP TABLE public.squatter")
+    migrate(conn)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        runtime.execute("CREATE TABLE public.squatter (id integer)")
+
+
+def test_migrate_grants_connect_and_temp_an_operator_took_from_public(
+        db_url: str, conn: psycopg.Connection[Any]) -> None:
+    database = sql.Identifier(conn.info.dbname)
+    conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(database))
+    migrate(conn)
+    with connect(roles.runtime_url(db_url, ROLE)) as runtime:
+        tenant = create_tenant(runtime, "bank10")
+        # 150 jobs: the import stages them in a temporary table.
+        assert len(import_batch(runtime, tenant.id, [_doc(key=f"t{n}") for n in range(150)])) \
+            == 150
