@@ -248,11 +248,12 @@ def test_migrate_takes_an_existing_role_and_revokes_what_it_had_beyond_the_runti
 
 
 @pytest.mark.parametrize("powers", ["SUPERUSER", "CREATEROLE", "owns a table",
-                                    "member of a table's owner", "the migrator"])
+                                    "member of a table's owner", "the migrator",
+                                    "IN ROLE pg_write_all_data"])
 def test_migrate_refuses_a_runtime_role_with_power_over_the_schema_and_changes_nothing(
         empty_db_url: str, make_role: Any, admin_url: str, powers: str) -> None:
     with connect(empty_db_url) as owner:
-        if powers in ("SUPERUSER", "CREATEROLE"):
+        if powers in ("SUPERUSER", "CREATEROLE", "IN ROLE pg_write_all_data"):
             name = make_role(f"LOGIN {powers}")
         elif powers == "the migrator":
             name = owner.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]

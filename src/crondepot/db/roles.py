@@ -101,7 +101,8 @@ def problems(conn: psycopg.Connection[Any], role: str, *,
     row = conn.execute(Q.runtime_role_powers, {"role": role}).fetchone()
     if row is None:
         return [f"role {role} does not exist"]
-    is_migrator, superuser, createrole, owns_database, owns_schema, owns, creates = row
+    (is_migrator, superuser, createrole, writes_all_data, owns_database, owns_schema, owns,
+     creates) = row
     found = []
     if is_migrator:
         found.append(f"{role} is the role migrate connects as, which owns the schema")
@@ -109,6 +110,9 @@ def problems(conn: psycopg.Connection[Any], role: str, *,
         found.append(f"{role} is a superuser")
     if createrole:
         found.append(f"{role} has CREATEROLE (it could make itself a member of the owner)")
+    if writes_all_data and not superuser:
+        found.append(f"{role} is a member of pg_write_all_data (it could update and delete "
+                     "audit entries)")
     if owns_database and not is_migrator:
         found.append(f"{role} owns the database, or is a member of its owner")
     if owns_schema and not is_migrator:

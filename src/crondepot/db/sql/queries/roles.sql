@@ -19,11 +19,13 @@ ALTER ROLE {role} {password};
 -- being a superuser; CREATEROLE (it could make itself a member of the owner); being, or being
 -- a member of, the owner of the database, of the schema (a schema's owner may drop what is
 -- in it), or of any table or function in it (an owner may ALTER it, disable its triggers,
--- replace the audit trigger functions); and CREATE in the schema. MEMBER, not USAGE: a
+-- replace the audit trigger functions); membership of pg_write_all_data (UPDATE and DELETE
+-- on every table, audit_log included); and CREATE in the schema. MEMBER, not USAGE: a
 -- member may SET ROLE to the owner even without inheriting its rights.
 SELECT r.rolname = current_user AS is_migrator,
        r.rolsuper AS superuser,
        r.rolcreaterole AS createrole,
+       pg_has_role(r.oid, 'pg_write_all_data', 'MEMBER') AS writes_all_data,
        pg_has_role(r.oid, d.datdba, 'MEMBER') AS owns_database,
        pg_has_role(r.oid, n.nspowner, 'MEMBER') AS owns_schema,
        array(SELECT c.relname::text FROM pg_class c
