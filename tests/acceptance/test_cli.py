@@ -15,6 +15,7 @@ from urllib.request import urlopen
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from psycopg.conninfo import conninfo_to_dict
 
 from crondepot.db import connect
 from tests.support.jobs import bulk_due_jobs, counts
@@ -181,10 +182,18 @@ def test_embedded_database_is_shared_and_stopped_by_the_last_user() -> None:
         # A second command joins the same server instead of starting another.
         migrate = crondepot("migrate", *env_args, "--json")
         assert migrate.returncode == 0, migrate.stderr
-        assert json.loads(migrate.stdout) == {"applied": [], "functions": []}
+        assert json.loads(migrate.stdout) == {"applied": [], "functions": [],
+                                              "runtime_role": "crondepot_runtime"}
         assert int(pid_file.read_text().splitlines()[0]) == server_pid
         url = json.loads(crondepot("db", "url", *env_args, "--json").stdout)
         assert url["embedded"] is True
+        # Without a word from the user, the scheduler runs as the runtime role, not the owner.
+        with connect(url["owner_url"]) as conn:
+            users = conn.execute("SELECT DISTINCT usename FROM pg_stat_activity WHERE "
+                                 "application_name LIKE 'crondepot-scheduler%'").fetchall()
+        assert users == [("crondepot_runtime",)]
+        assert conninfo_to_dict(url["url"])["user"] == "crondepot_runtime"
+        assert crondepot("db", "url", *env_args, "--owner").stdout.strip() == url["owner_url"]
         _alive(server_pid)
     finally:
         holder.stop()

@@ -14,8 +14,11 @@ from crondepot.db import embedded
 def register(commands: Any) -> None:
     parser = commands.add_parser("db", help="the database crondepot uses")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    url = actions.add_parser("url", help="print the connection URL (starts the embedded server)")
+    url = actions.add_parser("url", help="print the connection URL of the runtime role "
+                                          "(starts the embedded server)")
     add_database(url)
+    url.add_argument("--owner", action="store_true",
+                     help="print the schema owner's URL instead (what migrate uses)")
     add_json(url)
     url.set_defaults(run=run_url)
     stop = actions.add_parser("stop", help="stop the embedded PostgreSQL")
@@ -26,9 +29,10 @@ def register(commands: Any) -> None:
 def run_url(args: argparse.Namespace) -> int:
     with database(args) as db:
         if args.json:
-            print_json({"url": db.url, "embedded": db.embedded is not None})
+            print_json({"url": db.url, "owner_url": db.owner_url,
+                        "embedded": db.embedded is not None})
         else:
-            print(db.url)
+            print(db.owner_url if args.owner else db.url)
     return 0
 
 

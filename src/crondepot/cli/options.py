@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from crondepot.audit import act_as, cli_actor
+from crondepot.db import roles
 from crondepot.db.connect import DATA_DIR_ENV, URL_ENV, Database, connect, open_database
 from crondepot.db.migrations import require_current
 from crondepot.lifecycle import Backoff
@@ -45,6 +46,28 @@ def add_database(parser: argparse.ArgumentParser) -> None:
         "--data-dir", metavar="DIR", default=os.environ.get(DATA_DIR_ENV),
         help=f"data directory of the embedded PostgreSQL (env {DATA_DIR_ENV})",
     )
+
+
+def add_runtime_role(parser: argparse.ArgumentParser) -> None:
+    """The role the processes run as, for the commands that set it up (migrate, up)."""
+    parser.add_argument(
+        "--runtime-role", metavar="NAME", type=_role_name,
+        default=os.environ.get(roles.RUNTIME_ROLE_ENV) or roles.DEFAULT_RUNTIME_ROLE,
+        help=f"the role the API, schedulers and workers connect as: created if missing, "
+             f"granted only what they need (env {roles.RUNTIME_ROLE_ENV}, default "
+             f"{roles.DEFAULT_RUNTIME_ROLE})")
+    parser.add_argument(
+        "--runtime-password", metavar="PASSWORD",
+        default=os.environ.get(roles.RUNTIME_PASSWORD_ENV) or None,
+        help=f"give the runtime role this password (env {roles.RUNTIME_PASSWORD_ENV}; "
+             "prefer it: a command line is visible to other users of the host)")
+
+
+def _role_name(text: str) -> str:
+    try:
+        return roles.role_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

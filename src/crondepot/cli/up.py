@@ -1,16 +1,19 @@
 """``crondepot up``: the whole system in one command, under one supervisor.
 
-Resolves the database (starting the embedded PostgreSQL when no URL is given), migrates,
-then runs the scheduler copies and the workers as child processes. A child that dies is
-restarted (with a short, growing pause so a crash loop does not spin); Ctrl-C or SIGTERM
-stops them all and waits for them. Children get the database URL explicitly, so they never
-start a server of their own.
+Resolves the database (starting the embedded PostgreSQL when no URL is given), migrates as
+the owner (``--db``, or the embedded server's superuser), then runs the API, the scheduler
+copies and the workers as child processes connected as the runtime role (db/roles.py). A
+child that dies is restarted (with a short, growing pause so a crash loop does not spin);
+Ctrl-C or SIGTERM stops them all and waits for them. Children get the runtime role's URL
+explicitly, in their environment (not on a command line any user of the host can read),
+so they never start a server of their own.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -19,9 +22,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from crondepot import demo, logs
-from crondepot.cli.options import add_database, database
-from crondepot.db import connect, migrate
+from crondepot.cli.migrate import embedded_role
+from crondepot.cli.options import add_database, add_runtime_role, database
+from crondepot.db import Database, connect, migrate, roles
+from crondepot.db.connect import URL_ENV
 
 log = logging.getLogger("crondepot.up")
 
@@ -31,6 +38,7 @@ def register(commands: Any) -> None:
                                             "under one supervisor (embedded PostgreSQL "
                                             "without --db)")
     add_database(parser)
+    add_runtime_role(parser)
     parser.add_argument("--schedulers", type=int, default=3, metavar="N",
                         help="scheduler copies (default 3)")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
@@ -49,12 +57,13 @@ def register(commands: Any) -> None:
 class Child:
     name: str
     argv: list[str]
+    env: dict[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     started_at: float = field(default=0.0)
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.argv)
+        self.process = subprocess.Popen(self.argv, env=self.env)
         self.started_at = time.monotonic()
         log.info("started %s", self.name, extra={"child_pid": self.process.pid})
 
@@ -65,27 +74,45 @@ def run(args: argparse.Namespace) -> int:
         print("crondepot: error: --schedulers must be at least 1 and --workers at least 0",
               file=sys.stderr)
         return 2
+    embedded_role(not args.db, args.runtime_role)
     with database(args) as db:
-        with connect(db.url, application_name="crondepot-up") as conn:
-            applied = migrate(conn)
-            demo_token = demo.install(conn).token if args.demo else None
-        log.info("database %s ready (%d migrations applied)", db.describe(), len(applied))
+        with connect(db.owner_url, application_name="crondepot-up") as conn:
+            applied = migrate(conn, runtime_role=args.runtime_role,
+                              runtime_password=args.runtime_password)
+        runtime = roles.runtime_url(db.owner_url, args.runtime_role, args.runtime_password)
+        demo_token = _as_runtime(runtime, args.runtime_role, args.demo)
+        log.info("database %s ready (%d migrations applied); processes connect as %s",
+                 db.describe(), len(applied), args.runtime_role)
+        env = {**os.environ, URL_ENV: runtime}
+        run_ = [sys.executable, "-m", "crondepot"]
         children = [
-            Child("api", [sys.executable, "-m", "crondepot", "api", "--db", db.url,
-                          "--host", args.host, "--port", str(args.port)]),
+            Child("api", [*run_, "api", "--host", args.host, "--port", str(args.port)], env),
         ] + [
-            Child(f"scheduler-{i}", [sys.executable, "-m", "crondepot", "scheduler", "--db",
-                                     db.url, "--tick", args.tick, "--name", f"scheduler-{i}"])
+            Child(f"scheduler-{i}", [*run_, "scheduler", "--tick", args.tick,
+                                     "--name", f"scheduler-{i}"], env)
             for i in range(1, args.schedulers + 1)
         ]
         imports = [arg for module in args.imports for arg in ("--import", module)]
         children += [
-            Child(f"worker-{i}", [sys.executable, "-m", "crondepot", "worker", "--db", db.url,
-                                  "--name", f"worker-{i}", *imports])
+            Child(f"worker-{i}", [*run_, "worker", "--name", f"worker-{i}", *imports], env)
             for i in range(1, args.workers + 1)
         ]
         _welcome(args, demo_token)
         return supervise(children)
+
+
+def _as_runtime(url: str, role: str, install_demo: bool) -> str | None:
+    """Connect as the runtime role before starting anything that will (a role it cannot log
+    in as is one clear error, not every child crash-looping); install the demo if asked."""
+    try:
+        with connect(url, application_name="crondepot-up") as conn:
+            return demo.install(conn).token if install_demo else None
+    except psycopg.OperationalError as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise roles.RoleError(
+            f"cannot connect as the runtime role {role} ({Database(url=url).describe()}): "
+            f"{detail}. Give its password in {roles.RUNTIME_PASSWORD_ENV} (migrate and up "
+            "set it) or in ~/.pgpass") from None
 
 
 def _welcome(args: argparse.Namespace, demo_token: str | None) -> None:

@@ -3,6 +3,11 @@
 The URL comes from ``--db`` or ``CRONDEPOT_DATABASE_URL``; with neither, crondepot starts (or
 joins) the embedded PostgreSQL in the data directory. Connections are autocommit: every
 multi-statement change opens its own explicit transaction, so none is left open by accident.
+
+Two roles (db/roles.py): ``migrate`` connects as the schema's owner, everything else as the
+runtime role. A URL given by the operator is used as it is (the operator gives migrate the
+owner's URL and the other processes the runtime role's); the embedded database hands out
+both itself.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
+from crondepot.db import roles
 from crondepot.db.embedded import EmbeddedPostgres, default_data_dir
 from crondepot.db.queries import Q
 
@@ -29,10 +35,19 @@ DATA_DIR_ENV = "CRONDEPOT_DATA_DIR"
 
 @dataclass
 class Database:
-    """A resolved database: its conninfo, and the embedded server behind it if there is one."""
+    """A resolved database: its conninfo, and the embedded server behind it if there is one.
+
+    ``url`` is what processes connect with; ``owner_url`` what ``migrate`` connects with. For
+    the embedded server they differ (the runtime role, the owner); for a URL the operator
+    gave they are that one URL.
+    """
 
     url: str
     embedded: EmbeddedPostgres | None = field(default=None, repr=False)
+    owner_url: str = ""
+
+    def __post_init__(self) -> None:
+        self.owner_url = self.owner_url or self.url
 
     def close(self) -> None:
         if self.embedded is not None:
@@ -58,7 +73,9 @@ def open_database(url: str | None = None, data_dir: str | Path | None = None) ->
         return Database(url=url)
     folder = Path(data_dir or os.environ.get(DATA_DIR_ENV) or default_data_dir())
     embedded = EmbeddedPostgres(folder)
-    return Database(url=embedded.start(), embedded=embedded)
+    owner = embedded.start()
+    return Database(url=roles.runtime_url(owner, roles.DEFAULT_RUNTIME_ROLE), embedded=embedded,
+                    owner_url=owner)
 
 
 def connect(url: str, *, application_name: str = "crondepot") -> psycopg.Connection[Any]:

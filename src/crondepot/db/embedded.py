@@ -5,6 +5,11 @@ process using the same directory shares it (pgserver keeps a list of the process
 it, under a file lock); the last one to let go stops it cleanly. A process killed with
 SIGKILL cannot let go, so the server then keeps running until ``crondepot db stop``:
 harmless, and the next process simply finds it running.
+
+The server's superuser (``postgres``, trusted on a socket only this user can reach) owns the
+schema and migrates; every other process connects as the runtime role (db/roles.py), which
+``start`` creates with the database, so a process started before the first migrate is told
+the schema is missing rather than that its role is.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 import platformdirs
 
+from crondepot.db import roles
 from crondepot.db.queries import Q
 from crondepot.errors import DatabaseUnavailable
 
@@ -42,7 +48,8 @@ class EmbeddedPostgres:
         return url
 
     def start(self) -> str:
-        """Start (or join) the server; return the conninfo of crondepot's database."""
+        """Start (or join) the server; return the conninfo of crondepot's database, as the
+        owner."""
         _quiet_platformdirs()
         import pgserver  # imported late: it is heavy and only needed without a URL
 
@@ -66,6 +73,7 @@ class EmbeddedPostgres:
                 # Another process may create it between our check and our create.
                 with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                     conn.execute(Q.create_database)
+            roles.ensure(conn, roles.DEFAULT_RUNTIME_ROLE)
 
     def close(self) -> None:
         if self._server is not None:

@@ -17,6 +17,9 @@ Each file starts with ``-- revision: N``. A higher revision than the one recorde
 applied; a lower one is refused (an older crondepot must not put back an older function
 under a newer fleet); the same revision with other text is refused too (a change that forgot
 its new revision would otherwise be applied by some hosts and reverted by others).
+
+Last, every migrate grants the runtime role (db/roles.py) what the processes need on the
+schema as it now is, so a table a migration adds is usable by them without being named.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 import psycopg
 
+from crondepot.db import roles
 from crondepot.db.queries import Q
 from crondepot.errors import CrondepotError
 
@@ -78,8 +82,10 @@ def definitions() -> list[Definition]:
 
 
 def schema_checksum() -> str:
-    """One checksum over every migration and definition: equal checksums, equal schemas."""
-    parts = [m.checksum for m in available()] + [d.checksum for d in definitions()]
+    """One checksum over every migration, definition and the runtime role's grants: equal
+    checksums, equal schemas."""
+    parts = ([m.checksum for m in available()] + [d.checksum for d in definitions()]
+             + [hashlib.sha256(Q.grant_runtime.encode()).hexdigest()])
     return hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
@@ -99,23 +105,33 @@ def available() -> list[Migration]:
     return found
 
 
-def migrate(conn: psycopg.Connection[Any]) -> list[Migration]:
-    """Apply every pending migration and changed definition; return the migrations this
-    call applied (empty when none)."""
-    return migrate_all(conn)[0]
+def migrate(conn: psycopg.Connection[Any], *,
+            runtime_role: str = roles.DEFAULT_RUNTIME_ROLE,
+            runtime_password: str | None = None) -> list[Migration]:
+    """Apply every pending migration and changed definition, and grant the runtime role;
+    return the migrations this call applied (empty when none)."""
+    return migrate_all(conn, runtime_role=runtime_role, runtime_password=runtime_password)[0]
 
 
-def migrate_all(conn: psycopg.Connection[Any]) -> tuple[list[Migration], list[Definition]]:
-    """Apply every pending migration, then every definition whose text changed; return
-    those this call applied.
+def migrate_all(conn: psycopg.Connection[Any], *,
+                runtime_role: str = roles.DEFAULT_RUNTIME_ROLE,
+                runtime_password: str | None = None,
+                ) -> tuple[list[Migration], list[Definition]]:
+    """Apply every pending migration, then every definition whose text changed, then
+    create (or take) ``runtime_role`` and grant it; return the migrations and definitions
+    this call applied.
 
-    ``conn`` must be in autocommit mode: the advisory lock is held by the session across the
-    per-migration transactions.
+    A role that exists is checked before anything is applied, so one that may not be the
+    runtime role (a superuser, the owner) changes nothing. ``conn`` must be in autocommit
+    mode: the advisory lock is held by the session across the per-migration transactions.
     """
     if not conn.autocommit:
         raise ValueError("migrate() needs an autocommit connection")
     conn.execute(Q.lock_migrations)
     try:
+        if roles.exists(conn, runtime_role):
+            roles.check(conn, runtime_role, schema_privileges=False)
+        roles.ensure(conn, runtime_role, runtime_password)
         conn.execute(Q.create_schema_migrations)
         conn.execute(Q.create_schema_definitions)
         applied = {row[0]: (row[1], row[2]) for row in conn.execute(Q.applied_migrations)}
@@ -139,6 +155,7 @@ def migrate_all(conn: psycopg.Connection[Any]) -> tuple[list[Migration], list[De
                 conn.execute(Q.record_definition, {"name": definition.name,
                                                    "checksum": definition.checksum,
                                                    "revision": definition.revision})
+        roles.grant(conn, runtime_role)
         return done, redefined
     finally:
         conn.execute(Q.unlock_migrations)
@@ -187,8 +204,16 @@ def pending_names(conn: psycopg.Connection[Any]) -> list[str]:
 
 
 def require_current(conn: psycopg.Connection[Any]) -> None:
-    """Refuse to run a process against a schema older than its code."""
-    todo = pending_names(conn)
+    """Refuse to run a process against a schema older than its code, or as a role that was
+    never granted the runtime role's privileges."""
+    try:
+        todo = pending_names(conn)
+    except psycopg.errors.InsufficientPrivilege:
+        user = conn.info.user
+        raise MigrationError(
+            f"role {user} may not read crondepot's tables: run `crondepot migrate "
+            f"--runtime-role {user}` as the schema's owner to grant it the runtime "
+            "privileges") from None
     if todo:
         names = ", ".join(todo)
         raise MigrationError(f"the database schema is not up to date (pending: {names}); "
