@@ -80,3 +80,13 @@ def reap_abandoned_runs(conn: psycopg.Connection[Any], *,
             "now": now, "max_lease": max_lease_seconds}).fetchall():
         counts[status] += 1
     return counts
+
+
+def skip_runs_past_deadline(conn: psycopg.Connection[Any], *,
+                            now: datetime | None = None) -> list[tuple[str, int, int]]:
+    """Record skipped ('deadline_passed') the queued runs whose misfire deadline has passed:
+    the claim never leases them, and this sweep, run with the reaper, writes why. Returns
+    (run id, job id, tenant id) of each, at most 1,000 a call."""
+    rows: list[tuple[str, int, int]] = conn.execute(Q.skip_runs_past_deadline,
+                                                    {"now": now}).fetchall()
+    return rows

@@ -40,11 +40,13 @@ from crondepot.db import Q, connect, idle_check
 from crondepot.jsontext import loads_stored
 from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
+from crondepot.queue.claim import deadline_passed
 from crondepot.queue.lease import (
     DEFAULT_MAX_LEASE_SECONDS,
     Deadline,
     HeldLease,
     extend_acquired_leases,
+    skip_runs_past_deadline,
 )
 from crondepot.ratelimit import RateLimiter
 from crondepot.retention import DEFAULT_RETENTION, prune_finished_runs
@@ -300,7 +302,10 @@ class Worker(Stoppable):
     def _reap(self) -> None:
         with self._pool.connection() as conn:
             reaped = reap_abandoned_runs(conn, max_lease_seconds=self.config.max_lease_seconds)
+            late = skip_runs_past_deadline(conn)
             conn.execute(Q.forget_old_workers)
+        for run_id, job_id, tenant_id in late:
+            deadline_passed(run_id, job_id, tenant_id, when="it was still queued")
         for status, count in reaped.items():
             if count:
                 metrics.leases_expired.labels(status).inc(count)

@@ -95,6 +95,27 @@ WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
   AND deadline_at < now()
 RETURNING run_id;
 
+-- name: skip_runs_past_deadline
+-- Queued runs past their misfire deadline (design §5: never sent late): the claim passes
+-- over them; this sweep records them skipped, 'deadline_passed', oldest first, in bounded
+-- passes run with the reaper. They sit at the head of runs_queued (ready longest), so the
+-- scan finds them at once. SKIP LOCKED: a run a claim holds this instant is its business.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+late AS MATERIALIZED (
+    SELECT r.run_id
+    FROM runs AS r, clock
+    WHERE r.status = 'queued' AND r.available_at <= clock.now AND r.deadline_at < clock.now
+    ORDER BY r.priority, r.available_at
+    LIMIT 1000
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE runs AS r
+SET status = 'skipped', skip_reason = 'deadline_passed', finished_at = clock.now,
+    updated_at = clock.now
+FROM late, clock
+WHERE r.run_id = late.run_id
+RETURNING r.run_id, r.job_id, r.tenant_id;
+
 -- name: reap_abandoned_runs
 -- Runs whose lease expired (their worker died, hung or lost the database) go back to the
 -- queue, or to the dead letter when that was their last attempt or their lease time in all
