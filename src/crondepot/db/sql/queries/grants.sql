@@ -52,7 +52,7 @@ SELECT name, max_jobs, max_urgent_jobs, urgent_allowed, active_jobs, urgent_jobs
 FROM tenants WHERE id = %(tenant_id)s::bigint;
 
 -- name: set_tenant_quota
--- Each cap is changed only when given (%(set_*)s); a given NULL removes the cap.
+-- Each cap is changed only when its set_ flag is true; a given NULL removes the cap.
 UPDATE tenants
 SET max_jobs = CASE WHEN %(set_max_jobs)s THEN %(max_jobs)s::integer ELSE max_jobs END,
     max_urgent_jobs = CASE WHEN %(set_max_urgent_jobs)s THEN %(max_urgent_jobs)s::integer
