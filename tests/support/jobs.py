@@ -79,15 +79,15 @@ def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
 CALLS_TABLE = """
 CREATE TABLE IF NOT EXISTS test_calls (
     run_id text NOT NULL, attempt integer NOT NULL, pid integer NOT NULL,
-    at timestamptz NOT NULL DEFAULT clock_timestamp())
+    at timestamptz NOT NULL DEFAULT clock_timestamp(), tenant text)
 """
 
 
 def queued_runs(conn: psycopg.Connection[Any], count: int, *, handler: str = "test.record",
                 priority: str = "normal", payload: str = "{}", lease_seconds: int = 60,
-                max_attempts: int = 6) -> None:
+                max_attempts: int = 6, tenant_name: str = "bank42") -> None:
     """``count`` jobs with one queued run each, ready now (what a scheduler tick leaves)."""
-    tenant_id = tenant(conn)
+    tenant_id = tenant(conn, tenant_name)
     conn.execute(CALLS_TABLE)
     conn.execute(
         """
