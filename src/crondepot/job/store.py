@@ -98,10 +98,16 @@ def first_run(spec: JobSpec, job_id: int, now: datetime,
 
 def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[JobSpec], *,
                 now: datetime | None = None) -> list[CreatedJob]:
-    """Insert ``specs`` in one statement; return one entry per spec, in order."""
+    """Insert ``specs`` in one statement; return one entry per spec, in order.
+
+    The plain writer: it checks no grant and no quota (``admission``; the tenant-facing
+    ``create_job`` and ``import_batch`` do), for the operator's own code. It takes the
+    tenant's row lock first, as they do, so writers of one tenant's jobs take turns.
+    """
     if not specs:
         return []
     with conn.transaction():
+        conn.execute(Q.lock_tenant, {"tenant_id": tenant_id})
         db_now = _db_now(conn, now)
         ids = [row[0] for row in conn.execute(Q.reserve_job_ids, {"count": len(specs)})]
         memo: FirstFires = {}

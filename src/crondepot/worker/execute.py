@@ -79,7 +79,13 @@ class Executor:
         ("recording"): ``recorded`` is called once it is written (or known unwritable). The
         other outcomes are written before this returns, and ``recorded`` is not called."""
         run = attempt.run
-        uses = self._grants.get(run.tenant_id)
+        try:
+            uses = self._grants.get(run.tenant_id)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # No view of the tenant's grants and no database to read one: the run goes
+            # back to the queue (or comes back after its lease), never called unchecked.
+            log.warning("grants unavailable, run not started: %s", exc, extra=_fields(run))
+            return "not-started"
         refused: PermanentError | None = run_refusal(run.target, run.rate_limit, uses)
         try:
             if refused is None and not self._ready_to_call(attempt):

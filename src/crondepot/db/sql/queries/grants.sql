@@ -46,6 +46,13 @@ SELECT name, max_jobs, max_urgent_jobs, urgent_allowed, active_jobs, urgent_jobs
 FROM tenants WHERE id = %(tenant_id)s::bigint
 FOR NO KEY UPDATE;
 
+-- name: lock_tenant
+-- The same lock for a writer of jobs that admits nothing (the library's create_jobs): every
+-- writer of a tenant's jobs takes the tenant row before its rows, so two writers cannot
+-- wait on each other (one for the tenant row, which the insert trigger updates, the other
+-- for a key the first inserted).
+SELECT 1 FROM tenants WHERE id = %(tenant_id)s::bigint FOR NO KEY UPDATE;
+
 -- name: tenant_quota
 -- The same, read without a lock (`crondepot tenants show`).
 SELECT name, max_jobs, max_urgent_jobs, urgent_allowed, active_jobs, urgent_jobs
