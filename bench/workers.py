@@ -206,10 +206,19 @@ QUEUED_RUNS = """
 """
 
 
+def grant_handler(conn: psycopg.Connection[Any]) -> None:
+    """Let the benchmark's tenant (id 1) name HANDLER: a worker refuses the runs of a handler
+    that is not granted to the run's tenant."""
+    from crondepot.grants import grant
+
+    grant(conn, 1, handlers=[HANDLER])
+
+
 def load(system: str, url: str, size: int) -> None:
     """``size`` ready runs/jobs for ``system``, then VACUUM (ANALYZE) and a CHECKPOINT."""
     if system == "crondepot":
         with admin_connect(url) as conn:
+            grant_handler(conn)
             conn.execute(QUEUED_RUNS, {"handler": HANDLER, "count": size})
     elif system == "pgqueuer":
         asyncio.run(_load_pgqueuer(url, size))
@@ -510,6 +519,7 @@ def create_lag_jobs(url: str, count: int) -> None:
     from crondepot.job import JobSpec, create_jobs
 
     with admin_connect(url) as conn:
+        grant_handler(conn)
         for start in range(0, count, 1000):
             specs = [JobSpec.from_document({
                 "key": f"lag-{i}", "cron": "* * * * *", "tz": "UTC",

@@ -106,9 +106,10 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[Any]]:
 
 @pytest.fixture
 def tenant_id(conn: psycopg.Connection[Any]) -> int:
-    from crondepot.tenants import create_tenant
+    """Tenant bank42, granted the test handlers (tests.support.jobs.TEST_HANDLERS)."""
+    from tests.support.jobs import tenant
 
-    return create_tenant(conn, "bank42").id
+    return tenant(conn, "bank42")
 
 
 @pytest.fixture

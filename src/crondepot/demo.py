@@ -1,6 +1,7 @@
 """``crondepot up --demo``: a demo tenant and a few reminder jobs, so a newcomer sees runs
 flow within a minute. The jobs use the built-in ``crondepot.log`` handler, which only logs
-the run: nothing leaves the machine."""
+the run: nothing leaves the machine. The demo tenant is granted that handler, as an
+operator grants a tenant the handlers its jobs name (crondepot.grants)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import psycopg
 
 from crondepot.db import Q
+from crondepot.grants import grant
 from crondepot.job import JobSpec, create_jobs
 from crondepot.job.store import trigger_job
 from crondepot.tenants import create_tenant, issue_token
@@ -49,6 +51,7 @@ def install(conn: psycopg.Connection[Any]) -> Demo:
         tenant_id, token = created.id, created.token
     else:
         tenant_id, token = row[0], issue_token(conn, row[0], label="demo")
+    grant(conn, tenant_id, handlers=[_LOG["handler"]])
     specs = [JobSpec.from_document(doc) for doc in DOCUMENTS]
     jobs = create_jobs(conn, tenant_id, specs)
     job_ids = [job.id if job.created else _existing_id(conn, tenant_id, job.key) for job in jobs]

@@ -9,6 +9,11 @@ A handler may be sync or async. It raises ``TemporaryError`` to be retried later
 should not silently drop a reminder) and its type is recorded. Pass ``run.run_id`` to the
 provider as an idempotency key wherever it accepts one: that closes the gap between a call
 that succeeded and the record of it.
+
+A handler is called only for the tenants it is granted to (``crondepot tenants grant
+bank42 --handler sms.send``, crondepot.grants): a job naming it is refused for any other
+tenant, and a run whose grant was revoked fails without a call. ``run.tenant`` names the
+tenant whose job it is, for a handler that serves several.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class RunContext:
     run_id: str
     job_id: int
     job_key: str | None
+    tenant: str                # the name of the tenant whose job this is: who called
     scheduled_at: datetime     # the nominal fire time
     due_at: datetime           # nominal + spread
     attempt: int

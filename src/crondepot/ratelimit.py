@@ -6,7 +6,12 @@ so the bucket row is touched tens of times a second rather than once per call, a
 away tokens it could not use within ``HOLD_SECONDS``; the bucket keeps that much less than
 its burst, so calls in any window of T seconds stay within ``burst + rate·T``. It takes no
 more tokens than it has calls waiting, so few expire unused. A worker over the limit
-waits; it never fails the run.
+waits; it never fails the run. A bucket that does not exist is not "no limit": the run
+fails for good (UnknownLimit), so a typo cannot send a day's calls at once.
+
+Who may use a bucket (design §6): one made by the operator is shared, usable by the tenants
+it is granted to (crondepot.grants); one a tenant made with ``PUT /v1/limits/{name}`` is
+that tenant's alone.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
 from crondepot.db import Q
-from crondepot.errors import CrondepotError
+from crondepot.errors import CrondepotError, PermanentError
 from crondepot.lifecycle import Backoff
 
 log = logging.getLogger("crondepot.ratelimit")
@@ -32,11 +37,32 @@ log = logging.getLogger("crondepot.ratelimit")
 HOLD_SECONDS = 0.05
 # Between the last staleness check and the request leaving the process (thread switches).
 SLACK_SECONDS = 0.02
+_LIMIT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute)\s*$")
 
 
 class InvalidLimit(CrondepotError, ValueError):
     pass
+
+
+class UnknownLimit(PermanentError):
+    """A run names a bucket that does not exist: never "no limit", a permanent failure."""
+
+
+class LimitNotFound(CrondepotError, LookupError):
+    """No bucket by this name that this tenant may see (another tenant's is not said)."""
+
+
+class LimitNotOwned(CrondepotError):
+    """A tenant asked to change a shared bucket granted to it: only the operator may."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bucket:
+    name: str
+    rate_per_second: float
+    burst: int
+    owned: bool          # the tenant's own (PUT /v1/limits/{name}), else shared and granted
 
 
 def parse_rate(text: str) -> float:
@@ -54,12 +80,42 @@ def batch_size(rate_per_second: float) -> int:
 
 
 def set_limit(conn: psycopg.Connection[Any], name: str, rate: float, burst: int) -> None:
-    if not re.match(r"^[a-z0-9][a-z0-9_.-]{0,62}$", name):
+    """The operator's command: create a shared bucket, or change any bucket (a tenant's own
+    stays that tenant's)."""
+    _check_bucket(name, burst)
+    conn.execute(Q.upsert_rate_limit, {"name": name, "rate": rate, "burst": burst})
+
+
+def _check_bucket(name: str, burst: int) -> None:
+    if not _LIMIT_NAME.match(name):
         raise InvalidLimit(f"name: expected lowercase letters, digits, '.', '_' or '-', "
                            f"got {name!r}")
     if burst < 1:
         raise InvalidLimit(f"burst: expected an integer of at least 1, got {burst}")
-    conn.execute(Q.upsert_rate_limit, {"name": name, "rate": rate, "burst": burst})
+
+
+def put_own_limit(conn: psycopg.Connection[Any], tenant_id: int, name: str, rate: float,
+                  burst: int) -> tuple[Bucket, bool]:
+    """A tenant creates or changes a bucket of its own; returns it and whether it is new.
+    A name already taken is LimitNotOwned if it is a shared bucket granted to the tenant
+    (it knows of it), else LimitNotFound: another tenant's bucket is not revealed."""
+    _check_bucket(name, burst)
+    row = conn.execute(Q.put_tenant_limit, {"tenant_id": tenant_id, "name": name,
+                                            "rate": rate, "burst": burst}).fetchone()
+    if row is None:
+        if any(b.name == name for b in tenant_limits(conn, tenant_id)):
+            raise LimitNotOwned(f"rate limit {name!r} is shared: the operator sets it "
+                                f"(crondepot limits set {name} RATE); choose another name "
+                                "for a bucket of your own")
+        raise LimitNotFound(f"no rate limit {name!r} that this tenant may change; the name "
+                            "is taken, choose another")
+    return Bucket(name=row[0], rate_per_second=row[1], burst=row[2], owned=True), row[3]
+
+
+def tenant_limits(conn: psycopg.Connection[Any], tenant_id: int) -> list[Bucket]:
+    """The buckets a tenant may use: its own and the shared ones granted to it."""
+    return [Bucket(name=n, rate_per_second=r, burst=b, owned=o)
+            for n, r, b, o in conn.execute(Q.tenant_limits, {"tenant_id": tenant_id})]
 
 
 @dataclass
@@ -77,12 +133,12 @@ class RateLimiter:
         self._pool = pool
         self._lock = threading.Lock()
         self._stash: dict[str, _Stash] = {}
-        self._unknown_warned: set[str] = set()
 
     def acquire(self, name: str, *, give_up: Callable[[], bool]) -> float | None:
         """Block until one token of ``name`` is ours and return when it was taken from the
         bucket (monotonic); None if ``give_up()`` said stop first. A caller that could not
-        use the token within ``HOLD_SECONDS`` of that instant must take another."""
+        use the token within ``HOLD_SECONDS`` of that instant must take another. A bucket
+        that does not exist raises UnknownLimit (a permanent failure of the run)."""
         with self._lock:
             self._stash.setdefault(name, _Stash()).waiting += 1
         try:
@@ -124,8 +180,9 @@ class RateLimiter:
                                                    "hold": HOLD_SECONDS + SLACK_SECONDS}
                                    ).fetchone()
             if row is None:
-                self._warn_unknown(name)
-                return 0, time.monotonic()
+                raise UnknownLimit(f"rate limit {name!r} does not exist (crondepot limits set "
+                                   f"{name} RATE creates it); not called: an unknown limit "
+                                   "is never taken for no limit")
             granted, remaining, rate = row
             stash.rate = rate
             if granted:
@@ -133,9 +190,3 @@ class RateLimiter:
                 return 0, stash.taken_at
             # Time until one whole token has refilled, plus a little spread between waiters.
             return max(0.002, (1.0 - float(remaining)) / float(rate)), 0.0
-
-    def _warn_unknown(self, name: str) -> None:
-        if name not in self._unknown_warned:
-            self._unknown_warned.add(name)
-            log.warning("rate limit %r is not defined; calls are not limited "
-                        "(crondepot limits set %s RATE)", name, name)

@@ -100,7 +100,10 @@ def _count(db_url: str, sql: str) -> int:
 
 
 def _tenant(cli: Cli, name: str) -> None:
+    """A tenant as an operator makes one: created, then granted the handler the tests' jobs
+    name."""
     assert cli("tenants", "create", name, "--json").code == 0
+    assert cli("tenants", "grant", name, "--handler", "test.noop").code == 0
 
 
 # -- tenants ------------------------------------------------------------------------------
@@ -269,11 +272,13 @@ def test_jobs_show_pause_resume_trigger_cancel(cli: Cli) -> None:
 
 def test_show_notes_fires_that_a_clock_change_moved(db_url: str) -> None:
     with connect(db_url) as conn:
+        from crondepot.grants import grant
         from crondepot.job.spec import JobSpec
         from crondepot.job.store import create_job
         from crondepot.tenants import create_tenant
 
         tenant = create_tenant(conn, "bank42").id
+        grant(conn, tenant, handlers=["test.noop"])
         spec = JobSpec.from_document(_job("dst", cron="30 2 * * *", tz="America/New_York"))
         job, _ = create_job(conn, tenant, spec)
         job = get_job(conn, tenant, job.id)
@@ -374,6 +379,8 @@ def test_import_stores_good_lines_and_reports_bad_ones(cli: Cli, tmp_path: Path)
 
 def test_import_as_a_process_from_stdin_exits_0_when_every_line_is_good(db_url: str) -> None:
     assert crondepot("tenants", "create", "bank42", "--db", db_url).returncode == 0
+    assert crondepot("tenants", "grant", "bank42", "--handler", "test.noop", "--db",
+                     db_url).returncode == 0
     text = "".join(json.dumps(_job(f"k{i}")) + "\n" for i in range(25))
     result = crondepot("import", "-", "--tenant", "bank42", "--db", db_url, "--batch", "10",
                        stdin=text)

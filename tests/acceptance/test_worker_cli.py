@@ -28,7 +28,7 @@ def test_limits_set_and_list(db_url: str) -> None:
     assert made.returncode == 0, made.stderr
     listed = crondepot("limits", "list", "--db", db_url, "--json")
     assert json.loads(listed.stdout) == [{"name": "sms-gateway", "rate_per_second": 450.0,
-                                          "burst": 50}]
+                                          "burst": 50, "owner": None}]
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -16,7 +16,7 @@ import pytest
 
 from crondepot.db import connect
 from tests.support.cluster import PrivateCluster
-from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, queued_runs
+from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, grant_limit, queued_runs, tenant
 from tests.support.processes import Proc, free_port, wait_until
 
 
@@ -155,6 +155,7 @@ def test_a_worker_paused_past_its_leases_starts_none_of_the_runs_it_held(db_url:
         conn.execute("UPDATE jobs SET rate_limit = 'gate'")
         from crondepot.ratelimit import set_limit
         set_limit(conn, "gate", 2, 10)
+        grant_limit(conn, tenant(conn), "gate")
         # Shut: no token until an hour from now (a waiting slot looks again every 0.5 s).
         conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = now() + interval '1 h'")
         (worker,) = _workers(db_url, 1, "--concurrency", "4", "--urgent-only", "0",
@@ -315,6 +316,7 @@ def test_three_workers_behind_450_per_second_never_exceed_limit_plus_burst(
         conn.execute("UPDATE jobs SET rate_limit = 'sms-gateway'")
         from crondepot.ratelimit import set_limit
         set_limit(conn, "sms-gateway", 450, 50)
+        grant_limit(conn, tenant(conn), "sms-gateway")
         workers = _workers(db_url, 3, "--concurrency", "10", "--urgent-only", "0")
         try:
             wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
@@ -473,6 +475,7 @@ def test_sigterm_releases_runs_that_had_not_started(db_url: str) -> None:
         conn.execute("UPDATE jobs SET rate_limit = 'trickle'")
         from crondepot.ratelimit import set_limit
         set_limit(conn, "trickle", 0.2, 1)              # one call, then one per 5 s
+        grant_limit(conn, tenant(conn), "trickle")
         (worker,) = _workers(db_url, 1, "--concurrency", "5", "--urgent-only", "0")
         wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the one call the bucket allows")

@@ -11,7 +11,10 @@ from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
 from crondepot.db import Q
-from crondepot.tenants import create_tenant, hash_token, new_token
+from crondepot.grants import grant
+from crondepot.ratelimit import set_limit
+from crondepot.tenants import NewTenant, create_tenant, hash_token, new_token
+from tests.support.jobs import TEST_HANDLERS
 
 EMI: dict[str, Any] = {
     "key": "bank42:48213:emi", "cron": "0 9 5 * *", "tz": "Asia/Kolkata",
@@ -51,10 +54,25 @@ def client(db_url: str, settings: ApiSettings) -> Iterator[TestClient]:
         yield test_client
 
 
+def granted_tenant(conn: psycopg.Connection[Any], name: str) -> NewTenant:
+    """A new tenant (with its admin token) that may use the test handlers and the shared
+    limit sms-gateway (EMI names it), as an operator would have granted them."""
+    made = create_tenant(conn, name)
+    set_limit(conn, "sms-gateway", 450, 50)
+    grant(conn, made.id, handlers=TEST_HANDLERS, limits=["sms-gateway"])
+    return made
+
+
+@pytest.fixture
+def tenant_id(conn: psycopg.Connection[Any]) -> int:
+    """Tenant bank42 (granted as ``granted_tenant`` says)."""
+    return granted_tenant(conn, "bank42").id
+
+
 @pytest.fixture
 def token(conn: psycopg.Connection[Any]) -> str:
     """An admin token of tenant bank42."""
-    return create_tenant(conn, "bank42").token
+    return granted_tenant(conn, "bank42").token
 
 
 @pytest.fixture
@@ -65,7 +83,7 @@ def h(token: str) -> dict[str, str]:
 @pytest.fixture
 def other(conn: psycopg.Connection[Any]) -> dict[str, str]:
     """Headers of another tenant's admin token."""
-    return bearer(create_tenant(conn, "otherbank").token)
+    return bearer(granted_tenant(conn, "otherbank").token)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ WRITES = [
     ("DELETE", "/v1/jobs/{job}", None, {}),
     ("POST", "/v1/dead-letter/replay", {"job_id": 1}, {}),
     ("POST", "/v1/import", None, {"Content-Type": "application/x-ndjson"}),
+    ("PUT", "/v1/limits/bank42-own", {"rate_per_second": 5}, {}),
 ]
 
 
@@ -91,5 +92,5 @@ def test_a_read_token_may_not_write(
 def test_a_read_token_may_read(client: TestClient, job: dict[str, Any],
                                reader: dict[str, str]) -> None:
     for path in (f"/v1/jobs/{job['id']}", "/v1/jobs", f"/v1/jobs/{job['id']}/runs",
-                 "/v1/dead-letter", "/v1/stats"):
+                 "/v1/dead-letter", "/v1/stats", "/v1/limits"):
         assert client.get(path, headers=reader).status_code == 200, path

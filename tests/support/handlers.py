@@ -28,9 +28,9 @@ def _record(run: RunContext) -> None:
     # Stamped when the call starts (what a gateway would see), not when this insert gets
     # through to a busy database.
     started = time.time()
-    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at) "
-                    "VALUES (%s, %s, %s, to_timestamp(%s))",
-                    (run.run_id, run.attempt, os.getpid(), started))
+    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at, tenant) "
+                    "VALUES (%s, %s, %s, to_timestamp(%s), %s)",
+                    (run.run_id, run.attempt, os.getpid(), started, run.tenant))
 
 
 @handler("test.record")

@@ -6,13 +6,30 @@ from typing import Any
 
 import psycopg
 
+from crondepot.grants import grant
 from crondepot.job import JobSpec, create_jobs
 from crondepot.tenants import create_tenant
 
+# The handlers of tests/support/handlers.py and the names the tests' job documents use: a
+# tenant made by ``tenant`` may name them (crondepot.grants), as a tenant an operator had
+# granted them would. Tests of the grant rules make their own tenants without.
+TEST_HANDLERS = ("test.noop", "test.record", "test.fail", "test.async", "test.async_blocking",
+                 "test.retry_spread.busy", "sms.send", "reports.nightly", "crondepot.log")
+
 
 def tenant(conn: psycopg.Connection[Any], name: str = "bank42") -> int:
+    """The id of tenant ``name``, made (and granted TEST_HANDLERS) if it does not exist."""
     row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
-    return row[0] if row else create_tenant(conn, name).id
+    if row:
+        return int(row[0])
+    made = create_tenant(conn, name).id
+    grant(conn, made, handlers=TEST_HANDLERS)
+    return made
+
+
+def grant_limit(conn: psycopg.Connection[Any], tenant_id: int, name: str) -> None:
+    """Grant the shared rate limit ``name`` to the tenant (it must exist: set_limit)."""
+    grant(conn, tenant_id, limits=[name])
 
 
 def add_job(conn: psycopg.Connection[Any], tenant_id: int, **doc: Any) -> int:
@@ -62,15 +79,15 @@ def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
 CALLS_TABLE = """
 CREATE TABLE IF NOT EXISTS test_calls (
     run_id text NOT NULL, attempt integer NOT NULL, pid integer NOT NULL,
-    at timestamptz NOT NULL DEFAULT clock_timestamp())
+    at timestamptz NOT NULL DEFAULT clock_timestamp(), tenant text)
 """
 
 
 def queued_runs(conn: psycopg.Connection[Any], count: int, *, handler: str = "test.record",
                 priority: str = "normal", payload: str = "{}", lease_seconds: int = 60,
-                max_attempts: int = 6) -> None:
+                max_attempts: int = 6, tenant_name: str = "bank42") -> None:
     """``count`` jobs with one queued run each, ready now (what a scheduler tick leaves)."""
-    tenant_id = tenant(conn)
+    tenant_id = tenant(conn, tenant_name)
     conn.execute(CALLS_TABLE)
     conn.execute(
         """

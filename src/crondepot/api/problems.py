@@ -10,7 +10,8 @@
     ├── RateLimited       429     the token's request budget is spent (Retry-After)
     └── Invalid           422     bad input found before a domain object was made
 
-Domain errors (crondepot.errors, crondepot.job.store) are mapped in ``_DOMAIN`` below;
+Domain errors (crondepot.errors, crondepot.job.store, crondepot.grants, crondepot.quotas)
+are mapped in ``_DOMAIN`` below;
 anything else is a 500 that says nothing about its insides.
 """
 
@@ -28,7 +29,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from crondepot.db.migrations import MigrationError
 from crondepot.errors import CrondepotError, DatabaseUnavailable, InvalidJob, InvalidSchedule
+from crondepot.grants import NotGranted
 from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
+from crondepot.quotas import QuotaExceeded, UrgentNotAllowed
+from crondepot.ratelimit import LimitNotFound, LimitNotOwned
 
 PROBLEM_BASE = "https://crondepot.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
@@ -92,9 +96,14 @@ class _Kind:
 
 # The error tree mapped to statuses, most specific first (the first isinstance match wins).
 _DOMAIN: tuple[tuple[type[BaseException], _Kind], ...] = (
+    (UrgentNotAllowed, _Kind(403, "urgent-not-allowed", "The tenant may not use urgent")),
+    (QuotaExceeded, _Kind(422, "quota-exceeded", "Over the tenant's quota")),
+    (NotGranted, _Kind(422, "not-granted", "Handler or rate limit not granted")),
     (InvalidJob, _Kind(422, "validation", "Invalid job document")),
     (InvalidSchedule, _Kind(422, "validation", "Invalid schedule")),
     (JobNotFound, _Kind(404, "not-found", "Not found")),
+    (LimitNotFound, _Kind(404, "not-found", "Not found")),
+    (LimitNotOwned, _Kind(403, "limit-not-owned", "A shared rate limit is the operator's")),
     (KeyConflict, _Kind(409, "key-conflict", "Key already used for another document")),
     (JobCancelled, _Kind(409, "job-cancelled", "Job is cancelled")),
     (VersionMismatch, _Kind(412, "version-mismatch", "Job changed since it was read")),
@@ -132,6 +141,11 @@ def problem_for(exc: BaseException) -> JSONResponse:
 
 
 def _domain_extra(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, QuotaExceeded):
+        return {"errors": [{"field": exc.field, "message": str(exc)}], "quota": exc.quota,
+                "limit": exc.limit}
+    if isinstance(exc, UrgentNotAllowed):
+        return {"errors": [{"field": exc.field, "message": str(exc)}], "quota": exc.quota}
     if isinstance(exc, InvalidJob | InvalidSchedule):
         return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
     if isinstance(exc, KeyConflict):

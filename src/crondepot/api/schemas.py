@@ -270,6 +270,9 @@ class Problem(_Doc):
     errors: list[FieldError] | None = None
     key: str | None = None
     current_version: int | None = None
+    quota: str | None = Field(None, description="the quota refused (max_jobs, "
+                                                "max_urgent_jobs, urgent_allowed)")
+    limit: int | None = Field(None, description="that quota's value")
 
 
 DOCUMENTED: tuple[type[BaseModel], ...] = (JobDocument, JobPatch)
@@ -299,3 +302,24 @@ class LedgerReport(_Doc):
     duplicated: list[LedgerFire]
     seconds: float
     clean: bool = Field(description="no fire unaccounted or duplicated")
+
+
+class LimitDocument(_Doc):
+    """A tenant's own rate limit (token bucket): ``rate_per_second`` on average, at most
+    ``burst`` calls at once."""
+
+    rate_per_second: float = Field(gt=0, le=1_000_000, examples=[450])
+    burst: int | None = Field(None, ge=1, le=1_000_000, description="default: one second's "
+                                                                      "worth, at least 1")
+
+
+class Limit(_Doc):
+    name: str = Field(examples=["sms-gateway"])
+    rate_per_second: float
+    burst: int
+    owned: bool = Field(description="the tenant's own bucket (true) or a shared one granted "
+                                    "to it by the operator (false)")
+
+
+class LimitList(_Doc):
+    items: list[Limit]

@@ -171,7 +171,11 @@ def run_add(args: argparse.Namespace) -> int:
         field = field_of(exc)
         raise InvalidDocument(f"invalid job document: {field}: {exc}", field=field) from None
     with operator_connection(args) as conn:
-        job, created = store.create_job(conn, tenant_id(conn, args.tenant), spec)
+        try:
+            job, created = store.create_job(conn, tenant_id(conn, args.tenant), spec)
+        except InvalidJob as exc:      # refused for this tenant: a grant or a quota
+            field = field_of(exc)
+            raise InvalidDocument(f"{field}: {exc}", field=field) from None
     if args.json:
         print_json({**job_json(job), "created": created})
     elif created:

@@ -1,4 +1,9 @@
-"""``crondepot limits set|list``: named rate limits shared by every worker."""
+"""``crondepot limits set|list``: named rate limits shared by every worker.
+
+A bucket made here is shared: a tenant's jobs may name it once it is granted to the tenant
+(``crondepot tenants grant TENANT --limit NAME``). A tenant makes buckets of its own with
+``PUT /v1/limits/{name}``; ``limits set`` may change those too, and ``list`` shows whose.
+"""
 
 from __future__ import annotations
 
@@ -44,8 +49,10 @@ def run_list(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         rows = conn.execute(Q.list_rate_limits).fetchall()
     if args.json:
-        print_json([{"name": n, "rate_per_second": r, "burst": b} for n, r, b in rows])
+        print_json([{"name": n, "rate_per_second": r, "burst": b, "owner": o}
+                    for n, r, b, o in rows])
     else:
-        for name, rate, burst in rows:
-            print(f"{name}: {rate:g}/s, burst {burst}")
+        for name, rate, burst, owner in rows:
+            whose = f"tenant {owner}'s own" if owner else "shared"
+            print(f"{name}: {rate:g}/s, burst {burst} ({whose})")
     return 0

@@ -1,4 +1,5 @@
 """``crondepot tenants create|list``, and the ``--tenant`` option of tenant-scoped commands.
+(``grant``, ``revoke``, ``show`` and ``set-quota`` are in ``crondepot.cli.grants``.)
 
 A tenant's token is printed once, when it is created: only its sha256 is stored, so it
 cannot be shown again. Commands that act for a tenant (``jobs``, ``runs``, ``import``) name
@@ -62,6 +63,9 @@ def register(commands: Any) -> None:
     add_database(listing)
     add_json(listing)
     listing.set_defaults(run=run_list)
+    from crondepot.cli import grants  # grant, revoke, show, set-quota; it imports tenant_id
+
+    grants.register(actions)
 
 
 def run_create(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from psycopg.types.json import Jsonb
 from crondepot import jsontext, metrics
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, InvalidJob
+from crondepot.job.admission import admit, admit_change
 from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
 from crondepot.scheduler.tick import insert_runs
@@ -97,10 +98,16 @@ def first_run(spec: JobSpec, job_id: int, now: datetime,
 
 def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[JobSpec], *,
                 now: datetime | None = None) -> list[CreatedJob]:
-    """Insert ``specs`` in one statement; return one entry per spec, in order."""
+    """Insert ``specs`` in one statement; return one entry per spec, in order.
+
+    The plain writer: it checks no grant and no quota (``admission``; the tenant-facing
+    ``create_job`` and ``import_batch`` do), for the operator's own code. It takes the
+    tenant's row lock first, as they do, so writers of one tenant's jobs take turns.
+    """
     if not specs:
         return []
     with conn.transaction():
+        conn.execute(Q.lock_tenant, {"tenant_id": tenant_id})
         db_now = _db_now(conn, now)
         ids = [row[0] for row in conn.execute(Q.reserve_job_ids, {"count": len(specs)})]
         memo: FirstFires = {}
@@ -231,11 +238,18 @@ def create_job(conn: psycopg.Connection[Any], tenant_id: int,
     The same key with the same document returns the stored job; with another document,
     KeyConflict. Safe under concurrent retries: the unique (tenant_id, key) constraint lets
     one insert win and the others (ON CONFLICT DO NOTHING) find its row and compare.
+
+    The tenant must be allowed the job (``admission``: grants, quotas); else the reason is
+    raised (an InvalidJob naming the field) and nothing is written.
     """
-    try:
-        (created,) = create_jobs(conn, tenant_id, [spec])
-    except REFUSED as exc:
-        raise refusal(exc) from exc
+    with conn.transaction():
+        (refused,) = admit(conn, tenant_id, [spec])
+        if refused is not None:
+            raise refused
+        try:
+            (created,) = create_jobs(conn, tenant_id, [spec])
+        except REFUSED as exc:
+            raise refusal(exc) from exc
     if created.created:
         return get_job(conn, tenant_id, created.id), True
     assert spec.key is not None   # only a key can clash
@@ -282,6 +296,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
             raise VersionMismatch(f"job {job_id} is at version {job.version}, not {version}",
                                   current=job.version)
         spec = _patched(job, patch)
+        admit_change(conn, tenant_id, job.spec, spec)
         db_now = _locked_now(conn, now)
         settled = _settle(conn, tenant_id, job, db_now)
         since = job.timetable_since
@@ -489,6 +504,10 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[
     """``create_jobs`` for bulk imports: one audit entry for the batch, not one per job, and
     one entry per spec, in order: the job, or why the database refused it.
 
+    A spec the tenant may not have (``admission``: a handler or limit not granted, over a
+    quota) is reported as its InvalidJob and the others are stored, in order: those that
+    fit a quota take its room first.
+
     Every document was validated before it came here, and validation measures what the
     table's constraints check; but a line the database still refuses must not take the
     batch with it. Then the batch is stored again one job at a time, each in a savepoint,
@@ -498,18 +517,23 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[
 
     with conn.transaction():
         without_row_entries(conn)
-        results: list[CreatedJob | InvalidJob]
+        admitted = admit(conn, tenant_id, specs)
+        allowed = [spec for spec, refused in zip(specs, admitted, strict=True)
+                   if refused is None]
+        stored: list[CreatedJob | InvalidJob]
         try:
             with conn.transaction():
-                results = list(create_jobs(conn, tenant_id, specs, now=now))
+                stored = list(create_jobs(conn, tenant_id, allowed, now=now))
         except REFUSED:
-            results = []
-            for spec in specs:
+            stored = []
+            for spec in allowed:
                 try:
                     with conn.transaction():
-                        results.extend(create_jobs(conn, tenant_id, [spec], now=now))
+                        stored.extend(create_jobs(conn, tenant_id, [spec], now=now))
                 except REFUSED as exc:
-                    results.append(refusal(exc))
+                    stored.append(refusal(exc))
+        written = iter(stored)
+        results = [next(written) if refused is None else refused for refused in admitted]
         new = [job.id for job in results if isinstance(job, CreatedJob) and job.created]
         if new:
             record_summary(conn, tenant_id, "job.import", f"jobs {new[0]}..{new[-1]}",

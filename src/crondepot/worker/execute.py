@@ -1,13 +1,17 @@
 """One attempt of one run: call its target, classify the result, record the outcome.
 
 The order matters:
-1. wait for a rate-limit token if the job names a limit (waiting never fails the run; but a
+1. refuse, as a permanent failure, a run whose tenant may no longer use its handler or its
+   rate limit (a grant revoked after the run was queued; the tenant's grants are cached for
+   a few seconds, crondepot.grants.GrantCache), or whose limit does not exist;
+2. wait for a rate-limit token if the job names a limit (waiting never fails the run; but a
    run that waited long is checked against its misfire deadline again, and recorded
    skipped if it passed meanwhile: "never after noon" holds for a slow rate limit too);
-2. refuse to start the call if our lease deadline has passed (we may no longer own the run:
+3. refuse to start the call if our lease deadline has passed (we may no longer own the run:
    another worker may be calling it right now);
-3. call the target, passing the run id as the idempotency key;
-4. record the outcome, fenced by the lease token; a refused write is counted and logged.
+4. call the target, passing the run id as the idempotency key (and, to a handler, the
+   tenant's name: ``RunContext.tenant``);
+5. record the outcome, fenced by the lease token; a refused write is counted and logged.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
 from crondepot.errors import PermanentError, TargetError, TemporaryError
+from crondepot.grants import GrantCache, run_refusal
 from crondepot.handlers import RunContext, UnknownHandler, lookup
 from crondepot.lifecycle import Backoff
 from crondepot.queue import (
@@ -38,7 +43,7 @@ from crondepot.queue import (
 )
 from crondepot.queue.claim import deadline_passed
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
-from crondepot.ratelimit import HOLD_SECONDS, RateLimiter
+from crondepot.ratelimit import HOLD_SECONDS, RateLimiter, UnknownLimit
 from crondepot.retry import decide
 from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget, webhook_body
@@ -64,8 +69,10 @@ class Attempt:
 class Executor:
     def __init__(self, pool: ConnectionPool, outcomes: OutcomeWriter, limiter: RateLimiter,
                  webhooks: WebhookTarget, *, stopping: Callable[[], bool],
-                 max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS) -> None:
+                 max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS,
+                 grants: GrantCache | None = None) -> None:
         self._pool = pool
+        self._grants = grants or GrantCache(pool)
         self._max_lease_seconds = max_lease_seconds
         self._outcomes = outcomes
         self._limiter = limiter
@@ -78,8 +85,22 @@ class Executor:
         ("recording"): ``recorded`` is called once it is written (or known unwritable). The
         other outcomes are written before this returns, and ``recorded`` is not called."""
         run = attempt.run
-        if not self._ready_to_call(attempt):
+        try:
+            uses = self._grants.get(run.tenant_id)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # No view of the tenant's grants and no database to read one: the run goes
+            # back to the queue (or comes back after its lease), never called unchecked.
+            log.warning("grants unavailable, run not started: %s", exc, extra=_fields(run))
             return "not-started"
+        refused: PermanentError | None = run_refusal(run.target, run.rate_limit, uses)
+        try:
+            if refused is None and not self._ready_to_call(attempt):
+                return "not-started"
+        except UnknownLimit as exc:
+            refused = exc
+        if refused is not None:
+            self._refuse(run, refused)
+            return "done"
         attempt.started = True
         if run.attempt == 1:
             metrics.labelled(metrics.start_lag, run.priority).observe(
@@ -90,7 +111,7 @@ class Executor:
         error: BaseException | None = None
         result: dict[str, Any] | None = None
         try:
-            result = self._call(run)
+            result = self._call(run, uses.tenant)
         except OutcomeUnknown as exc:
             kind, error = "unknown", exc
         except PermanentError as exc:
@@ -163,7 +184,12 @@ class Executor:
             return True
         return self._stopping()
 
-    def _call(self, run: ClaimedRun) -> dict[str, Any] | None:
+    def _refuse(self, run: ClaimedRun, error: PermanentError) -> None:
+        """Fail a run without calling its target: it is not the tenant's to make."""
+        log.warning("run refused: %s", error, extra=_fields(run))
+        self._record_failure(run, "permanent", error, None)
+
+    def _call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
         target = run.target
         if target["type"] == "http":
             body = webhook_body(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
@@ -176,8 +202,9 @@ class Executor:
             return {"status_code": answer.status_code}
         handler = lookup(target["handler"])
         outcome = handler(RunContext(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
-                                     scheduled_at=run.nominal_at, due_at=run.due_at,
-                                     attempt=run.attempt, payload=run.payload))
+                                     tenant=tenant, scheduled_at=run.nominal_at,
+                                     due_at=run.due_at, attempt=run.attempt,
+                                     payload=run.payload))
         if inspect.isawaitable(outcome):
             outcome = asyncio.run(_await(outcome))
         return outcome if isinstance(outcome, dict) else None

@@ -36,4 +36,7 @@ SET rate_per_second = excluded.rate_per_second, burst = excluded.burst,
 RETURNING name, rate_per_second, burst;
 
 -- name: list_rate_limits
-SELECT name, rate_per_second, burst FROM rate_limits ORDER BY name;
+-- Every bucket, with the tenant owning it (NULL: shared, granted by the operator).
+SELECT r.name, r.rate_per_second, r.burst, t.name
+FROM rate_limits AS r LEFT JOIN tenants AS t ON t.id = r.tenant_id
+ORDER BY r.name;

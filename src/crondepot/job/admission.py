@@ -1,0 +1,65 @@
+"""Admission: whether a tenant may write these jobs, checked in the writing transaction.
+
+Two rules, after the document itself was validated (``JobSpec.from_document``, pure):
+grants (``crondepot.grants``: the handler and the rate limit a job names must be usable by
+its tenant) and quotas (``crondepot.quotas``: the operator's caps). The store's entry points
+for tenants, ``create_job``, ``update_job`` and ``import_batch`` (the API and the CLI go
+through them), call these before they write; ``create_jobs`` itself is the plain batch
+writer for the operator's own code (seeds, the demo, benchmarks) and checks neither, but
+the worker still refuses a run whose handler or limit is not granted.
+
+``admit`` locks the tenant's row (``quotas.lock``) for the rest of the transaction: the
+insert that follows moves the counts (a trigger) before any other admission of the same
+tenant can read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from crondepot import grants, quotas
+from crondepot.db import Q
+from crondepot.errors import InvalidJob
+from crondepot.job.spec import JobSpec
+
+
+def admit(conn: psycopg.Connection[Any], tenant_id: int,
+          specs: Sequence[JobSpec]) -> list[InvalidJob | None]:
+    """For each spec, in order, None if it may be written or why not. Call inside the
+    transaction that writes the admitted ones."""
+    quota = quotas.lock(conn, tenant_id)
+    uses = grants.tenant_uses(conn, tenant_id)
+    results: list[InvalidJob | None] = [grants.refusal(spec, uses) for spec in specs]
+    if not quota.caps_anything:
+        return results
+    granted = [i for i, refused in enumerate(results) if refused is None]
+    candidates = [specs[i] for i in granted]
+    existing = _existing_keys(conn, tenant_id, candidates)
+    fits = quotas.admit(quota, candidates,
+                        [spec.key is not None and spec.key in existing for spec in candidates])
+    for i, refused in zip(granted, fits, strict=True):
+        results[i] = refused
+    return results
+
+
+def admit_change(conn: psycopg.Connection[Any], tenant_id: int, before: JobSpec,
+                 after: JobSpec) -> None:
+    """Raise why ``before`` may not become ``after`` (a PATCH): the new document as a whole
+    must name only what the tenant may use, and a job becoming urgent must fit the quotas."""
+    refused: InvalidJob | None = grants.refusal(after, grants.tenant_uses(conn, tenant_id))
+    if refused is None and quotas.needs_lock(before, after):
+        refused = quotas.admit_change(quotas.lock(conn, tenant_id), before, after)
+    if refused is not None:
+        raise refused
+
+
+def _existing_keys(conn: psycopg.Connection[Any], tenant_id: int,
+                   specs: Sequence[JobSpec]) -> set[str]:
+    keys = [spec.key for spec in specs if spec.key is not None]
+    if not keys:
+        return set()
+    return {row[0] for row in conn.execute(Q.existing_job_keys,
+                                           {"tenant_id": tenant_id, "keys": keys})}

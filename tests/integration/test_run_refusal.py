@@ -1,0 +1,100 @@
+"""The worker's side of grants, against a real database: its cached view of a tenant's
+grants, an unknown rate limit (never "no limit"), and the tenant a handler is told."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from crondepot import grants
+from crondepot.grants import GrantCache
+from crondepot.handlers import RunContext, handler
+from crondepot.queue import claim_runs
+from crondepot.ratelimit import RateLimiter, UnknownLimit, set_limit
+from crondepot.worker.execute import Attempt, Executor
+from crondepot.worker.recorder import OutcomeWriter
+from crondepot.worker.targets import AddressGuard, WebhookTarget
+from tests.support.jobs import grant_limit, queued_runs, tenant
+
+SEEN: list[RunContext] = []
+
+
+@handler("test.grants.seen")
+def _seen(run: RunContext) -> None:
+    SEEN.append(run)
+
+
+@pytest.fixture
+def pool(db_url: str) -> Any:
+    with ConnectionPool(db_url, min_size=1, max_size=4, open=True,
+                        kwargs={"autocommit": True}) as opened:
+        yield opened
+
+
+def _execute(pool: ConnectionPool, conn: psycopg.Connection[Any], cache: GrantCache) -> str:
+    """Claim the one queued run and execute it as a worker's slot would; its status after."""
+    from crondepot.queue.lease import Deadline
+
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    outcomes = OutcomeWriter(pool)
+    outcomes.start()
+    webhooks = WebhookTarget(AddressGuard.from_env())
+    executor = Executor(pool, outcomes, RateLimiter(pool), webhooks, stopping=lambda: False,
+                        grants=cache)
+    try:
+        executor.run(Attempt(run=run, deadline=Deadline(time.monotonic() + 30)), lambda: None)
+    finally:
+        outcomes.close()
+        webhooks.close()
+    row = conn.execute("SELECT status FROM runs").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_an_unknown_limit_raises_instead_of_granting_an_unlimited_call(
+        pool: ConnectionPool) -> None:
+    with pytest.raises(UnknownLimit, match="'no-such-limit' does not exist"):
+        RateLimiter(pool).acquire("no-such-limit", give_up=lambda: False)
+
+
+def test_a_bucket_removed_while_the_grant_is_cached_fails_the_run_for_good(
+        pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
+    set_limit(conn, "sms-gateway", 100, 10)
+    queued_runs(conn, 1, handler="test.grants.seen")
+    grants.grant(conn, tenant(conn), handlers=["test.grants.seen"])
+    grant_limit(conn, tenant(conn), "sms-gateway")
+    conn.execute("UPDATE jobs SET rate_limit = 'sms-gateway'")
+    cache = GrantCache(pool, ttl=3600)
+    assert "sms-gateway" in cache.get(tenant(conn)).limits        # the view is warm
+    conn.execute("DELETE FROM rate_limits WHERE name = 'sms-gateway'")
+    SEEN.clear()
+    assert _execute(pool, conn, cache) == "failed"
+    assert SEEN == []
+    assert conn.execute("SELECT attempt, error_class, last_error LIKE '%does not exist%' "
+                        "FROM runs").fetchone() == (1, "UnknownLimit", True)
+
+
+def test_a_handler_gets_its_tenants_name(pool: ConnectionPool,
+                                         conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1, handler="test.grants.seen", tenant_name="shop7")
+    grants.grant(conn, tenant(conn, "shop7"), handlers=["test.grants.seen"])
+    SEEN.clear()
+    assert _execute(pool, conn, GrantCache(pool)) == "succeeded"
+    assert [run.tenant for run in SEEN] == ["shop7"]
+
+
+def test_the_cached_grants_are_read_again_after_their_ttl(
+        pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
+    now = [0.0]
+    cache = GrantCache(pool, ttl=2.0, clock=lambda: now[0])
+    bank = tenant(conn)
+    assert "test.record" in cache.get(bank).handlers
+    grants.revoke(conn, bank, handlers=["test.record"])
+    now[0] = 1.9
+    assert "test.record" in cache.get(bank).handlers              # still the cached view
+    now[0] = 2.0
+    assert "test.record" not in cache.get(bank).handlers
