@@ -1,3 +1,4 @@
+-- revision: 1
 -- crondepot_count_jobs: keeps tenants.active_jobs and tenants.urgent_jobs (jobs not
 -- cancelled, and those of them that are urgent) equal to what the jobs table holds, for the
 -- quota checks (crondepot.quotas). This file is the function's one home, with its triggers;
