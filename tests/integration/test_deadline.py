@@ -120,6 +120,7 @@ def test_a_run_that_waited_for_a_rate_limit_past_its_deadline_is_not_sent(
     # and the bucket is empty): by the time a token came, the deadline had passed.
     from psycopg_pool import ConnectionPool
 
+    from crondepot.grants import grant
     from crondepot.queue.lease import Deadline
     from crondepot.ratelimit import RateLimiter, set_limit
     from crondepot.worker.execute import Attempt, Executor
@@ -127,6 +128,7 @@ def test_a_run_that_waited_for_a_rate_limit_past_its_deadline_is_not_sent(
     from crondepot.worker.targets import AddressGuard, WebhookTarget
 
     set_limit(conn, "sms-gateway", 0.5, 1)
+    grant(conn, tenant(conn), limits=["sms-gateway"])
     conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = now()")
     _job(conn, {"policy": "skip_after", "seconds": 600}, rate_limit="sms-gateway")
     run = _claimed_on_the_database_clock(conn, "1 s")

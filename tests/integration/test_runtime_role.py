@@ -22,8 +22,16 @@ from crondepot.audit import act_as, list_audit
 from crondepot.db import MigrationError, connect, migrate, roles
 from crondepot.db.migrations import require_current
 from crondepot.deadletter import DeadFilter, replay
+from crondepot.grants import grant
 from crondepot.job import JobSpec, create_jobs
-from crondepot.job.store import cancel_job, import_batch, pause_job, resume_job, trigger_job
+from crondepot.job.store import (
+    CreatedJob,
+    cancel_job,
+    import_batch,
+    pause_job,
+    resume_job,
+    trigger_job,
+)
 from crondepot.ledger import check_if_due, latest_check, verify
 from crondepot.queue import (
     Success,
@@ -124,19 +132,20 @@ def test_runtime_role_does_what_the_api_and_the_cli_do(
         runtime: psycopg.Connection[Any]) -> None:
     tenant = create_tenant(runtime, "bank7")
     act_as(runtime, "token:1")
+    grant(runtime, tenant.id, handlers=[_doc(key="x").target["handler"]])
     (created,) = create_jobs(runtime, tenant.id, [_doc(key="a")])
     pause_job(runtime, tenant.id, created.id)
     resume_job(runtime, tenant.id, created.id)
     trigger_job(runtime, tenant.id, created.id)
     # An import of 150 jobs goes through the session's temporary staging table (COPY).
     results = import_batch(runtime, tenant.id, [_doc(key=f"i{n}") for n in range(150)])
-    assert len(results) == 150
+    assert len(results) == 150 and all(isinstance(r, CreatedJob) for r in results)
     cancel_job(runtime, tenant.id, created.id)
     set_limit(runtime, "sms-gateway", 50.0, 10)
     # Every change was audited, by triggers (and the import's summary) running as this role.
     assert {e.action for e in list_audit(runtime, tenant.id)} == {
-        "job.create", "job.pause", "job.resume", "job.trigger", "job.import", "job.cancel",
-        "run.cancel"}
+        "tenant.grant", "job.create", "job.pause", "job.resume", "job.trigger", "job.import",
+        "job.cancel", "run.cancel"}
     require_current(runtime)
 
 
