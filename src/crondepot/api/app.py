@@ -52,6 +52,7 @@ class ApiSettings:
     import_body_bytes: int = 64 * 1024 * 1024
     pool_min_size: int = 1
     pool_max_size: int = 10
+    console_session_seconds: int = 8 * 3600   # a console login lasts this long at most
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ApiSettings:
@@ -59,7 +60,8 @@ class ApiSettings:
         names = {"rate_per_second": "CRONDEPOT_API_RATE", "burst": "CRONDEPOT_API_BURST",
                  "json_body_bytes": "CRONDEPOT_API_JSON_BODY_BYTES",
                  "import_body_bytes": "CRONDEPOT_API_IMPORT_BODY_BYTES",
-                 "pool_max_size": "CRONDEPOT_API_POOL_SIZE"}
+                 "pool_max_size": "CRONDEPOT_API_POOL_SIZE",
+                 "console_session_seconds": "CRONDEPOT_CONSOLE_SESSION_SECONDS"}
         values: dict[str, Any] = {}
         for name, variable in names.items():
             if env.get(variable):
