@@ -22,7 +22,16 @@ from crondepot.api import console, problems
 from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import add_documented_schemas
-from crondepot.api.routes import audit, deadletter, imports, jobs, ledger, runs, service
+from crondepot.api.routes import (
+    audit,
+    deadletter,
+    imports,
+    jobs,
+    ledger,
+    runs,
+    service,
+    tokens,
+)
 from crondepot.db import open_pool
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
@@ -112,7 +121,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
-    for module in (jobs, runs, deadletter, imports, audit, ledger, service):
+    for module in (jobs, runs, deadletter, imports, audit, ledger, service, tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)

@@ -29,6 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from crondepot.db.migrations import MigrationError
 from crondepot.errors import CrondepotError, DatabaseUnavailable, InvalidJob, InvalidSchedule
 from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
+from crondepot.signing_secret import InvalidOverlap
+from crondepot.tokens import InvalidToken, TokenConflict, TokenNotFound
 
 PROBLEM_BASE = "https://crondepot.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
@@ -95,6 +97,10 @@ _DOMAIN: tuple[tuple[type[BaseException], _Kind], ...] = (
     (InvalidJob, _Kind(422, "validation", "Invalid job document")),
     (InvalidSchedule, _Kind(422, "validation", "Invalid schedule")),
     (JobNotFound, _Kind(404, "not-found", "Not found")),
+    (InvalidToken, _Kind(422, "validation", "Invalid token request")),
+    (InvalidOverlap, _Kind(422, "validation", "Invalid overlap")),
+    (TokenNotFound, _Kind(404, "not-found", "Not found")),
+    (TokenConflict, _Kind(409, "token-conflict", "The tenant's other tokens forbid this")),
     (KeyConflict, _Kind(409, "key-conflict", "Key already used for another document")),
     (JobCancelled, _Kind(409, "job-cancelled", "Job is cancelled")),
     (VersionMismatch, _Kind(412, "version-mismatch", "Job changed since it was read")),
@@ -132,7 +138,7 @@ def problem_for(exc: BaseException) -> JSONResponse:
 
 
 def _domain_extra(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, InvalidJob | InvalidSchedule):
+    if isinstance(exc, InvalidJob | InvalidSchedule | InvalidToken | InvalidOverlap):
         return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
     if isinstance(exc, KeyConflict):
         return {"key": exc.key}
