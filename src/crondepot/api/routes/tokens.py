@@ -34,7 +34,9 @@ def list_(who: Reader, conn: Conn) -> JSONResponse:
 @router.post("/tokens", summary="Issue a token (shown once)", status_code=201,
              responses={201: {"model": NewToken}, **problems(401, 403, 409, 422, 429)})
 def create(who: Writer, conn: Conn,
-           body: Annotated[TokenRequest | None, Body()] = None) -> JSONResponse:
+           body: Annotated[TokenRequest | None, Body(openapi_examples={
+               "read": {"value": {"role": "read", "label": "ci read"}},
+               "admin": {"value": {}}})] = None) -> JSONResponse:
     asked = body or TokenRequest()
     made = create_token(conn, who.tenant_id, role=asked.role, label=asked.label)
     return JSONResponse({**_token(made.info), "token": made.token}, status_code=201,
@@ -54,7 +56,10 @@ def revoke(who: Writer, conn: Conn,
                                                "once); the old one signs during the overlap",
              responses={200: {"model": RotatedSecret}, **problems(401, 403, 422, 429)})
 def rotate(who: Writer, conn: Conn,
-           body: Annotated[SecretRotation | None, Body()] = None) -> JSONResponse:
+           body: Annotated[SecretRotation | None, Body(openapi_examples={
+               "a_day": {"value": {"overlap_seconds": 86400}},
+               "now": {"summary": "the old secret leaked", "value": {"overlap_seconds": 0}}}
+           )] = None) -> JSONResponse:
     asked = body or SecretRotation()
     done = rotate_secret(conn, who.tenant_id, timedelta(seconds=asked.overlap_seconds))
     return JSONResponse({"signing_secret": done.signing_secret,
