@@ -1,8 +1,9 @@
-"""Tenants and their API tokens. A token is shown once, at creation; only its hash is kept."""
+"""Tenants and their API tokens. A token is shown once, at creation; only its hash is kept.
+The webhook signing secret is shown once too, at creation (and at each rotation,
+``crondepot.signing_secret``)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 import secrets
@@ -14,6 +15,7 @@ import psycopg
 
 from crondepot.db import Q
 from crondepot.errors import CrondepotError
+from crondepot.signing_secret import new_secret
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 TOKEN_PREFIX = "cdp_"
@@ -28,6 +30,7 @@ class NewTenant:
     id: int
     name: str
     token: str            # shown once; never stored
+    signing_secret: str   # shown once (whsec_...); signs the tenant's webhooks
     created_at: datetime
 
 
@@ -44,7 +47,7 @@ def create_tenant(conn: psycopg.Connection[Any], name: str, *,
     if not _NAME.match(name):
         raise InvalidTenant(f"tenant name: expected lowercase letters, digits, '.', '_' or '-' "
                             f"(at most 63, starting with a letter or digit), got {name!r}")
-    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    secret = new_secret()
     token = new_token()
     try:
         with conn.transaction():
@@ -55,7 +58,8 @@ def create_tenant(conn: psycopg.Connection[Any], name: str, *,
                                               "role": role, "label": "initial"})
     except psycopg.errors.UniqueViolation:
         raise InvalidTenant(f"tenant name: {name!r} is already taken") from None
-    return NewTenant(id=row[0], name=name, token=token, created_at=row[1])
+    return NewTenant(id=row[0], name=name, token=token, signing_secret=secret,
+                     created_at=row[1])
 
 
 def issue_token(conn: psycopg.Connection[Any], tenant_id: int, *,

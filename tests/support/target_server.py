@@ -5,6 +5,7 @@ from __future__ import annotations
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -35,6 +36,9 @@ class TargetServer:
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         self.routes: dict[str, Route] = {}
+        # Decides the answer from the request when set (a receiver that checks signatures);
+        # otherwise the route of the path does.
+        self.answer: Callable[[Received], Route] | None = None
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -78,10 +82,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         target = self.server.target
-        target.record(Received(self.command, self.path,
-                               {k.lower(): v for k, v in self.headers.items()}, body,
-                               self.client_address[1], time.time()))
-        route = target.routes.get(self.path, Route())
+        received = Received(self.command, self.path,
+                            {k.lower(): v for k, v in self.headers.items()}, body,
+                            self.client_address[1], time.time())
+        target.record(received)
+        route = target.answer(received) if target.answer else target.routes.get(self.path,
+                                                                                 Route())
         time.sleep(route.delay_s)
         if route.drop:
             self.close_connection = True

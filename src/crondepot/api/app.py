@@ -22,7 +22,17 @@ from crondepot.api import console, problems
 from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import add_documented_schemas
-from crondepot.api.routes import audit, deadletter, imports, jobs, ledger, ratelimits, runs, service
+from crondepot.api.routes import (
+    audit,
+    deadletter,
+    imports,
+    jobs,
+    ledger,
+    ratelimits,
+    runs,
+    service,
+    tokens,
+)
 from crondepot.db import open_pool
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
@@ -52,6 +62,7 @@ class ApiSettings:
     import_body_bytes: int = 64 * 1024 * 1024
     pool_min_size: int = 1
     pool_max_size: int = 10
+    console_session_seconds: int = 8 * 3600   # a console login lasts this long at most
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ApiSettings:
@@ -59,7 +70,8 @@ class ApiSettings:
         names = {"rate_per_second": "CRONDEPOT_API_RATE", "burst": "CRONDEPOT_API_BURST",
                  "json_body_bytes": "CRONDEPOT_API_JSON_BODY_BYTES",
                  "import_body_bytes": "CRONDEPOT_API_IMPORT_BODY_BYTES",
-                 "pool_max_size": "CRONDEPOT_API_POOL_SIZE"}
+                 "pool_max_size": "CRONDEPOT_API_POOL_SIZE",
+                 "console_session_seconds": "CRONDEPOT_CONSOLE_SESSION_SECONDS"}
         values: dict[str, Any] = {}
         for name, variable in names.items():
             if env.get(variable):
@@ -110,7 +122,8 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
-    for module in (jobs, runs, deadletter, imports, audit, ledger, service, ratelimits):
+    for module in (jobs, runs, deadletter, imports, audit, ledger, service, ratelimits,
+                   tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)

@@ -1,8 +1,10 @@
 """Who is asking: the bearer token, its tenant and role, and the connection a request uses.
 
-A token is looked up by its sha256 in api_tokens (revoked tokens are not found). The
-``read`` role may only read; every change needs ``admin``. The request budget is spent here,
-once the token is known, so unknown tokens cannot fill the table of buckets.
+A token is looked up by its sha256 in api_tokens (revoked tokens are not found), on every
+request: nothing caches tokens, so a revoked token is refused by every API process from its
+next request on. The ``read`` role may only read; every change needs ``admin``. The request
+budget is spent here, once the token is known, so unknown tokens cannot fill the table of
+buckets.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Principal:
     tenant_id: int
     tenant: str
     role: Literal["admin", "read"]
+    token_id: int
 
 
 async def connection(request: Request) -> AsyncIterator[psycopg.Connection[Any]]:
@@ -54,19 +57,28 @@ Conn = Annotated[psycopg.Connection[Any], Depends(connection)]
 
 def principal(request: Request, conn: Conn) -> Principal:
     token = _bearer(request.headers.get("authorization"))
-    row = conn.execute(Q.api_token_principal, {"token_hash": hash_token(token)}).fetchone()
+    token_hash = hash_token(token)
+    row = conn.execute(Q.api_token_principal, {"token_hash": token_hash}).fetchone()
     if row is None:
         raise Unauthorized("the bearer token is unknown or revoked",
                            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    return admit(request, conn, Principal(tenant_id=row[0], tenant=row[1], role=row[2],
+                                          token_id=row[3]), token_hash)
+
+
+def admit(request: Request, conn: psycopg.Connection[Any], who: Principal,
+          token_hash: bytes) -> Principal:
+    """Let a known token's request in (a bearer token's, or a console session's): spend the
+    token's request budget, then name it as the actor of what the request changes."""
     budget: RequestBudget = request.app.state.budget
-    wait = budget.take(hash_token(token))
+    wait = budget.take(token_hash)
     if wait > 0:
         raise RateLimited(f"this token's request budget ({budget.rate:g}/s, burst "
                           f"{budget.burst}) is spent; retry in {wait:.2f} s",
                           headers={"Retry-After": retry_after(wait)})
     # Every change this request makes is audited under this token (see crondepot.audit).
-    act_as(conn, f"token:{row[3]}@{row[1]}")
-    return Principal(tenant_id=row[0], tenant=row[1], role=row[2])
+    act_as(conn, f"token:{who.token_id}@{who.tenant}")
+    return who
 
 
 def writer(request: Request, who: Annotated[Principal, Depends(principal)]) -> Principal:

@@ -33,6 +33,8 @@ from crondepot.grants import NotGranted
 from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
 from crondepot.quotas import QuotaExceeded, UrgentNotAllowed
 from crondepot.ratelimit import LimitNotFound, LimitNotOwned
+from crondepot.signing_secret import InvalidOverlap
+from crondepot.tokens import InvalidToken, TokenConflict, TokenNotFound
 
 PROBLEM_BASE = "https://crondepot.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
@@ -104,6 +106,10 @@ _DOMAIN: tuple[tuple[type[BaseException], _Kind], ...] = (
     (JobNotFound, _Kind(404, "not-found", "Not found")),
     (LimitNotFound, _Kind(404, "not-found", "Not found")),
     (LimitNotOwned, _Kind(403, "limit-not-owned", "A shared rate limit is the operator's")),
+    (InvalidToken, _Kind(422, "validation", "Invalid token request")),
+    (InvalidOverlap, _Kind(422, "validation", "Invalid overlap")),
+    (TokenNotFound, _Kind(404, "not-found", "Not found")),
+    (TokenConflict, _Kind(409, "token-conflict", "The tenant's other tokens forbid this")),
     (KeyConflict, _Kind(409, "key-conflict", "Key already used for another document")),
     (JobCancelled, _Kind(409, "job-cancelled", "Job is cancelled")),
     (VersionMismatch, _Kind(412, "version-mismatch", "Job changed since it was read")),
@@ -146,7 +152,7 @@ def _domain_extra(exc: BaseException) -> dict[str, Any]:
                 "limit": exc.limit}
     if isinstance(exc, UrgentNotAllowed):
         return {"errors": [{"field": exc.field, "message": str(exc)}], "quota": exc.quota}
-    if isinstance(exc, InvalidJob | InvalidSchedule):
+    if isinstance(exc, InvalidJob | InvalidSchedule | InvalidToken | InvalidOverlap):
         return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
     if isinstance(exc, KeyConflict):
         return {"key": exc.key}

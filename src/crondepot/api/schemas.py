@@ -323,3 +323,46 @@ class Limit(_Doc):
 
 class LimitList(_Doc):
     items: list[Limit]
+
+
+class TokenRequest(_Doc):
+    """A token to issue to the caller's tenant (the body may be left out: an admin token)."""
+
+    role: Literal["admin", "read"] = Field(default="admin", description="read tokens may only read")
+    label: StorableText | None = Field(default=None, max_length=100, examples=["ci read"],
+                                       description="what the token is for (1 to 100 "
+                                                   "printable characters)")
+
+
+class Token(_Doc):
+    """A token as listed: never the token itself (only its sha256 is stored)."""
+
+    id: int
+    role: Literal["admin", "read"]
+    label: str | None
+    created_at: datetime
+    last_used_at: datetime | None = Field(description="to the minute")
+    revoked_at: datetime | None
+
+
+class NewToken(Token):
+    token: str = Field(description="shown once, in this response; keep it now")
+
+
+class TokenList(_Doc):
+    items: list[Token]
+
+
+class SecretRotation(_Doc):
+    """How long the old signing secret keeps signing next to the new one."""
+
+    overlap_seconds: int = Field(default=86400, ge=0, le=30 * 86400,
+                                 description="0 retires the old secret at once")
+
+
+class RotatedSecret(_Doc):
+    signing_secret: str = Field(description="the new whsec_ secret, shown once, in this "
+                                            "response")
+    rotated_at: datetime
+    previous_valid_until: datetime = Field(description="until then every webhook carries "
+                                                       "both signatures, then only the new one")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from typing import Any
 
 from crondepot import logs
 from crondepot.cli.options import add_database, check_schema, database, int_in
+
+FORWARDED_ENV = "CRONDEPOT_API_FORWARDED_ALLOW_IPS"
 
 
 def register(commands: Any) -> None:
@@ -26,7 +29,33 @@ def register(commands: Any) -> None:
                              "default 1). Each gets its share of the per-token request rate.")
     parser.add_argument("--log-json", action="store_true", default=None,
                         help="log one JSON object per line")
+    forwarded = os.environ.get(FORWARDED_ENV) or None
+    parser.add_argument("--forwarded-allow-ips", metavar="ADDRESSES", type=_proxies,
+                        default=forwarded,     # argparse checks a text default with type
+                        help="proxies trusted to say how the client connected "
+                             "(X-Forwarded-Proto, X-Forwarded-For): comma-separated addresses "
+                             "or networks, or '*' for any (env " + FORWARDED_ENV + "). The "
+                             "console's cookie is Secure when a trusted proxy says https. "
+                             "Without it, those headers are ignored.")
     parser.set_defaults(run=run)
+
+
+def _proxies(text: str) -> str:
+    """Addresses or networks of trusted proxies, checked here: uvicorn would take a mistyped
+    one as a name that never matches, and trust nobody without a word."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if items == ["*"]:
+        return "*"
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected IP addresses or networks (10.0.0.0/8), comma-separated, or '*', "
+                f"got {item!r}") from None
+    if not items:
+        raise argparse.ArgumentTypeError("expected at least one address, got none")
+    return ",".join(items)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,8 +67,11 @@ def run(args: argparse.Namespace) -> int:
     logs.setup(as_json=args.log_json)
     with database(args) as db:
         check_schema(db, "crondepot-api")
+        # Proxy headers only from the proxies named: anyone else could claim https.
+        proxies = args.forwarded_allow_ips
         serve: dict[str, Any] = {"host": args.host, "port": args.port, "log_config": None,
-                                 "proxy_headers": False, "server_header": False}
+                                 "proxy_headers": proxies is not None,
+                                 "forwarded_allow_ips": proxies, "server_header": False}
         if args.workers == 1:
             uvicorn.run(create_app(db.url, ApiSettings.from_env()), **serve)
             return 0

@@ -1,9 +1,11 @@
 """``crondepot tenants create|list``, and the ``--tenant`` option of tenant-scoped commands.
 (``grant``, ``revoke``, ``show`` and ``set-quota`` are in ``crondepot.cli.grants``.)
 
-A tenant's token is printed once, when it is created: only its sha256 is stored, so it
-cannot be shown again. Commands that act for a tenant (``jobs``, ``runs``, ``import``) name
-it with ``--tenant NAME`` or ``CRONDEPOT_TENANT``; an unknown name is an error.
+A tenant's token and webhook signing secret are printed once, when it is created: only the
+token's sha256 is stored, so it cannot be shown again (``tenants token`` and ``tenants
+secret``, in ``cli.tokens``, issue more tokens and rotate the secret). Commands that act
+for a tenant (``jobs``, ``runs``, ``import``) name it with ``--tenant NAME`` or
+``CRONDEPOT_TENANT``; an unknown name is an error.
 """
 
 from __future__ import annotations
@@ -63,9 +65,10 @@ def register(commands: Any) -> None:
     add_database(listing)
     add_json(listing)
     listing.set_defaults(run=run_list)
-    from crondepot.cli import grants  # grant, revoke, show, set-quota; it imports tenant_id
+    from crondepot.cli import grants, tokens  # they import tenant_id from here
 
     grants.register(actions)
+    tokens.register(actions)
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -73,11 +76,13 @@ def run_create(args: argparse.Namespace) -> int:
         tenant = create_tenant(conn, args.name, role=args.role)
     if args.json:
         print_json({"tenant": tenant.name, "id": tenant.id, "token": tenant.token,
-                    "role": args.role})
+                    "role": args.role, "signing_secret": tenant.signing_secret})
         return 0
     print(f"created tenant {tenant.name} (id {tenant.id})")
     print(f"{args.role} token: {tenant.token}")
-    print("Keep this token now: it will not be shown again (only its hash is stored).")
+    print(f"webhook signing secret: {tenant.signing_secret}")
+    print("Keep both now: they will not be shown again (only the token's hash is stored; "
+          "`tenants secret rotate` makes a new secret).")
     return 0
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from crondepot import metrics
 from crondepot.errors import PermanentError, TargetError, TemporaryError
@@ -46,6 +46,7 @@ from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
 from crondepot.ratelimit import HOLD_SECONDS, RateLimiter, UnknownLimit
 from crondepot.retry import decide
 from crondepot.worker.recorder import OutcomeWriter
+from crondepot.worker.signing_keys import SigningKeys, fetch_from
 from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget, webhook_body
 
 log = logging.getLogger("crondepot.worker")
@@ -70,9 +71,11 @@ class Executor:
     def __init__(self, pool: ConnectionPool, outcomes: OutcomeWriter, limiter: RateLimiter,
                  webhooks: WebhookTarget, *, stopping: Callable[[], bool],
                  max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS,
-                 grants: GrantCache | None = None) -> None:
+                 grants: GrantCache | None = None,
+                 signing_keys: SigningKeys | None = None) -> None:
         self._pool = pool
         self._grants = grants or GrantCache(pool)
+        self._signing_keys = signing_keys or SigningKeys(fetch_from(pool))
         self._max_lease_seconds = max_lease_seconds
         self._outcomes = outcomes
         self._limiter = limiter
@@ -195,9 +198,10 @@ class Executor:
             body = webhook_body(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
                                 scheduled_at=run.nominal_at, due_at=run.due_at,
                                 attempt=run.attempt, payload=run.payload)
+            current, *previous = self._secrets(run)
             answer = self._webhooks.call(WebhookCall(
-                url=target["url"], run_id=run.run_id, body=body,
-                signing_secret=run.signing_secret, timeout_s=float(target.get("timeout_s", 10)),
+                url=target["url"], run_id=run.run_id, body=body, signing_secret=current,
+                also_signed_with=tuple(previous), timeout_s=float(target.get("timeout_s", 10)),
                 dedupes=bool(target.get("dedupes", False))))
             return {"status_code": answer.status_code}
         handler = lookup(target["handler"])
@@ -208,6 +212,16 @@ class Executor:
         if inspect.isawaitable(outcome):
             outcome = asyncio.run(_await(outcome))
         return outcome if isinstance(outcome, dict) else None
+
+    def _secrets(self, run: ClaimedRun) -> tuple[str, ...]:
+        """The secrets to sign with (two during a rotation's overlap). A database that
+        cannot say is a temporary failure: nothing was sent yet."""
+        try:
+            return self._signing_keys.secrets_for(run.tenant_id, run.signing_secret,
+                                                  run.db_now)
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise TemporaryError(f"cannot read the tenant's signing secrets: {exc} "
+                                 "(nothing was sent)") from None
 
     def _record_failure(self, run: ClaimedRun, kind: Kind, error: BaseException,
                         retry_after: float | None) -> None:

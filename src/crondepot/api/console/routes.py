@@ -31,6 +31,7 @@ from crondepot.api.console.session import (
     check_login_nonce,
     check_token,
     clear_session_cookie,
+    end_session,
     first,
     form_fields,
     login_nonce,
@@ -39,6 +40,7 @@ from crondepot.api.console.session import (
     session,
     set_login_cookie,
     set_session_cookie,
+    start_session,
 )
 from crondepot.api.problems import RateLimited, Unauthorized
 from crondepot.api.reads import get_run
@@ -166,7 +168,7 @@ def login(request: Request, conn: Conn, form: Form) -> Response:
     try:
         if not token:
             raise Unauthorized("paste a token")
-        check_token(request, conn, token)
+        who = check_token(request, conn, token)
     except Unauthorized:
         nonce = login_nonce(request)
         page = render(request, "login.html", {
@@ -176,7 +178,7 @@ def login(request: Request, conn: Conn, form: Form) -> Response:
     except RateLimited as exc:
         raise ConsoleError(429, "Slow down", exc.detail, headers=exc.headers) from None
     response = redirect(PATH)
-    set_session_cookie(response, request, token)
+    set_session_cookie(response, request, start_session(request, conn, who))
     response.delete_cookie(LOGIN_COOKIE, path=f"{PATH}/login")
     return response
 
@@ -184,6 +186,7 @@ def login(request: Request, conn: Conn, form: Form) -> Response:
 @router.post("/logout")
 def logout(request: Request, conn: Conn, form: Form) -> Response:
     require_csrf(session(request, conn), form)
+    end_session(request, conn)
     response = redirect(f"{PATH}/login")
     clear_session_cookie(response)
     return response

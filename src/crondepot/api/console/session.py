@@ -1,11 +1,15 @@
-"""Who is looking at the console: the tenant token in a cookie, and the CSRF token of a session.
+"""Who is looking at the console: a server-side session, and the CSRF token of a session.
 
-The console logs in with the same tenant token as the API. The token is kept in an HttpOnly,
-SameSite=Strict cookie scoped to ``/console`` and looked up exactly like a bearer token
-(``auth.principal``: same table, same revocation, same request budget). A POST carries a
-CSRF token derived from the session's token (an HMAC of it), so a page that cannot read the
-cookie cannot forge one; the login form uses a double-submit cookie instead, as there is no
-session yet.
+The console logs in with the same tenant token as the API, checked exactly like a bearer
+token (``auth.principal``: same table, same revocation, same request budget). The token is
+not kept: the login makes a row in ``console_sessions`` and the cookie holds only that
+session's random id (HttpOnly, SameSite=Strict, scoped to ``/console``, ``Secure`` when the
+request came over TLS, also behind a proxy trusted with ``crondepot api
+--forwarded-allow-ips``). The database keeps the id's sha256. A session ends when it expires
+(``ApiSettings.console_session_seconds``), at logout (the row is deleted, so a replayed
+cookie is refused) or when its token is revoked. A POST carries a CSRF token derived from
+the session id (an HMAC of it), so a page that cannot read the cookie cannot forge one; the
+login form uses a double-submit cookie instead, as there is no session yet.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from fastapi import Request, Response
 from starlette.datastructures import Headers
 
 from crondepot.api import auth
-from crondepot.api.problems import RateLimited, Unauthorized
+from crondepot.api.problems import RateLimited
+from crondepot.db import Q
+from crondepot.tenants import hash_token
 
 COOKIE = "crondepot_console"
 LOGIN_COOKIE = "crondepot_console_login"
@@ -55,8 +61,9 @@ class Session:
         return self.who.role == "admin"
 
 
-def csrf_for(token: str) -> str:
-    return hmac.new(token.encode(), b"crondepot-console-csrf-v1", hashlib.sha256).hexdigest()
+def csrf_for(session_id: str) -> str:
+    return hmac.new(session_id.encode(), b"crondepot-console-csrf-v1",
+                    hashlib.sha256).hexdigest()
 
 
 def login_required() -> ConsoleError:
@@ -64,17 +71,46 @@ def login_required() -> ConsoleError:
 
 
 def session(request: Request, conn: psycopg.Connection[Any]) -> Session:
-    """The session of the cookie; a missing, unknown or revoked token redirects to login."""
-    token = request.cookies.get(COOKIE, "").strip()
-    if not token:
+    """The session of the cookie; a missing, unknown, expired or ended session, or one
+    whose token was revoked, redirects to login."""
+    session_id = request.cookies.get(COOKIE, "").strip()
+    if not session_id:
         raise login_required()
+    row = conn.execute(Q.console_session_principal,
+                       {"id_hash": _id_hash(session_id)}).fetchone()
+    if row is None:
+        raise login_required()
+    who = auth.Principal(tenant_id=row[0], tenant=row[1], role=row[2], token_id=row[3])
     try:
-        who = check_token(request, conn, token)
-    except Unauthorized:
-        raise login_required() from None
+        auth.admit(request, conn, who, bytes(row[4]))
     except RateLimited as exc:
         raise ConsoleError(429, "Slow down", exc.detail, headers=exc.headers) from None
-    return Session(who=who, csrf=csrf_for(token))
+    return Session(who=who, csrf=csrf_for(session_id))
+
+
+def start_session(request: Request, conn: psycopg.Connection[Any],
+                  who: auth.Principal) -> str:
+    """A new session for a token just checked; returns the id for the cookie (only its
+    hash is stored). Expired sessions are swept first, so the table stays small."""
+    session_id = secrets.token_urlsafe(32)
+    lifetime = request.app.state.settings.console_session_seconds
+    with conn.transaction():
+        conn.execute(Q.sweep_console_sessions)
+        conn.execute(Q.insert_console_session, {
+            "id_hash": _id_hash(session_id), "token_id": who.token_id,
+            "lifetime_seconds": lifetime})
+    return session_id
+
+
+def end_session(request: Request, conn: psycopg.Connection[Any]) -> None:
+    """Logout: the cookie's session is deleted, so replaying the cookie finds nothing."""
+    session_id = request.cookies.get(COOKIE, "").strip()
+    if session_id:
+        conn.execute(Q.end_console_session, {"id_hash": _id_hash(session_id)})
+
+
+def _id_hash(session_id: str) -> bytes:
+    return hash_token(session_id)
 
 
 def check_token(request: Request, conn: psycopg.Connection[Any], token: str) -> auth.Principal:
@@ -122,9 +158,10 @@ def first(form: dict[str, list[str]], name: str) -> str:
     return values[0]
 
 
-def set_session_cookie(response: Response, request: Request, token: str) -> None:
-    response.set_cookie(COOKIE, token, path=PATH, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+def set_session_cookie(response: Response, request: Request, session_id: str) -> None:
+    response.set_cookie(COOKIE, session_id, path=PATH, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https",
+                        max_age=request.app.state.settings.console_session_seconds)
 
 
 def clear_session_cookie(response: Response) -> None:

@@ -23,7 +23,7 @@ from crondepot.worker.targets.http import (
     retry_after,
     webhook_body,
 )
-from crondepot.worker.targets.signing import sign, verify
+from crondepot.worker.targets.signing import sign, sign_all, verify
 
 __all__ = [
     "ALLOWLIST_ENV",
@@ -40,6 +40,7 @@ __all__ = [
     "resolve",
     "retry_after",
     "sign",
+    "sign_all",
     "verify",
     "webhook_body",
 ]

@@ -27,7 +27,7 @@ import httpx
 
 from crondepot.errors import PermanentError, TargetError, TemporaryError
 from crondepot.worker.targets.guard import AddressGuard, GuardedBackend, Resolver, resolve
-from crondepot.worker.targets.signing import sign
+from crondepot.worker.targets.signing import sign_all
 
 RETRY_AFTER_CAP_SECONDS = 3600.0
 EXCERPT_CHARS = 200
@@ -67,6 +67,8 @@ class WebhookCall:
     signing_secret: str
     timeout_s: float
     dedupes: bool          # the target drops repeated Idempotency-Keys
+    # Secrets that sign too, after signing_secret: the old one during a rotation's overlap.
+    also_signed_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +168,8 @@ class WebhookTarget:
         # the id and the Idempotency-Key stay the run id on every attempt.
         timestamp = int(self._clock())
         try:
-            signature = sign(call.signing_secret, call.run_id, timestamp, call.body)
+            signature = sign_all((call.signing_secret, *call.also_signed_with), call.run_id,
+                                 timestamp, call.body)
         except ValueError as exc:
             raise PermanentError(str(exc)) from None
         return {

@@ -3,7 +3,9 @@
 The convention (https://www.standardwebhooks.com): the secret is ``whsec_`` followed by a
 base64 key; the signature is ``v1,`` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")),
 sent in ``webhook-signature`` next to ``webhook-id`` and ``webhook-timestamp``. A receiver
-written against any Standard Webhooks library verifies crondepot's calls unchanged.
+written against any Standard Webhooks library verifies crondepot's calls unchanged. While a
+tenant's secret is being rotated, the header carries one signature per secret, space-separated
+(``v1,<new> v1,<old>``); a receiver that knows either secret accepts the call.
 
 This module owns only the arithmetic; it never sends anything and never logs a secret.
 """
@@ -15,7 +17,7 @@ import binascii
 import hashlib
 import hmac
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 SECRET_PREFIX = "whsec_"
 SIGNATURE_VERSION = "v1"
@@ -26,6 +28,14 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     signed = f"{msg_id}.{timestamp}.".encode() + body
     digest = hmac.new(_key(secret), signed, hashlib.sha256).digest()
     return f"{SIGNATURE_VERSION},{base64.b64encode(digest).decode('ascii')}"
+
+
+def sign_all(secrets: Sequence[str], msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value signed with each secret, space-separated, as Standard
+    Webhooks allows (``v1,<new> v1,<old>`` during a secret rotation's overlap)."""
+    if not secrets:
+        raise ValueError("signing secret: expected at least one, got none")
+    return " ".join(sign(secret, msg_id, timestamp, body) for secret in secrets)
 
 
 def verify(
