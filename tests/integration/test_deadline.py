@@ -1,6 +1,7 @@
-"""The misfire deadline is checked when it matters: when a run is claimed, before each retry,
-and at replay (issue 14, item 3). A run past it is recorded skipped, 'deadline_passed', and
-never sent; a replay sends it only when asked to.
+"""The misfire deadline is checked when it matters: when a run is claimed (the claim passes
+over it; the workers' sweep records it), after a long wait for a rate-limit token, before
+each retry, and at replay (issue 14, item 3). A run past it is recorded skipped,
+'deadline_passed', and never sent; a replay sends it only when asked to.
 
 The fourth loss of issue 14: the scheduler judged skip_after / skip_after_local_time once,
 when it wrote the run; a run then waiting in the queue, retrying, or replayed from the dead
@@ -19,8 +20,9 @@ from crondepot.deadletter import DeadFilter, replay
 from crondepot.job import JobSpec
 from crondepot.job.store import create_jobs
 from crondepot.queue import ClaimedRun, claim_runs, record_final_failure, record_retry
+from crondepot.queue.lease import skip_runs_past_deadline
 from crondepot.scheduler.tick import tick
-from tests.support.jobs import tenant
+from tests.support.jobs import queued_runs, tenant
 
 DAY = datetime(2026, 3, 2, tzinfo=UTC)
 NOON_IST = DAY + timedelta(hours=6, minutes=30)         # 12:00 in Asia/Kolkata
@@ -47,10 +49,29 @@ def test_a_queued_run_claimed_after_its_local_deadline_is_skipped_not_sent(
     tick(conn, batch=10, now=DAY + timedelta(hours=3, minutes=31))    # 09:01 IST: queued
     (deadline,) = conn.execute("SELECT deadline_at FROM runs").fetchone()  # type: ignore[misc]
     assert deadline == NOON_IST
-    # The workers were busy (or down) until 15:00 IST.
-    assert claim_runs(conn, owner="w", shares={"normal": 5},
-                      now=NOON_IST + timedelta(hours=3)) == []
+    # The workers were busy (or down) until 15:00 IST: the claim passes over it, and the
+    # workers' sweep records why it was not sent.
+    late = NOON_IST + timedelta(hours=3)
+    assert claim_runs(conn, owner="w", shares={"normal": 5}, now=late) == []
+    assert _row(conn) == ("queued", None, 0, True)
+    assert [r[0] for r in skip_runs_past_deadline(conn, now=late)] == [
+        conn.execute("SELECT run_id FROM runs").fetchone()[0]]  # type: ignore[index]
     assert _row(conn) == ("skipped", "deadline_passed", 0, True)
+    assert skip_runs_past_deadline(conn, now=late) == []
+
+
+def test_late_runs_ahead_in_the_queue_do_not_hold_back_a_fresh_one(
+        conn: psycopg.Connection[Any]) -> None:
+    # After an outage 300 runs past their deadline wait at the head of the queue: a claim of
+    # one still gets the one run worth sending, in one call.
+    queued_runs(conn, 301)
+    conn.execute("UPDATE runs SET available_at = now() - interval '1 hour', "
+                 "deadline_at = now() - interval '1 minute' "
+                 "WHERE run_id <> (SELECT max(run_id) FROM runs)")
+    (fresh,) = conn.execute("SELECT max(run_id) FROM runs").fetchone()  # type: ignore[misc]
+    (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    assert run.run_id == fresh
+    assert len(skip_runs_past_deadline(conn)) == 300
 
 
 def test_a_queued_run_claimed_before_its_deadline_is_sent(conn: psycopg.Connection[Any]) -> None:
@@ -111,7 +132,7 @@ def test_run_late_runs_have_no_deadline(conn: psycopg.Connection[Any]) -> None:
     tick(conn, batch=10, now=DAY + timedelta(hours=4))
     late = DAY + timedelta(days=30)
     (run,) = claim_runs(conn, owner="w", shares={"normal": 1}, now=late)
-    assert run.deadline_passed is False
+    assert run.attempt == 1
 
 
 def test_a_run_that_waited_for_a_rate_limit_past_its_deadline_is_not_sent(

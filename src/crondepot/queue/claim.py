@@ -44,7 +44,6 @@ class ClaimedRun:
     lease_seconds: int
     rate_limit: str | None
     signing_secret: str
-    deadline_passed: bool     # recorded skipped by the claim; not leased, never to be called
 
 
 class WeightedOrder:
@@ -123,11 +122,6 @@ def claim_runs(conn: psycopg.Connection[Any], *, owner: str, shares: dict[str, i
             "owner": owner, "urgent": urgent, "normal": normal, "bulk": bulk,
             "lend_urgent": lend_urgent, "lend_normal": lend_normal, "lend_bulk": lend_bulk,
             "now": now}).fetchall()
-    if any(run.deadline_passed for run in runs):
-        for run in runs:
-            if run.deadline_passed:
-                deadline_passed(run.run_id, run.job_id, run.tenant_id, when="claimed")
-        runs = [run for run in runs if not run.deadline_passed]
     return runs
 
 

@@ -25,24 +25,25 @@
 -- one-priority load, three index scans a claim instead of four). A property test checks the
 -- runs taken per priority against a model of the lending rules; another counts the scans.
 --
--- The deadline (design §5): a run whose misfire deadline (runs.deadline_at) has passed when
--- it is claimed is not leased but recorded skipped, reason 'deadline_passed', and returned
--- with deadline_passed = true so the worker counts it and calls nothing. Its claim turn is
--- spent: the worker claims again for the slot at once.
+-- The deadline (design §5): a run whose misfire deadline (runs.deadline_at) has passed is
+-- never leased: every scan passes over it (NULL, run_late, is never past), so a claim fills
+-- its turns with runs still worth sending however many late ones wait ahead of them. The
+-- workers' maintenance records the late ones skipped, 'deadline_passed'
+-- (queue.sql: skip_runs_past_deadline). The result columns are those of the first release:
+-- workers of the previous release keep claiming while a new one migrates.
 --
 -- Settings: plans are made once per session, perhaps while runs is nearly empty, and kept
 -- after it has grown; a plan made then would seq-scan it (12 ms a claim over 40,000 runs),
 -- so seq scans are off. With LIMIT from a parameter the plan cache chose a custom plan on
 -- every call (about 30 % of the server's CPU per run in a two-worker drain): generic plans
 -- are forced, as the statements have one right plan whatever the values.
-DROP FUNCTION IF EXISTS crondepot_claim_runs(text, integer[], integer[], timestamptz);
-CREATE FUNCTION crondepot_claim_runs(p_owner text, p_limits integer[], p_lendable integer[],
+CREATE OR REPLACE FUNCTION crondepot_claim_runs(p_owner text, p_limits integer[], p_lendable integer[],
                                      p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (run_id text, job_id bigint, job_key text, tenant_id bigint, priority text,
                nominal_at timestamptz, due_at timestamptz, attempt integer,
                lease_token uuid, lease_expires_at timestamptz, db_now timestamptz,
                target jsonb, payload jsonb, max_attempts integer, lease_seconds integer,
-               rate_limit text, signing_secret text, deadline_passed boolean)
+               rate_limit text, signing_secret text)
 LANGUAGE plpgsql
 SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
@@ -85,6 +86,7 @@ BEGIN
         SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
         FROM (SELECT r.run_id FROM runs AS r
               WHERE r.status = 'queued' AND r.priority = queues[i] AND r.available_at <= clock
+                AND NOT coalesce(r.deadline_at < clock, false)
               ORDER BY r.available_at
               LIMIT lim
               FOR UPDATE SKIP LOCKED) AS q;
@@ -129,6 +131,7 @@ BEGIN
             FROM (SELECT r.run_id FROM runs AS r
                   WHERE r.status = 'queued' AND r.priority = queues[borrower]
                     AND r.available_at <= clock AND r.run_id <> ALL (taken)
+                    AND NOT coalesce(r.deadline_at < clock, false)
                   ORDER BY r.available_at
                   LIMIT wanted[borrower]
                   FOR UPDATE SKIP LOCKED) AS q;
@@ -149,24 +152,15 @@ BEGIN
     END IF;
     RETURN QUERY
     UPDATE runs AS r
-    -- deadline_at < clock is NULL (not late) for a run without a deadline.
-    SET status = CASE WHEN r.deadline_at < clock THEN 'skipped' ELSE 'running' END,
-        skip_reason = CASE WHEN r.deadline_at < clock THEN 'deadline_passed'
-                           ELSE r.skip_reason END,
-        finished_at = CASE WHEN r.deadline_at < clock THEN clock END,
-        attempt = CASE WHEN r.deadline_at < clock THEN r.attempt ELSE r.attempt + 1 END,
-        lease_owner = CASE WHEN r.deadline_at < clock THEN NULL ELSE p_owner END,
-        lease_token = CASE WHEN r.deadline_at < clock THEN NULL ELSE gen_random_uuid() END,
-        lease_expires_at = CASE WHEN r.deadline_at < clock THEN NULL
-                                ELSE clock + make_interval(secs => j.lease_seconds) END,
+    SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
+        lease_token = gen_random_uuid(),
+        lease_expires_at = clock + make_interval(secs => j.lease_seconds),
         first_claimed_at = coalesce(r.first_claimed_at, clock),
-        started_at = CASE WHEN r.deadline_at < clock THEN r.started_at ELSE clock END,
-        updated_at = clock
+        started_at = clock, updated_at = clock
     FROM jobs AS j, tenants AS t
     WHERE r.run_id = ANY (taken) AND j.id = r.job_id AND t.id = r.tenant_id
     RETURNING r.run_id, r.job_id, j.key, r.tenant_id, r.priority, r.nominal_at, r.due_at,
               r.attempt, r.lease_token, r.lease_expires_at, clock, j.target, j.payload,
-              j.max_attempts, j.lease_seconds, j.rate_limit, t.signing_secret,
-              coalesce(r.deadline_at < clock, false);
+              j.max_attempts, j.lease_seconds, j.rate_limit, t.signing_secret;
 END
 $$;
