@@ -99,6 +99,7 @@ from crondepot.job.store import (  # noqa: E402
     resume_job,
     update_job,
 )
+from crondepot.grants import grant  # noqa: E402
 from crondepot.ratelimit import set_limit  # noqa: E402
 from crondepot.tenants import create_tenant  # noqa: E402
 from crondepot.timetable import run_id, spread_offset  # noqa: E402
@@ -1629,6 +1630,8 @@ def execute(run: Run, command: str, wall_start: float) -> int:
         migrate(conn)
         tenant = create_tenant(conn, TENANT)
         set_limit(conn, LIMIT_NAME, plan.limit_rate, 20)
+        # The tenant may name the shared bucket (design §6: what tenants share is granted).
+        grant(conn, tenant.id, limits=[LIMIT_NAME])
         for name in ("dedupe", "plain"):
             gateway = RecordingGateway(dedupe=name == "dedupe", rate=plan.gateway_rate)
             run.gateways[name] = gateway
