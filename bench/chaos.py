@@ -87,6 +87,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from tests.support.cluster import PrivateCluster  # noqa: E402
 
 from crondepot.db import connect, migrate  # noqa: E402
+from crondepot.grants import grant  # noqa: E402
 from crondepot.job.spec import JobSpec  # noqa: E402
 from crondepot.job.store import (  # noqa: E402
     JobFilter,
@@ -99,7 +100,6 @@ from crondepot.job.store import (  # noqa: E402
     resume_job,
     update_job,
 )
-from crondepot.grants import grant  # noqa: E402
 from crondepot.ratelimit import set_limit  # noqa: E402
 from crondepot.tenants import create_tenant  # noqa: E402
 from crondepot.timetable import run_id, spread_offset  # noqa: E402
