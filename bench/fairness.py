@@ -1,0 +1,344 @@
+"""Fairness benchmark (issue 15): one tenant's burst against another tenant's steady runs.
+
+Two measurements, each in a fresh database (``crondepot_fbench_<n>``, created, migrated with
+``crondepot.db.migrate`` and dropped afterwards) on the machine's PostgreSQL, with ``P`` real
+``python -m crondepot worker --concurrency 20 --urgent-only 0 --import workers`` processes
+(default P = 2) running the no-op Python handler ``bench.noop`` (bench/workers.py):
+
+- **Burst and steady.** Tenant A (``bank42``) has ``--a-runs`` runs (default 200,000) queued
+  and due at once, written in one ``INSERT … SELECT`` as ``tests/support/jobs.py:queued_runs``
+  does (one job per run). Tenant B (``bank7``) has ``--b-rate`` jobs (default 100) firing
+  every second: a feeder thread, on the second, writes their 100 runs due at that instant
+  (``due_at = available_at = now()``, one ``INSERT`` per second, then the scheduler's
+  ``NOTIFY``), as the scheduler does for 100 ``* * * * * *``-like jobs. It feeds until A has
+  drained. Every run is normal priority. Reported: B's start lag, ``first_claimed_at −
+  due_at`` on the database clock, p50/p99/max, over B's runs due while A drains (from A's
+  first claim to A's last claim); and A's drain rate beside B.
+- **A alone.** The same ``--a-runs`` runs of tenant A and nothing else: the drain rate
+  first→last (``min(started_at)`` → ``max(finished_at)``, database clock) and wall (from the
+  first worker's start), with PostgreSQL's CPU per run (psutil, all server processes).
+
+``--rounds N`` repeats both, interleaved (burst, alone, burst, alone, …); medians are printed.
+To compare two versions of the code, run this once per version with that version's ``src``
+first on ``PYTHONPATH`` (the worker processes inherit it), alternating.
+
+Run it (PostgreSQL 15+, an admin URL that may CREATE DATABASE):
+
+    python bench/fairness.py                       # 200,000 + 100/s, 2 workers, one round
+    python bench/fairness.py --rounds 3 --wait-quiet 1800
+    python bench/fairness.py --quick               # 20,000 runs of A (smoke check)
+    python bench/fairness.py --only alone --rounds 3
+
+Figures are printed, never asserted; docs/performance.md records a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from common import DEFAULT_ADMIN_URL, BenchDatabases, admin_connect, run_interruptibly, server_cpu
+from workers import HANDLER, Children, cpu_since, load_line, pct, server_report, wait_quiet
+from workers import worker_argv as crondepot_worker_argv
+
+TENANT_B = "bank7"
+POLL_SECONDS = 0.1
+
+# Tenant A's burst: ``count`` jobs, one queued run each, ready now (tests/support/jobs.py).
+A_RUNS = """
+    WITH j AS (
+        INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, payload, active)
+        SELECT 1, 'a' || g, '0 9 * * *', 'UTC', 'normal',
+               jsonb_build_object('type', 'python', 'handler', %(handler)s::text), '{}', false
+        FROM generate_series(1, %(count)s) AS g
+        RETURNING id, tenant_id, priority
+    )
+    INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at)
+    SELECT j.id || ':1791171000', j.id, j.tenant_id, j.priority, now(), now(), now() FROM j
+"""
+B_JOBS = """
+    INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, payload, active)
+    SELECT %(tenant)s, 'b' || g, '* * * * *', 'UTC', 'normal',
+           jsonb_build_object('type', 'python', 'handler', %(handler)s::text), '{}', false
+    FROM generate_series(1, %(count)s) AS g
+"""
+# One second's runs of tenant B, due now (the run id is the job and the second, as the
+# scheduler makes it), and the scheduler's wake-up call for idle workers.
+B_SECOND = """
+    INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at)
+    SELECT id || ':' || extract(epoch FROM date_trunc('second', now()))::bigint, id,
+           tenant_id, 'normal', date_trunc('second', now()), now(), now()
+    FROM jobs WHERE tenant_id = %(tenant)s
+    ON CONFLICT (run_id) DO NOTHING
+"""
+NOTIFY = "SELECT pg_notify('crondepot_runs', 'normal')"
+A_LEFT = """
+    SELECT EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND tenant_id = 1)
+        OR EXISTS (SELECT 1 FROM runs WHERE status = 'running' AND tenant_id = 1)
+"""
+B_UNCLAIMED = "SELECT EXISTS (SELECT 1 FROM runs WHERE tenant_id = %(tenant)s " \
+              "AND status IN ('queued', 'running'))"
+A_SPAN = """
+    SELECT count(*) FILTER (WHERE status = 'succeeded' AND attempt = 1),
+           min(started_at), max(first_claimed_at), max(finished_at)
+    FROM runs WHERE tenant_id = 1
+"""
+B_LAGS = """
+    SELECT extract(epoch FROM first_claimed_at - due_at)::float8 * 1000
+    FROM runs
+    WHERE tenant_id = %(tenant)s AND due_at >= %(start)s AND due_at <= %(stop)s
+"""
+
+
+@dataclass
+class Burst:
+    """Tenant B's start lag while tenant A's burst drains."""
+
+    a_runs: int
+    b_rate: int
+    b_runs: int = 0                      # B's runs due while A drained
+    lags_ms: list[float] = field(default_factory=list)
+    a_seconds: float = 0.0               # A's first claim -> A's last record
+    b_written: int = 0
+
+
+@dataclass
+class Alone:
+    a_runs: int
+    wall: float = 0.0
+    first_to_last: float = 0.0
+    postgres_cpu: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.a_runs / self.first_to_last if self.first_to_last else 0.0
+
+    @property
+    def wall_rate(self) -> float:
+        return self.a_runs / self.wall if self.wall else 0.0
+
+
+def load_a(url: str, count: int) -> None:
+    with admin_connect(url) as conn:
+        conn.execute(A_RUNS, {"handler": HANDLER, "count": count})
+
+
+def settle(url: str) -> None:
+    with admin_connect(url) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+        conn.execute("CHECKPOINT")
+
+
+def start_workers(children: Children, url: str, processes: int, concurrency: int) -> None:
+    for i in range(processes):
+        children.start(crondepot_worker_argv("crondepot", url, f"w{i + 1}", concurrency),
+                       "worker")
+
+
+def wait_while(conn: psycopg.Connection[Any], query: str, params: dict[str, Any],
+               children: Children, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        row = conn.execute(query, params).fetchone()
+        if row is not None and not row[0]:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not done after {timeout:.0f}s:\n{children.log_tail()}")
+        children.check_alive()
+        time.sleep(POLL_SECONDS)
+
+
+class Feeder:
+    """Tenant B's every-second runs, written on the second until stopped."""
+
+    def __init__(self, url: str, tenant: int) -> None:
+        self.url = url
+        self.tenant = tenant
+        self.written = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self.error is not None:
+            raise RuntimeError("the feeder of tenant B failed") from self.error
+
+    def _run(self) -> None:
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+                while not self._stop.wait(1.0 - time.time() % 1.0):
+                    with conn.transaction():
+                        cur = conn.execute(B_SECOND, {"tenant": self.tenant})
+                        self.written += cur.rowcount
+                        conn.execute(NOTIFY)
+        except BaseException as exc:   # reported by stop()
+            self.error = exc
+
+
+def burst(databases: BenchDatabases, a_runs: int, b_rate: int, processes: int,
+          concurrency: int) -> Burst:
+    result = Burst(a_runs=a_runs, b_rate=b_rate)
+    with databases.fresh() as url:
+        load_a(url, a_runs)
+        with admin_connect(url) as conn:
+            row = conn.execute("INSERT INTO tenants (name, signing_secret) "
+                               "VALUES (%s, 'whsec_bench') RETURNING id", (TENANT_B,)).fetchone()
+            assert row is not None
+            tenant_b = int(row[0])
+            conn.execute(B_JOBS, {"tenant": tenant_b, "handler": HANDLER, "count": b_rate})
+        settle(url)
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            children = Children()
+            feeder = Feeder(url, tenant_b)
+            try:
+                feeder.start()
+                start_workers(children, url, processes, concurrency)
+                wait_while(conn, A_LEFT, {}, children, 120 + a_runs / 100, "tenant A's drain")
+                feeder.stop()
+                wait_while(conn, B_UNCLAIMED, {"tenant": tenant_b}, children, 120,
+                           "tenant B's last runs")
+            finally:
+                feeder.stop()
+                children.stop()
+            result.b_written = feeder.written
+            row = conn.execute(A_SPAN).fetchone()
+            assert row is not None
+            done, first_claim, last_claim, last_record = row
+            if done != a_runs:
+                raise RuntimeError(f"expected {a_runs} runs of A succeeded at the first "
+                                   f"attempt, found {done}")
+            result.a_seconds = (last_record - first_claim).total_seconds()
+            result.lags_ms = [lag for (lag,) in conn.execute(
+                B_LAGS, {"tenant": tenant_b, "start": first_claim, "stop": last_claim})]
+            result.b_runs = len(result.lags_ms)
+    return result
+
+
+def alone(databases: BenchDatabases, a_runs: int, processes: int, concurrency: int) -> Alone:
+    result = Alone(a_runs=a_runs)
+    with databases.fresh() as url:
+        load_a(url, a_runs)
+        settle(url)
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            children = Children()
+            cpu_before = server_cpu(conn)
+            started = time.monotonic()
+            try:
+                start_workers(children, url, processes, concurrency)
+                wait_while(conn, A_LEFT, {}, children, 120 + a_runs / 100, "tenant A's drain")
+                result.wall = time.monotonic() - started
+                result.postgres_cpu = cpu_since(conn, cpu_before)
+            finally:
+                children.stop()
+            row = conn.execute(A_SPAN).fetchone()
+            assert row is not None
+            done, first_claim, _, last_record = row
+            if done != a_runs:
+                raise RuntimeError(f"expected {a_runs} runs succeeded at the first attempt, "
+                                   f"found {done}")
+            result.first_to_last = (last_record - first_claim).total_seconds()
+    return result
+
+
+def print_bursts(bursts: list[Burst]) -> None:
+    print(f"\nBurst and steady: tenant A {bursts[0].a_runs:,} runs due at once, tenant B "
+          f"{bursts[0].b_rate} runs due every second; B's start lag (first claim - due) over "
+          "its runs due while A drains:")
+    for b in bursts:
+        print(f"  B: {b.b_runs:,} runs, p50 {pct(b.lags_ms, 0.5):,.0f} ms, "
+              f"p99 {pct(b.lags_ms, 0.99):,.0f} ms, max {max(b.lags_ms, default=0):,.0f} ms; "
+              f"A drained in {b.a_seconds:.1f} s ({b.a_runs / b.a_seconds:,.0f} runs/s "
+              f"first->last beside B)")
+    if len(bursts) > 1:
+        print(f"  medians: B p50 {statistics.median(pct(b.lags_ms, 0.5) for b in bursts):,.0f} "
+              f"ms, p99 {statistics.median(pct(b.lags_ms, 0.99) for b in bursts):,.0f} ms")
+
+
+def print_alones(alones: list[Alone]) -> None:
+    print(f"\nTenant A alone: {alones[0].a_runs:,} runs due at once:")
+    for a in alones:
+        print(f"  first->last {a.first_to_last:.2f} s = {a.rate:,.0f} runs/s; wall {a.wall:.2f} s "
+              f"= {a.wall_rate:,.0f} runs/s; PostgreSQL {a.postgres_cpu / a.a_runs * 1e6:.0f} "
+              "us CPU per run")
+    if len(alones) > 1:
+        print(f"  medians: first->last {statistics.median(a.rate for a in alones):,.0f} runs/s, "
+              f"wall {statistics.median(a.wall_rate for a in alones):,.0f} runs/s")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--db", default=DEFAULT_ADMIN_URL,
+                        help=f"admin URL that may CREATE DATABASE (default {DEFAULT_ADMIN_URL})")
+    parser.add_argument("--a-runs", type=int, default=200_000,
+                        help="tenant A's runs due at once (200000)")
+    parser.add_argument("--b-rate", type=int, default=100,
+                        help="tenant B's runs due every second (100)")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes (2)")
+    parser.add_argument("--concurrency", type=int, default=20, help="slots per process (20)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the measurements, interleaved; medians printed (1)")
+    parser.add_argument("--only", choices=("burst", "alone"),
+                        help="only one of the two measurements")
+    parser.add_argument("--quick", action="store_true", help="20,000 runs of A (smoke check)")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="first wait up to SECONDS for other busy benchmarks/test runs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.a_runs = 20_000
+    return args
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.wait_quiet > 0:
+        wait_quiet(args.wait_quiet)
+    import crondepot
+
+    for line in server_report(args.db):
+        print(line)
+    print(f"crondepot from: {Path(crondepot.__file__).resolve().parent}")
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}\n", flush=True)
+    databases = BenchDatabases(args.db, "crondepot_fbench_")
+    bursts: list[Burst] = []
+    alones: list[Alone] = []
+    for _ in range(max(1, args.rounds)):
+        if args.only != "alone":
+            print(f"  burst: A {args.a_runs:,} + B {args.b_rate}/s, {args.processes} workers ...",
+                  end=" ", flush=True)
+            b = burst(databases, args.a_runs, args.b_rate, args.processes, args.concurrency)
+            print(f"B p99 {pct(b.lags_ms, 0.99):,.0f} ms", flush=True)
+            bursts.append(b)
+        if args.only != "burst":
+            print(f"  alone: A {args.a_runs:,}, {args.processes} workers ...", end=" ", flush=True)
+            a = alone(databases, args.a_runs, args.processes, args.concurrency)
+            print(f"{a.rate:,.0f} runs/s first->last", flush=True)
+            alones.append(a)
+    if bursts:
+        print_bursts(bursts)
+    if alones:
+        print_alones(alones)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return run_interruptibly(lambda: run(args), load_line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
