@@ -1,4 +1,5 @@
 """``crondepot tenants create|list``, and the ``--tenant`` option of tenant-scoped commands.
+(``set-weight`` is in ``crondepot.cli.weights``.)
 
 A tenant's token is printed once, when it is created: only its sha256 is stored, so it
 cannot be shown again. Commands that act for a tenant (``jobs``, ``runs``, ``import``) name
@@ -62,6 +63,9 @@ def register(commands: Any) -> None:
     add_database(listing)
     add_json(listing)
     listing.set_defaults(run=run_list)
+    from crondepot.cli import weights  # set-weight; it imports tenant_id from here
+
+    weights.register(actions)
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -82,14 +86,17 @@ def run_list(args: argparse.Namespace) -> int:
         rows = conn.execute(Q.list_tenants).fetchall()
     if args.json:
         print_json([{"id": i, "tenant": name, "created_at": created.isoformat(),
-                     "active_jobs": jobs} for i, name, created, jobs in rows])
+                     "active_jobs": jobs, "claim_weight": weight}
+                    for i, name, created, jobs, weight in rows])
         return 0
     table = Table(title="tenants")
     table.add_column("id", justify="right")
     table.add_column("tenant")
     table.add_column("active jobs", justify="right")
     table.add_column("created")
-    for i, name, created, jobs in rows:
-        table.add_row(str(i), name, str(jobs), created.isoformat(timespec="seconds"))
+    table.add_column("claim weight", justify="right")
+    for i, name, created, jobs, weight in rows:
+        table.add_row(str(i), name, str(jobs), created.isoformat(timespec="seconds"),
+                      str(weight))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
     return 0

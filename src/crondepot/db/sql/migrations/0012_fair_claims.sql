@@ -21,3 +21,20 @@ CREATE INDEX runs_queued_fair ON runs (priority, tenant_id, available_at)
     WHERE status = 'queued';
 DROP INDEX runs_queued;
 ALTER INDEX runs_queued_fair RENAME TO runs_queued;
+
+-- A weight change is an operator's decision about who gets the workers: audited like the
+-- other changes made through the CLI (sessions that name an actor; migration 0003).
+CREATE FUNCTION crondepot_audit_claim_weight() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+    VALUES (NEW.id, current_setting('crondepot.actor'), 'tenant.claim_weight', 'claim-weight',
+            jsonb_build_object('claim_weight', OLD.claim_weight),
+            jsonb_build_object('claim_weight', NEW.claim_weight));
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER tenants_audit_claim_weight AFTER UPDATE OF claim_weight ON tenants
+    FOR EACH ROW
+    WHEN (OLD.claim_weight IS DISTINCT FROM NEW.claim_weight
+          AND coalesce(current_setting('crondepot.actor', true), '') <> '')
+    EXECUTE FUNCTION crondepot_audit_claim_weight();
