@@ -18,7 +18,14 @@ Two measurements, each in a fresh database (``crondepot_fbench_<n>``, created, m
   first→last (``min(started_at)`` → ``max(finished_at)``, database clock) and wall (from the
   first worker's start), with PostgreSQL's CPU per run (psutil, all server processes).
 
-``--rounds N`` repeats both, interleaved (burst, alone, burst, alone, …); medians are printed.
+- **Claim cost** (``--only cost``). The server CPU of one claim (``crondepot_claim_runs``,
+  shares 12:6:2, all turns ending up on normal) in one backend, read from /proc through
+  psutil: ``--cost-runs`` normal runs (default 40,000) ready and spread over 1, 2, 20 and
+  200 tenants (``--cost-tenants``), 1,000 claims of 20 each committed, after 20 claims of
+  warm-up. The queue drains as it is measured, as it does under workers; no worker runs.
+
+``--rounds N`` repeats the measurements, interleaved (burst, alone, burst, alone, …);
+medians are printed.
 To compare two versions of the code, run this once per version with that version's ``src``
 first on ``PYTHONPATH`` (the worker processes inherit it), alternating.
 
@@ -28,6 +35,7 @@ Run it (PostgreSQL 15+, an admin URL that may CREATE DATABASE):
     python bench/fairness.py --rounds 3 --wait-quiet 1800
     python bench/fairness.py --quick               # 20,000 runs of A (smoke check)
     python bench/fairness.py --only alone --rounds 3
+    python bench/fairness.py --only cost --cost-tenants 1 --rounds 5
 
 Figures are printed, never asserted; docs/performance.md records a run.
 """
@@ -96,6 +104,33 @@ B_LAGS = """
     FROM runs
     WHERE tenant_id = %(tenant)s AND due_at >= %(start)s AND due_at <= %(stop)s
 """
+
+
+COST_TENANTS = "INSERT INTO tenants (name, signing_secret) " \
+               "SELECT 'cost' || g, 'whsec_bench' FROM generate_series(2, %(tenants)s) AS g"
+# ``count`` normal runs, ready, dealt to the tenants in turn, each tenant's oldest first.
+COST_RUNS = """
+    WITH j AS (
+        INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, payload, active)
+        SELECT 1 + g %% %(tenants)s, 'c' || g, '0 9 * * *', 'UTC', 'normal',
+               jsonb_build_object('type', 'python', 'handler', %(handler)s::text), '{}', false
+        FROM generate_series(1, %(count)s) AS g
+        RETURNING id, tenant_id, priority
+    )
+    INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at)
+    SELECT j.id || ':1791171000', j.id, j.tenant_id, j.priority, now(), now(),
+           now() - make_interval(secs => (%(count)s - j.id) / 1000.0) FROM j
+"""
+CLAIM = "SELECT count(*) FROM crondepot_claim_runs('bench', '{12,6,2}', '{12,6,2}')"
+COST_CLAIMS = 1000
+COST_WARMUP = 20
+
+
+@dataclass
+class Cost:
+    tenants: int
+    us_per_claim: float = 0.0
+    runs_per_claim: float = 0.0
 
 
 @dataclass
@@ -257,6 +292,45 @@ def alone(databases: BenchDatabases, a_runs: int, processes: int, concurrency: i
     return result
 
 
+def cost(databases: BenchDatabases, tenants: int, runs: int) -> Cost:
+    """Server CPU per claim in one backend, ``runs`` ready runs over ``tenants`` tenants."""
+    import psutil
+
+    result = Cost(tenants=tenants)
+    with databases.fresh() as url:
+        with admin_connect(url) as conn:
+            conn.execute(COST_TENANTS, {"tenants": tenants})
+            conn.execute(COST_RUNS, {"tenants": tenants, "count": runs, "handler": HANDLER})
+        settle(url)
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+            assert row is not None
+            backend = psutil.Process(row[0])
+            for _ in range(COST_WARMUP):
+                conn.execute(CLAIM)
+            before = backend.cpu_times()
+            claimed = 0
+            for _ in range(COST_CLAIMS):
+                row = conn.execute(CLAIM).fetchone()
+                claimed += row[0] if row else 0
+            after = backend.cpu_times()
+    used = (after.user - before.user) + (after.system - before.system)
+    result.us_per_claim = used / COST_CLAIMS * 1e6
+    result.runs_per_claim = claimed / COST_CLAIMS
+    return result
+
+
+def print_costs(costs: list[Cost]) -> None:
+    print(f"\nClaim cost: server CPU per claim of 20 (12:6:2, all on normal), one backend, "
+          f"{COST_CLAIMS:,} claims committed:")
+    for tenants in sorted({c.tenants for c in costs}):
+        mine = [c for c in costs if c.tenants == tenants]
+        print(f"  {tenants:>4} tenant{'s' if tenants > 1 else ' '} ready: median "
+              f"{statistics.median(c.us_per_claim for c in mine):,.0f} us per claim "
+              f"({', '.join(f'{c.us_per_claim:,.0f}' for c in mine)}), "
+              f"{mine[0].runs_per_claim:.1f} runs per claim")
+
+
 def print_bursts(bursts: list[Burst]) -> None:
     print(f"\nBurst and steady: tenant A {bursts[0].a_runs:,} runs due at once, tenant B "
           f"{bursts[0].b_rate} runs due every second; B's start lag (first claim - due) over "
@@ -294,8 +368,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=20, help="slots per process (20)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat the measurements, interleaved; medians printed (1)")
-    parser.add_argument("--only", choices=("burst", "alone"),
-                        help="only one of the two measurements")
+    parser.add_argument("--only", choices=("burst", "alone", "cost"),
+                        help="only this measurement (default: burst and alone)")
+    parser.add_argument("--cost-tenants", default="1,2,20,200",
+                        help="claim cost: tenants the ready runs are spread over (1,2,20,200)")
+    parser.add_argument("--cost-runs", type=int, default=40_000,
+                        help="claim cost: ready runs (40000)")
     parser.add_argument("--quick", action="store_true", help="20,000 runs of A (smoke check)")
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                         help="first wait up to SECONDS for other busy benchmarks/test runs")
@@ -317,7 +395,16 @@ def run(args: argparse.Namespace) -> None:
     databases = BenchDatabases(args.db, "crondepot_fbench_")
     bursts: list[Burst] = []
     alones: list[Alone] = []
+    costs: list[Cost] = []
     for _ in range(max(1, args.rounds)):
+        if args.only == "cost":
+            for tenants in (int(t) for t in args.cost_tenants.split(",")):
+                print(f"  cost: {args.cost_runs:,} runs over {tenants} tenants ...", end=" ",
+                      flush=True)
+                c = cost(databases, tenants, args.cost_runs)
+                print(f"{c.us_per_claim:,.0f} us per claim", flush=True)
+                costs.append(c)
+            continue
         if args.only != "alone":
             print(f"  burst: A {args.a_runs:,} + B {args.b_rate}/s, {args.processes} workers ...",
                   end=" ", flush=True)
@@ -333,6 +420,8 @@ def run(args: argparse.Namespace) -> None:
         print_bursts(bursts)
     if alones:
         print_alones(alones)
+    if costs:
+        print_costs(costs)
 
 
 def main(argv: list[str] | None = None) -> int:
