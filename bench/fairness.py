@@ -16,7 +16,10 @@ Two measurements, each in a fresh database (``crondepot_fbench_<n>``, created, m
   first claim to A's last claim); and A's drain rate beside B.
 - **A alone.** The same ``--a-runs`` runs of tenant A and nothing else: the drain rate
   first→last (``min(started_at)`` → ``max(finished_at)``, database clock) and wall (from the
-  first worker's start), with PostgreSQL's CPU per run (psutil, all server processes).
+  first worker's start), and CPU per run (psutil): of the workers' own backends (this
+  database's client backends, read just before the workers stop), of the worker processes,
+  and of all the server's processes. On a machine shared with other work the CPU per run
+  moves far less than the rate does.
 
 - **Claim cost** (``--only cost``). The server CPU of one claim (``crondepot_claim_runs``,
   shares 12:6:2, all turns ending up on normal) in one backend, read from /proc through
@@ -43,6 +46,7 @@ Figures are printed, never asserted; docs/performance.md records a run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import threading
@@ -99,6 +103,11 @@ A_SPAN = """
            min(started_at), max(first_claimed_at), max(finished_at)
     FROM runs WHERE tenant_id = 1
 """
+BACKENDS = """
+    SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND backend_type = 'client backend'
+      AND pid <> pg_backend_pid()
+"""
 B_LAGS = """
     SELECT extract(epoch FROM first_claimed_at - due_at)::float8 * 1000
     FROM runs
@@ -150,7 +159,9 @@ class Alone:
     a_runs: int
     wall: float = 0.0
     first_to_last: float = 0.0
-    postgres_cpu: float = 0.0
+    postgres_cpu: float = 0.0            # every server process (other databases' work too)
+    backend_cpu: float = 0.0             # the workers' own backends only
+    worker_cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -266,6 +277,20 @@ def burst(databases: BenchDatabases, a_runs: int, b_rate: int, processes: int,
     return result
 
 
+def backends_cpu(conn: psycopg.Connection[Any]) -> float:
+    """CPU seconds of this database's other client backends (the workers' connections, all
+    opened for the drain): unlike the whole server's CPU, not swollen by other work on a
+    shared machine. Read before the workers stop, as their backends exit with them."""
+    import psutil
+
+    total = 0.0
+    for (pid,) in conn.execute(BACKENDS).fetchall():
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def alone(databases: BenchDatabases, a_runs: int, processes: int, concurrency: int) -> Alone:
     result = Alone(a_runs=a_runs)
     with databases.fresh() as url:
@@ -280,6 +305,8 @@ def alone(databases: BenchDatabases, a_runs: int, processes: int, concurrency: i
                 wait_while(conn, A_LEFT, {}, children, 120 + a_runs / 100, "tenant A's drain")
                 result.wall = time.monotonic() - started
                 result.postgres_cpu = cpu_since(conn, cpu_before)
+                result.backend_cpu = backends_cpu(conn)
+                result.worker_cpu = children.cpu_seconds("worker")
             finally:
                 children.stop()
             row = conn.execute(A_SPAN).fetchone()
@@ -349,11 +376,15 @@ def print_alones(alones: list[Alone]) -> None:
     print(f"\nTenant A alone: {alones[0].a_runs:,} runs due at once:")
     for a in alones:
         print(f"  first->last {a.first_to_last:.2f} s = {a.rate:,.0f} runs/s; wall {a.wall:.2f} s "
-              f"= {a.wall_rate:,.0f} runs/s; PostgreSQL {a.postgres_cpu / a.a_runs * 1e6:.0f} "
-              "us CPU per run")
+              f"= {a.wall_rate:,.0f} runs/s; CPU per run: the workers' backends "
+              f"{a.backend_cpu / a.a_runs * 1e6:.0f} us, the workers "
+              f"{a.worker_cpu / a.a_runs * 1e6:.0f} us (all of PostgreSQL "
+              f"{a.postgres_cpu / a.a_runs * 1e6:.0f} us)")
     if len(alones) > 1:
         print(f"  medians: first->last {statistics.median(a.rate for a in alones):,.0f} runs/s, "
-              f"wall {statistics.median(a.wall_rate for a in alones):,.0f} runs/s")
+              f"wall {statistics.median(a.wall_rate for a in alones):,.0f} runs/s, backends "
+              f"{statistics.median(a.backend_cpu / a.a_runs for a in alones) * 1e6:.0f} us "
+              "CPU per run")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

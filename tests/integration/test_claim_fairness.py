@@ -206,3 +206,28 @@ def test_a_claim_at_a_given_instant_sees_the_tenants_ready_then(
     later = row[0] + timedelta(seconds=180)
     claimed = claim_runs(conn, owner="w", shares={"normal": 4}, now=later)
     assert by_tenant(claimed) == {a: 2, b: 2}
+
+
+def test_the_fair_path_keeps_index_plans_on_a_grown_table(
+        conn: psycopg.Connection[Any]) -> None:
+    """As the one-tenant path does (test_queue.py): plans are made while runs is small and
+    kept after it has grown without an ANALYZE; the fair take, the listing and the weights
+    must not turn into sequential scans of runs."""
+    row = conn.execute("SELECT proconfig FROM pg_proc WHERE proname = 'crondepot_claim_fair'"
+                       ).fetchone()
+    assert row is not None
+    assert set(row[0]) == {"enable_seqscan=off", "plan_cache_mode=force_generic_plan"}
+    due_runs(conn, "bank-a", 20, age_seconds=3600)
+    due_runs(conn, "bank-b", 20)
+    for _ in range(6):       # past PL/pgSQL's switch to kept plans, on the fair path
+        claim_runs(conn, owner="w", shares={"normal": 2})
+    due_runs(conn, "bank-a", 20_000, priority="bulk", age_seconds=7200)
+    due_runs(conn, "bank-c", 20_000, priority="bulk")
+    scans = "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    with conn.transaction():
+        seq_before, idx_before = conn.execute(scans).fetchone() or (0, 0)
+        claimed = claim_runs(conn, owner="w", shares={"normal": 4, "bulk": 6})
+        seq_after, idx_after = conn.execute(scans).fetchone() or (0, 0)
+    assert Counter((r.priority, r.tenant_id) for r in claimed).total() == 10
+    assert {r.priority for r in claimed} == {"normal", "bulk"}
+    assert seq_after == seq_before and idx_after > idx_before
