@@ -7,7 +7,9 @@ not use to the next priority (urgent -> normal -> bulk -> urgent) that still has
 and what that one cannot supply goes on to the one after; a borrower that supplies part of
 several loans settles them in lender order. The model below is that paragraph in Python; the
 function's way of scanning (how many index scans, in which order) is free to change as long
-as the counts it claims do not.
+as the counts it claims do not. The ready runs are spread over up to three tenants of any
+weights: sharing a priority's turns among its tenants (fair claims, migration 0012) must
+not change how many runs each priority gets.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crondepot.queue.claim import PRIORITIES
-from tests.support.jobs import queued_runs
+from tests.support.jobs import add_job, tenant
 
 
 def model_claim(ready: list[int], limits: list[int], lendable: list[int]) -> list[int]:
@@ -74,16 +76,23 @@ def test_the_model_on_the_documented_cases() -> None:
 
 @pytest.fixture
 def claim_db(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    queued_runs(conn, 1)                     # a tenant and a job for the runs below
-    conn.execute("DELETE FROM runs")
+    for name in ("bank42", "bank7", "shop9"):    # three tenants, a job each, for the runs below
+        tenant_id = tenant(conn, name)
+        add_job(conn, tenant_id, cron="0 9 * * *")
     return conn
 
 
 def _claim_counts(conn: psycopg.Connection[Any], ready: list[int], limits: list[int],
-                  lendable: list[int]) -> tuple[list[int], int]:
+                  lendable: list[int], tenants: int = 1,
+                  weights: tuple[int, ...] = (1, 1, 1)) -> tuple[list[int], int]:
     """Counts claimed per priority, and the index scans of runs_queued the claim made; all in
-    a transaction that is rolled back, so every example starts from an empty queue."""
+    a transaction that is rolled back, so every example starts from an empty queue. The
+    runs of each priority go to the first ``tenants`` tenants in turn."""
     with conn.transaction(force_rollback=True):
+        conn.execute("UPDATE tenants SET claim_weight = w.weight "
+                     "FROM unnest(%s::integer[]) WITH ORDINALITY AS w(weight, n) "
+                     "WHERE tenants.id = (SELECT id FROM tenants ORDER BY id OFFSET w.n - 1 "
+                     "LIMIT 1)", (list(weights),))
         conn.execute(
             """
             INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at,
@@ -91,10 +100,11 @@ def _claim_counts(conn: psycopg.Connection[Any], ready: list[int], limits: list[
             SELECT p.priority || ':' || g, j.id, j.tenant_id, p.priority,
                    now() - interval '1 hour', now() - interval '1 hour',
                    now() - make_interval(secs => g)
-            FROM jobs j,
-                 unnest(%(priorities)s::text[], %(ready)s::integer[]) AS p(priority, n),
-                 generate_series(1, p.n) AS g
-            """, {"priorities": list(PRIORITIES), "ready": ready})
+            FROM unnest(%(priorities)s::text[], %(ready)s::integer[]) AS p(priority, n),
+                 generate_series(1, p.n) AS g,
+                 LATERAL (SELECT id, tenant_id FROM jobs ORDER BY id
+                          OFFSET g %% %(tenants)s LIMIT 1) AS j
+            """, {"priorities": list(PRIORITIES), "ready": ready, "tenants": tenants})
         before = _queued_index_scans(conn)
         rows = conn.execute(
             "SELECT priority FROM crondepot_claim_runs('w', %s::integer[], %s::integer[])",
@@ -118,20 +128,32 @@ turns = st.integers(min_value=0, max_value=8)
 @given(ready=st.lists(st.integers(min_value=0, max_value=12), min_size=3, max_size=3),
        shares=st.lists(turns, min_size=3, max_size=3),
        urgent_only=st.integers(min_value=0, max_value=4),
-       lend=st.booleans())
+       lend=st.booleans(),
+       tenants=st.integers(min_value=1, max_value=3),
+       weights=st.tuples(*[st.sampled_from([1, 2, 5, 1000])] * 3))
 def test_the_claim_takes_what_the_lending_rules_say(
         claim_db: psycopg.Connection[Any], ready: list[int], shares: list[int],
-        urgent_only: int, lend: bool) -> None:
+        urgent_only: int, lend: bool, tenants: int, weights: tuple[int, ...]) -> None:
     # What claim_runs sends: urgent's limit includes the urgent-only turns, never lendable.
     limits = [shares[0] + urgent_only, shares[1], shares[2]]
     lendable = shares if lend else [0, 0, 0]
-    counts, _ = _claim_counts(claim_db, ready, limits, lendable)
+    counts, _ = _claim_counts(claim_db, ready, limits, lendable, tenants, weights)
     assert counts == model_claim(ready, limits, lendable)
 
 
 def test_one_busy_priority_is_scanned_once(claim_db: psycopg.Connection[Any]) -> None:
     """Everything normal, as a reminder service's morning is: urgent's and bulk's spare
-    turns go to normal in normal's own scan, not in a second scan of the same index range."""
+    turns go to normal in normal's own scan, not in a second scan of the same index range.
+
+    Three scans, as before fair claims, but not the same three: the listing of the
+    (priority, tenant) pairs with runs ready takes two (it finds normal's one tenant, then
+    that there is no other pair), urgent and bulk are known empty and not scanned, and
+    normal's one scan takes all 20 turns (before: urgent, bulk and normal, one each)."""
     counts, scans = _claim_counts(claim_db, [0, 50, 0], [12, 6, 2], [12, 6, 2])
     assert counts == [0, 20, 0]
-    assert scans == 3           # urgent (empty), bulk (empty), normal (all 20 turns)
+    assert scans == 3
+    # With two tenants ready in normal: the listing's three (two pairs, then none) and one
+    # scan per tenant, each taking its share of the 20.
+    counts, scans = _claim_counts(claim_db, [0, 50, 0], [12, 6, 2], [12, 6, 2], tenants=2)
+    assert counts == [0, 20, 0]
+    assert scans == 5

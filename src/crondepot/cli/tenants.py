@@ -1,5 +1,6 @@
 """``crondepot tenants create|list``, and the ``--tenant`` option of tenant-scoped commands.
-(``grant``, ``revoke``, ``show`` and ``set-quota`` are in ``crondepot.cli.grants``.)
+(``grant``, ``revoke``, ``show`` and ``set-quota`` are in ``crondepot.cli.grants``,
+``set-weight`` in ``crondepot.cli.weights``.)
 
 A tenant's token and webhook signing secret are printed once, when it is created: only the
 token's sha256 is stored, so it cannot be shown again (``tenants token`` and ``tenants
@@ -65,10 +66,11 @@ def register(commands: Any) -> None:
     add_database(listing)
     add_json(listing)
     listing.set_defaults(run=run_list)
-    from crondepot.cli import grants, tokens  # they import tenant_id from here
+    from crondepot.cli import grants, tokens, weights  # they import tenant_id from here
 
     grants.register(actions)
     tokens.register(actions)
+    weights.register(actions)
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -91,14 +93,17 @@ def run_list(args: argparse.Namespace) -> int:
         rows = conn.execute(Q.list_tenants).fetchall()
     if args.json:
         print_json([{"id": i, "tenant": name, "created_at": created.isoformat(),
-                     "active_jobs": jobs} for i, name, created, jobs in rows])
+                     "active_jobs": jobs, "claim_weight": weight}
+                    for i, name, created, jobs, weight in rows])
         return 0
     table = Table(title="tenants")
     table.add_column("id", justify="right")
     table.add_column("tenant")
     table.add_column("active jobs", justify="right")
     table.add_column("created")
-    for i, name, created, jobs in rows:
-        table.add_row(str(i), name, str(jobs), created.isoformat(timespec="seconds"))
+    table.add_column("claim weight", justify="right")
+    for i, name, created, jobs, weight in rows:
+        table.add_row(str(i), name, str(jobs), created.isoformat(timespec="seconds"),
+                      str(weight))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
     return 0

@@ -2,7 +2,9 @@
 
 Weighted reading (default urgent:normal:bulk = 6:3:1) keeps urgent runs first without
 starving bulk ones: of every ten runs a worker takes, six come from urgent, three from normal
-and one from bulk, and a queue with nothing ready lends its turns to the next one.
+and one from bulk, and a queue with nothing ready lends its turns to the next one. Within a
+priority, the turns are shared among the tenants with runs ready by their claim weights
+(``queue/fairness.py``), so one tenant's burst does not hold the others back.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@
 --
 -- Why a function: planning the claim as one statement of CTEs cost more server time than
 -- running it (about 1.5 ms a claim). Here each step is a small statement whose plan PL/pgSQL
--- keeps for the session: an index range scan of runs_queued per priority, then primary-key
--- lookups for the claimed runs, their jobs and tenants.
+-- keeps for the session: a loose index scan of runs_queued for the (priority, tenant) pairs
+-- with runs ready, an index range scan per busy queue (per tenant when several have runs
+-- ready), then primary-key lookups for the claimed runs, their jobs and tenants.
 --
 -- p_limits[i]:   how many runs of priority i (urgent, normal, bulk) to take; for urgent it
 --                includes the urgent-only slots' turns.
@@ -20,10 +21,24 @@
 -- lease is measured on the database clock, and db_now is returned so the worker can
 -- translate the deadline to its monotonic clock without trusting its wall clock.
 --
+-- Fair across tenants (design §6 "Tenants", migration 0012): the claim first lists, in one
+-- statement, the (priority, tenant) pairs that have a run ready. runs_queued is ordered
+-- (priority, tenant_id, available_at), so a recursive query hops from one pair to the
+-- next: one index descent per pair with queued runs, however many runs each has. A queue
+-- with no ready run is not scanned at all. A queue with one tenant ready (the common case)
+-- is scanned as before, in available_at order, within that tenant's range. A queue with
+-- several shares its turns among them by their tenants.claim_weight
+-- (functions/claim_fair.sql): a tenant with 200,000 runs due at 9:00 takes its share, and
+-- another tenant's run due at 9:00:05 starts with the next claim, not after the 200,000.
+-- Each queue's share is whatever the weighted order and the lending below give it, exactly
+-- as before: a fair take returns as many runs as a plain scan would (a tenant short of
+-- runs leaves its turns to the others), so the lending rules see the same counts.
+--
 -- One scan per busy queue: urgent and bulk are scanned first and normal last, so normal's
 -- one scan takes its own turns and the turns urgent and bulk lend it together (under
--- one-priority load, three index scans a claim instead of four). A property test checks the
--- runs taken per priority against a model of the lending rules; another counts the scans.
+-- one-priority load, one tenant: the listing's two index descents and normal's one scan).
+-- A property test checks the runs taken per priority against a model of the lending rules,
+-- with the runs spread over several tenants; another counts the scans.
 --
 -- The deadline (design §5): a run whose misfire deadline (runs.deadline_at) has passed is
 -- never leased: every scan passes over it (NULL, run_late, is never past), so a claim fills
@@ -59,6 +74,10 @@ DECLARE
     spare    integer[] := ARRAY[0, 0, 0];
     wanted   integer[];
     lent_to  integer[];
+    ready_u  bigint[];          -- tenants with an urgent run ready
+    ready_n  bigint[];          -- ... normal
+    ready_b  bigint[];          -- ... bulk
+    ready    bigint[];
     found    integer;
     used     integer;
     borrower integer;
@@ -68,6 +87,41 @@ DECLARE
     loan_b   integer;
     lim      integer;
 BEGIN
+    -- The (priority, tenant) pairs with a run ready: a loose index scan of runs_queued,
+    -- backwards, each step one descent to the previous pair's last (newest) entry. Backwards
+    -- because the dead entries of runs claimed moments before sit at the front of each
+    -- pair's range (oldest first) until vacuum removes them: the take below walks past them
+    -- once; this listing does not. A pair whose newest run is ready is ready; one whose
+    -- newest run waits (a retry's backoff) is probed from the front.
+    WITH RECURSIVE tails AS (
+        (SELECT r.priority, r.tenant_id, r.available_at
+         FROM runs AS r
+         WHERE r.status = 'queued'
+         ORDER BY r.priority DESC, r.tenant_id DESC, r.available_at DESC
+         LIMIT 1)
+        UNION ALL
+        SELECT n.priority, n.tenant_id, n.available_at
+        FROM tails AS t
+        CROSS JOIN LATERAL (
+            SELECT r.priority, r.tenant_id, r.available_at
+            FROM runs AS r
+            WHERE r.status = 'queued' AND (r.priority, r.tenant_id) < (t.priority, t.tenant_id)
+            ORDER BY r.priority DESC, r.tenant_id DESC, r.available_at DESC
+            LIMIT 1) AS n
+    )
+    -- (In no particular order: the sharing is fair in any order, and an ordered aggregate
+    -- costs a sort per claim.)
+    SELECT array_agg(p.tenant_id) FILTER (WHERE p.priority = 'urgent'),
+           array_agg(p.tenant_id) FILTER (WHERE p.priority = 'normal'),
+           array_agg(p.tenant_id) FILTER (WHERE p.priority = 'bulk')
+    INTO ready_u, ready_n, ready_b
+    FROM tails AS p
+    WHERE CASE WHEN p.available_at <= clock THEN true
+               ELSE EXISTS (SELECT FROM runs AS r
+                            WHERE r.status = 'queued' AND r.priority = p.priority
+                              AND r.tenant_id = p.tenant_id AND r.available_at <= clock)
+          END;
+
     FOREACH i IN ARRAY ARRAY[1, 3, 2] LOOP   -- normal last: see above
         own := greatest(coalesce(p_limits[i], 0), 0);
         loan_u := 0;
@@ -82,14 +136,23 @@ BEGIN
         END IF;
         lim := own + loan_u + loan_b;
         CONTINUE WHEN lim = 0;
-        -- ORDER BY + LIMIT inside, array_agg outside: the rows locked are the rows returned.
-        SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
-        FROM (SELECT r.run_id FROM runs AS r
-              WHERE r.status = 'queued' AND r.priority = queues[i] AND r.available_at <= clock
-                AND NOT coalesce(r.deadline_at < clock, false)
-              ORDER BY r.available_at
-              LIMIT lim
-              FOR UPDATE SKIP LOCKED) AS q;
+        ready := CASE i WHEN 1 THEN ready_u WHEN 2 THEN ready_n ELSE ready_b END;
+        IF ready IS NULL THEN
+            batch := '{}';
+        ELSIF cardinality(ready) = 1 THEN
+            -- ORDER BY + LIMIT inside, array_agg outside: the rows locked are the rows
+            -- returned.
+            SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
+            FROM (SELECT r.run_id FROM runs AS r
+                  WHERE r.status = 'queued' AND r.priority = queues[i]
+                    AND r.tenant_id = ready[1] AND r.available_at <= clock
+                    AND NOT coalesce(r.deadline_at < clock, false)
+                  ORDER BY r.available_at
+                  LIMIT lim
+                  FOR UPDATE SKIP LOCKED) AS q;
+        ELSE
+            batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken);
+        END IF;
         found := cardinality(batch);
         taken := taken || batch;
         got[i] := least(found, own);
@@ -126,15 +189,24 @@ BEGIN
         EXIT WHEN wanted = ARRAY[0, 0, 0];
         FOR borrower IN 1..3 LOOP
             CONTINUE WHEN wanted[borrower] = 0;
-            -- Our own locks are not skipped by SKIP LOCKED: leave out what we already hold.
-            SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
-            FROM (SELECT r.run_id FROM runs AS r
-                  WHERE r.status = 'queued' AND r.priority = queues[borrower]
-                    AND r.available_at <= clock AND r.run_id <> ALL (taken)
-                    AND NOT coalesce(r.deadline_at < clock, false)
-                  ORDER BY r.available_at
-                  LIMIT wanted[borrower]
-                  FOR UPDATE SKIP LOCKED) AS q;
+            ready := CASE borrower WHEN 1 THEN ready_u WHEN 2 THEN ready_n ELSE ready_b END;
+            IF ready IS NULL THEN
+                batch := '{}';
+            ELSIF cardinality(ready) = 1 THEN
+                -- Our own locks are not skipped by SKIP LOCKED: leave out what we hold.
+                SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
+                FROM (SELECT r.run_id FROM runs AS r
+                      WHERE r.status = 'queued' AND r.priority = queues[borrower]
+                        AND r.tenant_id = ready[1] AND r.available_at <= clock
+                        AND r.run_id <> ALL (taken)
+                        AND NOT coalesce(r.deadline_at < clock, false)
+                      ORDER BY r.available_at
+                      LIMIT wanted[borrower]
+                      FOR UPDATE SKIP LOCKED) AS q;
+            ELSE
+                batch := crondepot_claim_fair(queues[borrower], ready, wanted[borrower],
+                                              clock, taken);
+            END IF;
             taken := taken || batch;
             found := cardinality(batch);
             dry[borrower] := found < wanted[borrower];

@@ -7,6 +7,10 @@
 -- is recorded skipped, reason 'deadline_passed', and never sent; a replay may clear it.
 -- Nullable without a default: PostgreSQL adds the column without rewriting the table.
 ALTER TABLE runs ADD COLUMN deadline_at timestamptz;
+-- The queued runs that have a deadline, by it: the workers' sweep finds the late ones here
+-- without walking the queue (most runs are run_late and are not in this index).
+CREATE INDEX runs_queued_deadline ON runs (deadline_at)
+    WHERE status = 'queued' AND deadline_at IS NOT NULL;
 
 -- The instant from which the job's current cron and tz are in force (fires strictly after
 -- it belong to them): its creation, or the last edit that changed cron or tz. NULL for jobs

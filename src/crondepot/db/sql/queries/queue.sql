@@ -97,15 +97,15 @@ RETURNING run_id;
 
 -- name: skip_runs_past_deadline
 -- Queued runs past their misfire deadline (design §5: never sent late): the claim passes
--- over them; this sweep records them skipped, 'deadline_passed', oldest first, in bounded
--- passes run with the reaper. They sit at the head of runs_queued (ready longest), so the
--- scan finds them at once. SKIP LOCKED: a run a claim holds this instant is its business.
+-- over them; this sweep records them skipped, 'deadline_passed', in bounded passes run with
+-- the reaper, found on the partial index runs_queued_deadline (only runs with a deadline).
+-- SKIP LOCKED: a run a claim holds this instant is its business.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 late AS MATERIALIZED (
     SELECT r.run_id
     FROM runs AS r, clock
-    WHERE r.status = 'queued' AND r.available_at <= clock.now AND r.deadline_at < clock.now
-    ORDER BY r.priority, r.available_at
+    WHERE r.status = 'queued' AND r.deadline_at IS NOT NULL AND r.deadline_at < clock.now
+    ORDER BY r.deadline_at
     LIMIT 1000
     FOR UPDATE OF r SKIP LOCKED
 )

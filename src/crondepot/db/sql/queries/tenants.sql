@@ -10,7 +10,8 @@ RETURNING id;
 
 -- name: list_tenants
 SELECT t.id, t.name, t.created_at,
-       (SELECT count(*) FROM jobs j WHERE j.tenant_id = t.id AND j.active) AS active_jobs
+       (SELECT count(*) FROM jobs j WHERE j.tenant_id = t.id AND j.active) AS active_jobs,
+       t.claim_weight
 FROM tenants t ORDER BY t.name;
 
 -- name: tenant_by_name
