@@ -169,15 +169,22 @@ def test_lent_turns_are_shared_across_the_borrowers_tenants(
     assert a_n == a and by_tenant(claimed) == {a: 2, c: 4, d: 4}
 
 
-def test_a_run_past_its_deadline_is_recorded_skipped_on_the_fair_path(
+def test_a_run_past_its_deadline_is_passed_over_on_the_fair_path(
         conn: psycopg.Connection[Any]) -> None:
+    from crondepot.queue.lease import skip_runs_past_deadline
+
     a = due_runs(conn, "bank-a", 5, deadline_in=-1)
     b = due_runs(conn, "bank-b", 5)
     claimed = claim_runs(conn, owner="w", shares={"normal": 10})
-    assert by_tenant(claimed) == {b: 5}        # A's five were taken and skipped, not leased
-    rows = conn.execute("SELECT status, skip_reason, lease_token IS NULL, count(*) FROM runs "
-                        "WHERE tenant_id = %s GROUP BY 1, 2, 3", (a,)).fetchall()
-    assert rows == [("skipped", "deadline_passed", True, 5)]
+    assert by_tenant(claimed) == {b: 5}        # A's five are past their deadline: not leased
+
+    def rows() -> list[tuple[Any, ...]]:
+        return conn.execute("SELECT status, skip_reason, lease_token IS NULL, count(*) "
+                            "FROM runs WHERE tenant_id = %s GROUP BY 1, 2, 3", (a,)).fetchall()
+
+    assert rows() == [("queued", None, True, 5)]
+    assert len(skip_runs_past_deadline(conn)) == 5     # the workers' sweep records them
+    assert rows() == [("skipped", "deadline_passed", True, 5)]
 
 
 def test_two_workers_claiming_at_once_never_take_the_same_run(db_url: str) -> None:
