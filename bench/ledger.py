@@ -28,18 +28,21 @@ since=DAY_END - window, until=DAY_END, now=DAY_END)`` for windows of 5 min, 15 m
 24 h, ``--repeats`` times each (median reported), after one warm-up check. Each check is
 timed as a whole and by statement (the connection is wrapped so each ``execute`` is timed);
 "Python" is the rest (computing fires, expanding ``H`` per job). The CPU of the check's
-server backend (psutil) is reported beside its wall time. Each check must report clean,
-with as many fires as there are rows in the window; then 3 rows are deleted and a second
-row added for one fire, and the 5-minute and 24-hour checks must report exactly 3
-unaccounted and 1 duplicated (the rows are restored afterwards).
+server backend (psutil) is reported beside its wall time; then every check again without
+parallel workers, so that the backend's CPU (by statement) is all the server does for it:
+the steadier figure on a shared machine. Each check must report clean, with as many fires
+as there are rows in the window; then 3 rows are deleted and a second row added for one
+fire, and the 5-minute and 24-hour checks must report exactly 3 unaccounted and 1
+duplicated (the rows are restored afterwards).
 
 Run it (PostgreSQL 15+, an admin URL that may CREATE DATABASE):
 
-    python bench/ledger.py                    # 2.7 M jobs, a day of runs (build ~10 min)
+    python bench/ledger.py                    # 2.7 M jobs, a day of runs (build 3-11 min)
     python bench/ledger.py --quick            # 50,000 jobs, under a minute
     python bench/ledger.py --jobs 500000 --repeats 5
     python bench/ledger.py --keep             # leave crondepot_lbench_keep for later runs
     python bench/ledger.py --reuse            # measure crondepot_lbench_keep again, no build
+    python bench/ledger.py --drop             # drop crondepot_lbench_keep
 
 Figures are printed, never asserted (the correctness checks excepted: a wrong count stops
 the run); docs/performance.md records a run.
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import sys
 import time
@@ -270,31 +274,43 @@ def table_sizes(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, int]]:
 
 class TimedConnection:
     """The connection ``verify`` is given: each ``execute`` timed under its query's name
-    (execute returns once the rows are fetched: a client-side cursor)."""
+    (execute returns once the rows are fetched: a client-side cursor), in wall seconds and
+    in CPU seconds of the server backend."""
 
     NAMES: ClassVar[dict[str, str]] = {
         Q.ledger_timetables: "timetables", Q.ledger_hashed_jobs: "hashed jobs",
         Q.ledger_fires: "fires"}
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], backend: Any) -> None:
         self.conn = conn
+        self.backend = backend
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
 
     def transaction(self) -> Any:
         return self.conn.transaction()
 
     def execute(self, query: Any, params: Any = None) -> Any:
+        name = self.NAMES.get(query, "other")
+        cpu = cpu_seconds(self.backend)
         started = time.perf_counter()
         cursor = self.conn.execute(query, params)
-        self.seconds[self.NAMES.get(query, "other")] += time.perf_counter() - started
+        self.seconds[name] += time.perf_counter() - started
+        self.cpu[name] += cpu_seconds(self.backend) - cpu
         return cursor
+
+
+def cpu_seconds(process: Any) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 @dataclass
 class Check:
     report: Report
     seconds: float
-    statements: dict[str, float]
+    statements: dict[str, float]       # wall seconds by statement
+    statements_cpu: dict[str, float]   # server backend CPU seconds by statement
     backend_cpu: float
     client_cpu: float
 
@@ -305,16 +321,14 @@ class Check:
 
 def check(conn: psycopg.Connection[Any], backend: Any, window: timedelta,
           listed: int = 0) -> Check:
-    timed = TimedConnection(conn)
-    cpu_before, client_before = backend.cpu_times(), time.process_time()
+    timed = TimedConnection(conn, backend)
+    cpu_before, client_before = cpu_seconds(backend), time.process_time()
     started = time.perf_counter()
     report = verify(cast(psycopg.Connection[Any], timed), since=DAY_END - window,
                     until=DAY_END, now=DAY_END, listed=listed)
     seconds = time.perf_counter() - started
-    cpu_after = backend.cpu_times()
     return Check(report=report, seconds=seconds, statements=dict(timed.seconds),
-                 backend_cpu=(cpu_after.user + cpu_after.system
-                              - cpu_before.user - cpu_before.system),
+                 statements_cpu=dict(timed.cpu), backend_cpu=cpu_seconds(backend) - cpu_before,
                  client_cpu=time.process_time() - client_before)
 
 
@@ -325,9 +339,13 @@ def rows_in(conn: psycopg.Connection[Any], window: timedelta) -> int:
     return int(row[0])
 
 
-def measure(url: str, repeats: int) -> dict[str, list[Check]]:
+def measure(url: str, repeats: int, serial: bool) -> dict[str, list[Check]]:
+    """``repeats`` checks per window; ``serial``: without parallel workers, so that the
+    backend's CPU is all the server does for the check."""
     checks: dict[str, list[Check]] = {}
     with psycopg.connect(url, autocommit=True, application_name="bench-ledger") as conn:
+        if serial:
+            conn.execute("SET max_parallel_workers_per_gather = 0")
         backend = psutil.Process(conn.info.backend_pid)
         warm = check(conn, backend, WINDOWS[-1][1])
         print(f"  warm-up (24 h): {warm.seconds:.2f}s, {warm.report.fires:,} fires", flush=True)
@@ -405,6 +423,10 @@ def print_build(b: Build) -> None:
     print(f"  built in {total:.0f}s: " + ", ".join(f"{k} {v:.0f}s" for k, v in b.seconds.items()))
 
 
+def load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -434,6 +456,27 @@ def print_table(checks: dict[str, list[Check]], repeats: int) -> None:
     print("  (statement columns: wall seconds of each execute, sending the arrays and "
           "fetching included; Python: the rest of the check; PG CPU: the check's server "
           "backend, parallel workers not included)")
+
+
+def print_cpu_table(checks: dict[str, list[Check]], repeats: int) -> None:
+    print(f"\nThe same checks without parallel workers (max_parallel_workers_per_gather = 0): "
+          f"CPU seconds, server backend by statement and this process, median of {repeats}:")
+    head = (f"{'window':>7} {'fires':>10} {'wall s':>7} {'timetables q':>12} {'H jobs q':>8} "
+            f"{'fires q':>7} {'PG CPU s':>8} {'py CPU s':>8} {'CPU s':>6} {'CPU us/fire':>11}")
+    print(head)
+    print("-" * len(head))
+    for name, cs in checks.items():
+        fires = cs[0].report.fires
+        total = median([c.backend_cpu + c.client_cpu for c in cs])
+
+        def step(key: str, cs: list[Check] = cs) -> float:
+            return median([c.statements_cpu.get(key, 0.0) for c in cs])
+
+        print(f"{name:>7} {fires:>10,} {median([c.seconds for c in cs]):>7.2f} "
+              f"{step('timetables'):>12.2f} {step('hashed jobs'):>8.2f} {step('fires'):>7.2f} "
+              f"{median([c.backend_cpu for c in cs]):>8.2f} "
+              f"{median([c.client_cpu for c in cs]):>8.2f} {total:>6.2f} "
+              f"{total / fires * 1e6 if fires else 0:>11.1f}")
 
 
 def server_report(admin_url: str) -> list[str]:
@@ -471,9 +514,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def measure_all(url: str, repeats: int) -> None:
-    print("\nMeasuring:", flush=True)
-    checks = measure(url, repeats)
+    print(f"\nMeasuring (load average {load()}):", flush=True)
+    checks = measure(url, repeats, serial=False)
+    print("Measuring again without parallel workers:", flush=True)
+    serial = measure(url, repeats, serial=True)
+    print(f"(load average {load()})")
     print_table(checks, repeats)
+    print_cpu_table(serial, repeats)
     print("\nCorrectness on the big set (3 rows deleted, one fire given a second row):")
     for line in tamper(url):
         print(line)
