@@ -36,6 +36,7 @@ import psycopg
 from psycopg.rows import class_row
 
 from crondepot.db import Q
+from crondepot.db.clock import database_now
 from crondepot.timetable import Timetable, expand_hash, run_id, uses_hash
 
 DEFAULT_WINDOW = timedelta(hours=24)
@@ -105,7 +106,7 @@ def verify(conn: psycopg.Connection[Any], *, tenant_id: int | None = None,
     with conn.transaction():
         conn.execute(Q.repeatable_read)
         conn.execute(Q.ledger_no_jit)
-        db_now = _db_now(conn, now)
+        db_now = database_now(conn, now)
         end = min(until or db_now, db_now)
         start = since or end - window
         if start > end:
@@ -128,13 +129,6 @@ def verify(conn: psycopg.Connection[Any], *, tenant_id: int | None = None,
         (report.duplicated if count > 1 else report.unaccounted).append(record)
     report.seconds = clock.perf_counter() - started
     return report
-
-
-def _db_now(conn: psycopg.Connection[Any], now: datetime | None) -> datetime:
-    row = conn.execute(Q.db_now, {"now": now}).fetchone()
-    assert row is not None
-    value: datetime = row[0]
-    return value
 
 
 def _fires(conn: psycopg.Connection[Any], scope: dict[str, Any]) -> dict[str, list[Any]]:
@@ -214,7 +208,7 @@ def check_if_due(conn: psycopg.Connection[Any], *, every: timedelta,
             conn.execute(Q.ledger_check_release)
         return None
     try:
-        now = _db_now(conn, None)
+        now = database_now(conn)
         since = now - window
         if oldest_pending is not None:
             since = max(min(since, oldest_pending), now - MAX_WINDOW)

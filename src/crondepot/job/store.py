@@ -27,6 +27,7 @@ from psycopg.types.json import Jsonb
 
 from crondepot import jsontext, metrics
 from crondepot.db import Q
+from crondepot.db.clock import database_clock, database_now
 from crondepot.errors import CrondepotError, InvalidJob
 from crondepot.job.admission import admit, admit_change
 from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
@@ -108,7 +109,7 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
         return []
     with conn.transaction():
         conn.execute(Q.lock_tenant, {"tenant_id": tenant_id})
-        db_now = _db_now(conn, now)
+        db_now = database_now(conn, now)
         ids = [row[0] for row in conn.execute(Q.reserve_job_ids, {"count": len(specs)})]
         memo: FirstFires = {}
         firsts = [first_run(spec, job_id, db_now, memo)
@@ -122,22 +123,10 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
             for spec, job_id, first in zip(specs, ids, firsts, strict=True)]
 
 
-def _db_now(conn: psycopg.Connection[Any], now: datetime | None) -> datetime:
-    row = conn.execute(Q.db_now, {"now": now}).fetchone()
-    assert row is not None
-    value: datetime = row[0]
-    return value
-
-
-def _locked_now(conn: psycopg.Connection[Any], now: datetime | None) -> datetime:
-    """The instant a change to a job takes effect: the database clock read *after* the job's
-    row lock was taken. now() would be the transaction's start, and a scheduler tick that
-    began after it and held the lock meanwhile may have written fires later than that
-    instant under the old timetable: the change must apply after them, not before."""
-    row = conn.execute(Q.db_clock, {"now": now}).fetchone()
-    assert row is not None
-    value: datetime = row[0]
-    return value
+# A change to a job takes effect at the database clock read *after* the job's row lock
+# (database_clock), not at its transaction's start: a scheduler tick that began after that start
+# and held the lock meanwhile may have written fires later than it under the old timetable,
+# and the change must apply after them.
 
 
 # From this many jobs a batch is staged by binary COPY (Python CPU per job: 4.6 us against
@@ -297,7 +286,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
                                   current=job.version)
         spec = _patched(job, patch)
         admit_change(conn, tenant_id, job.spec, spec)
-        db_now = _locked_now(conn, now)
+        db_now = database_clock(conn, now)
         settled = _settle(conn, tenant_id, job, db_now)
         since = job.timetable_since
         if (spec.cron, spec.tz) != (job.spec.cron, job.spec.tz):
@@ -332,7 +321,7 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if not job.paused:
-            db_now = _locked_now(conn, now)
+            db_now = database_clock(conn, now)
             settled = _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
@@ -353,7 +342,7 @@ def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
         if job.paused:
-            db_now = _locked_now(conn, now)
+            db_now = database_clock(conn, now)
             settled = _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
@@ -421,7 +410,7 @@ def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id, allow_cancelled=True)
         if job.active:
-            db_now = _locked_now(conn, now)
+            db_now = database_clock(conn, now)
             settled = _settle(conn, tenant_id, job, db_now)
             conn.execute(Q.cancel_job, {"id": job_id, "tenant_id": tenant_id, "now": db_now})
             conn.execute(Q.cancel_queued_runs, {"job_id": job_id})
@@ -435,7 +424,7 @@ def trigger_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     """Queue one run due now, named after the current second (paused jobs may be triggered)."""
     with conn.transaction():
         job = _lock(conn, tenant_id, job_id)
-        at = _db_now(conn, now).replace(microsecond=0)
+        at = database_now(conn, now).replace(microsecond=0)
         rid = run_id(job_id, at)
         row = conn.execute(Q.insert_manual_run, {
             "run_id": rid, "job_id": job_id, "tenant_id": tenant_id,

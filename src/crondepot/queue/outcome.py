@@ -32,8 +32,12 @@ class LostLease(CrondepotError):
 
 def _fenced(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> None:
     if conn.execute(query, params).rowcount != 1:
-        raise LostLease(f"run {params['run_id']}: lease token {params['token']} no longer "
-                        "holds the run; not recording over its new state")
+        raise _lost(params["run_id"], params["token"])
+
+
+def _lost(run_id: str, token: UUID) -> LostLease:
+    return LostLease(f"run {run_id}: lease token {token} no longer holds the run; not "
+                     "recording over its new state")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +79,7 @@ def _stored_result(success: Success) -> orjson.Fragment:
 def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID, attempt: int,
                    result: dict[str, Any] | None = None) -> None:
     if not record_successes(conn, [Success(run_id, token, attempt, result)]):
-        raise LostLease(f"run {run_id}: lease token {token} no longer holds the run; not "
-                        "recording over its new state")
+        raise _lost(run_id, token)
 
 
 def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, delay: float,
@@ -89,8 +92,7 @@ def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, del
                                         "error": error[:2000], "error_class": error_class,
                                         "max_lease": max_lease_seconds}).fetchone()
     if row is None:
-        raise LostLease(f"run {run_id}: lease token {token} no longer holds the run; not "
-                        "recording over its new state")
+        raise _lost(run_id, token)
     status: str = row[0]
     return status
 
