@@ -111,6 +111,7 @@ FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
 LIMIT_NAME = "sms-gateway"
 SKEW = "+2h"
+CLAIM_GRACE_S = 5.0   # a worker's poll interval (1 s) and a claim under load, with room
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +248,7 @@ class Run:
     imports: list[ImportFile] = field(default_factory=list)
     imported: list[Job] = field(default_factory=list)     # jobs the imports created
     env: dict[str, str] = field(default_factory=dict)     # for crondepot processes
+    stopped_at: float | None = None   # when the services were told to stop
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fault(self, kind: str, target: str = "", detail: str = "") -> Fault:
@@ -1207,7 +1209,11 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
 
     missed: list[dict[str, Any]] = []
     deferred: list[dict[str, Any]] = []
-    now = time.time()
+    # A retry counts as missed only if the workers had it in reach: due at least a poll
+    # interval and a claim (CLAIM_GRACE_S) before they were stopped. Full-jitter backoff puts
+    # a fourth attempt up to 240 s out, so a retry can come due while verify runs, after the
+    # drain gave up on it; those are late, not lost.
+    reach = (run.stopped_at or time.time()) - CLAIM_GRACE_S
     wrongly_skipped: list[str] = []
     final_without_delivery: Counter[str] = Counter()
     succeeded_without_delivery: list[str] = []
@@ -1224,7 +1230,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
             final_without_delivery[row.status] += 1
             continue
         if (row is not None and row.status == "queued" and row.last_error
-                and row.available > now):
+                and row.available > reach):
             # Late, not lost: in the queue with its retry time set after the drain's end.
             deferred.append({"run_id": e.run_id, "attempt": row.attempt,
                              "retry_at": _clock(row.available),
@@ -1235,7 +1241,8 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
                        "row": None if row is None else {
                            "status": row.status, "attempt": row.attempt,
                            "error_class": row.error_class, "last_error": row.last_error,
-                           "skip_reason": row.skip_reason},
+                           "skip_reason": row.skip_reason, "retry_at": _clock(row.available),
+                           "workers_stopped": _clock(run.stopped_at or time.time())},
                        "requests": [(r.status, _clock(r.arrived)) for g in by_gateway.values()
                                     for r in g.get(e.run_id, [])]})
 
@@ -1480,7 +1487,7 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
     add(f"| delivered (a 200 at a gateway) | {report['delivered']:,} |")
     add(f"| final without delivery, with a reason | {report['final_without_delivery'] or 0} |")
     add(f"| **missed** | **{len(report['missed'])}** |")
-    add(f"| late, still queued for a retry after the drain (not lost) | "
+    add(f"| late, still queued for a retry due after the workers stopped (not lost) | "
         f"{len(report['deferred'])} |")
     add(f"| processes that exited by themselves | {len(report['crashes'])} |")
     add(f"| **duplicate effects** at the deduping gateway | **{report['duplicate_effects']}** "
@@ -1587,7 +1594,7 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
             add(f"- `{json.dumps(example)}`")
         add("")
     if report["deferred"]:
-        add("Late runs still queued after the drain, each with its retry time (not lost: the "
+        add("Late runs still queued when the workers stopped, each with its retry time (not lost: the "
             "queue holds them; they count as neither delivered nor missed):")
         add("")
         for d in report["deferred"][:20]:
@@ -1687,6 +1694,7 @@ def execute(run: Run, command: str, wall_start: float) -> int:
         verified = run_verify(run, url, started - 60, cutoff)
     except (subprocess.SubprocessError, OSError) as exc:
         run.notes.append(f"crondepot verify could not run: {exc!r}")
+    run.stopped_at = time.time()
     for service in run.services:
         service.terminate()
     deadline = time.time() + 25
