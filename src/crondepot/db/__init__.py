@@ -6,9 +6,17 @@ and ``open_pool`` for connections, ``Q`` for SQL, ``migrate`` for the schema.
 
 from __future__ import annotations
 
-from crondepot.db.connect import Database, connect, idle_check, open_database, open_pool
+from crondepot.db.connect import (
+    POOL_WAIT_SECONDS,
+    Database,
+    bounded,
+    connect,
+    idle_check,
+    open_database,
+    open_pool,
+)
 from crondepot.db.migrations import MigrationError, migrate
 from crondepot.db.queries import Q
 
-__all__ = ["Database", "MigrationError", "Q", "connect", "idle_check", "migrate", "open_database",
-           "open_pool"]
+__all__ = ["POOL_WAIT_SECONDS", "Database", "MigrationError", "Q", "bounded", "connect",
+           "idle_check", "migrate", "open_database", "open_pool"]

@@ -4,6 +4,11 @@ The URL comes from ``--db`` or ``CRONDEPOT_DATABASE_URL``; with neither, crondep
 joins) the embedded PostgreSQL in the data directory. Connections are autocommit: every
 multi-statement change opens its own explicit transaction, so none is left open by accident.
 
+Every wait on the database is bounded (``bounded``): a primary cut off by a partition drops
+packets rather than refusing them, and libpq would otherwise wait on TCP for minutes (the
+kernel's retransmission timeout, about 15 minutes on Linux) while a worker's leases expire
+under it. A setting the operator put in the URL wins over the default here.
+
 Two roles (db/roles.py): ``migrate`` connects as the schema's owner, everything else as the
 runtime role. A URL given by the operator is used as it is (the operator gives migrate the
 owner's URL and the other processes the runtime role's); the embedded database hands out
@@ -31,6 +36,49 @@ from crondepot.db.queries import Q
 
 URL_ENV = "CRONDEPOT_DATABASE_URL"
 DATA_DIR_ENV = "CRONDEPOT_DATA_DIR"
+
+# libpq parameters added to every URL that does not set them (docs/availability.md). The
+# sum bounds a process's stall after a partition well under the shortest lease (5 s is the
+# job document's minimum, 60 s its default):
+# - connect_timeout: per host of a multi-host URL, so a dead first host costs 5 s, not 2 min;
+# - tcp_user_timeout: a statement sent into a partition fails after 10 s of unacknowledged
+#   data (the kernel would retransmit for ~15 min);
+# - keepalives: an idle connection (a LISTEN, a pooled one) learns of the partition after
+#   10 s idle + 3 probes 3 s apart, instead of at its next statement or never.
+# These never cut a slow statement short: a live server's kernel acknowledges the data and
+# answers the probes whatever the statement is doing. Unix sockets ignore the TCP ones.
+CONNECTION_DEFAULTS: dict[str, str] = {
+    "connect_timeout": "5",
+    "tcp_user_timeout": "10000",
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "3",
+    "keepalives_count": "3",
+}
+# Server-side: a session that holds a transaction open and idle (a process frozen by SIGSTOP
+# or cut off mid-transaction) releases its row locks after this, so the runs it locked can
+# be claimed by others. crondepot never idles inside a transaction on purpose: every
+# transaction is a few statements back to back, and no target is called inside one.
+SESSION_DEFAULTS: dict[str, str] = {"idle_in_transaction_session_timeout": "60s"}
+
+
+# How long a caller waits for a pooled connection (psycopg_pool's default is 30 s). In a
+# partition the pool's probe of an idle connection and its attempts at new ones each take
+# their bound above; past this the caller gets PoolTimeout (an OperationalError, handled as
+# "database unavailable") instead of stalling for half a minute.
+POOL_WAIT_SECONDS = 10.0
+
+
+def bounded(url: str) -> str:
+    """``url`` with the defaults above added where it does not set them itself."""
+    params: dict[str, Any] = conninfo_to_dict(url)
+    extra: dict[str, Any] = {k: v for k, v in CONNECTION_DEFAULTS.items() if k not in params}
+    options = str(params.get("options") or "")
+    settings = [f"-c {name}={value}" for name, value in SESSION_DEFAULTS.items()
+                if name not in options]
+    if settings:
+        extra["options"] = " ".join([options, *settings]).strip()
+    return make_conninfo(url, **extra) if extra else url
 
 
 @dataclass
@@ -79,7 +127,7 @@ def open_database(url: str | None = None, data_dir: str | Path | None = None) ->
 
 
 def connect(url: str, *, application_name: str = "crondepot") -> psycopg.Connection[Any]:
-    return psycopg.connect(url, autocommit=True, application_name=application_name)
+    return psycopg.connect(bounded(url), autocommit=True, application_name=application_name)
 
 
 IDLE_CHECK_SECONDS = 2.0
@@ -120,9 +168,10 @@ def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot"
 ) -> Iterator[ConnectionPool]:
     pool = ConnectionPool(
-        url,
+        bounded(url),
         min_size=min_size,
         max_size=max_size,
+        timeout=POOL_WAIT_SECONDS,
         kwargs={"autocommit": True, "application_name": application_name},
         # A restarted database leaves dead connections in the pool: probe the ones that sat
         # idle before lending them (as HikariCP does), not every one (a round trip per

@@ -36,7 +36,7 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
-from crondepot.db import Q, connect, idle_check
+from crondepot.db import POOL_WAIT_SECONDS, Q, bounded, connect, idle_check
 from crondepot.jsontext import loads_stored
 from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
@@ -105,9 +105,11 @@ class Worker(Stoppable):
         self._held: dict[str, Attempt] = {}
         self._order = WeightedOrder(config.weights)
         self.abandoned = 0        # calls still running when the grace period ended
-        self._pool = ConnectionPool(config.url, min_size=2, max_size=min(config.concurrency, 10)
-                                    + 2, kwargs={"autocommit": True,
-                                                 "application_name": "crondepot-worker"},
+        self._pool = ConnectionPool(bounded(config.url), min_size=2,
+                                    max_size=min(config.concurrency, 10) + 2,
+                                    timeout=POOL_WAIT_SECONDS,
+                                    kwargs={"autocommit": True,
+                                            "application_name": "crondepot-worker"},
                                     configure=_configure_connection, **idle_check(), open=False)
         self._webhooks = WebhookTarget(guard or AddressGuard.from_env(), slots=config.concurrency)
         self._outcomes = OutcomeWriter(self._pool)
