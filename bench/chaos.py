@@ -86,6 +86,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from tests.support.cluster import PrivateCluster  # noqa: E402
 
+import patroni_cluster  # noqa: E402
 from crondepot.db import connect, migrate  # noqa: E402
 from crondepot.grants import grant  # noqa: E402
 from crondepot.job.spec import JobSpec  # noqa: E402
@@ -106,6 +107,13 @@ from crondepot.timetable import run_id, spread_offset  # noqa: E402
 from gateway import Gateway, Request  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
+FAILOVER_DOC = ROOT / "docs" / "availability.md"
+# The failover run's events, in this order (bench/patroni_cluster.py), and how long the
+# partition and the etcd outage last.
+FAILOVER_EVENTS = ("kill-postmaster", "switchover", "kill-patroni", "partition",
+                   "etcd-outage")
+FAILOVER_HOLD_S = 20.0
+PATRONI_RESTART_S = 5.0      # a supervisor (systemd Restart=always) starts Patroni again
 TENANT = "chaos"
 FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
@@ -138,6 +146,8 @@ class Plan:
     pause_hold_s: tuple[float, float] = (20.0, 90.0)   # resumed after this long
     left_paused: int = 2         # the last pauses are never resumed: pending fires
     import_good: int = 40        # good lines per import file (plus the bad ones)
+    failover: bool = False       # a Patroni cluster and its events instead of the faults
+    synchronous: bool = True     # Patroni's synchronous_mode (failover runs)
 
     @property
     def window_s(self) -> float:
@@ -145,6 +155,17 @@ class Plan:
 
 
 def plan_for(args: argparse.Namespace) -> Plan:
+    if args.failover:
+        # The deployment of design §9: two PostgreSQL nodes under Patroni, 2 schedulers and
+        # 2 workers on the multi-host URL; one event at a time, the cluster healthy before
+        # each. --ci: 4 minutes; otherwise --minutes (at least 5).
+        minutes = 4.0 if args.ci else max(5.0, args.minutes)
+        mode = "failover" + ("" if args.sync else "-async") + ("-ci" if args.ci else "")
+        return Plan(mode=mode, minutes=minutes, every_minute_jobs=600, spike_jobs=1000,
+                    spike_lead_s=60, schedulers=2, workers=2, drain_s=60,
+                    operator=not args.no_operator, pause_every_s=15.0,
+                    pause_hold_s=(15.0, 45.0), import_good=20, failover=True,
+                    synchronous=args.sync)
     if args.ci:
         return Plan(mode="ci", minutes=3, every_minute_jobs=1200, spike_jobs=1000,
                     spike_lead_s=60, kill_every_s=8, storm_s=20, outage_s=20, drain_s=40,
@@ -238,7 +259,7 @@ class Run:
 
     plan: Plan
     logs: Path
-    cluster: PrivateCluster | None = None
+    cluster: PrivateCluster | patroni_cluster.PatroniCluster | None = None
     gateways: dict[str, RecordingGateway] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
@@ -249,6 +270,7 @@ class Run:
     imported: list[Job] = field(default_factory=list)     # jobs the imports created
     env: dict[str, str] = field(default_factory=dict)     # for crondepot processes
     stopped_at: float | None = None   # when the services were told to stop
+    plan_url: str = ""                # the database URL every process is given
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fault(self, kind: str, target: str = "", detail: str = "") -> Fault:
@@ -493,6 +515,10 @@ def skew_evidence(run: Run) -> str:
 def schedule(plan: Plan) -> list[tuple[float, str]]:
     """(seconds after the start, action), proportional to the window."""
     w = plan.window_s
+    if plan.failover:
+        last = len(FAILOVER_EVENTS) - 1
+        return [(w * (0.08 + 0.68 * i / last), event)
+                for i, event in enumerate(FAILOVER_EVENTS)]
     events: list[tuple[float, str]] = []
     t = plan.kill_every_s
     while t < 0.8 * w:
@@ -555,7 +581,7 @@ def inject(run: Run, started: float, stop: threading.Event) -> None:
             outage_end = time.time() + plan.outage_s
         elif action == "pg-restart":
             fault = run.fault("pg-restart", "private cluster", "pg_ctl stop -m immediate; start")
-            assert run.cluster is not None
+            assert isinstance(run.cluster, PrivateCluster)
             run.cluster.restart("immediate")
             fault.end = time.time()
             print(f"  [{_clock(fault.end)}] PostgreSQL is back "
@@ -973,6 +999,85 @@ def fetch_rows(url: str, expected: Sequence[Expected]) -> dict[str, Row]:
             "WHERE run_id = ANY(%s) OR status IN ('failed', 'dead', 'skipped')",
             [[e.run_id for e in expected]]).fetchall()
     return {r[0]: Row(*r) for r in rows}
+
+
+def _writable(url: str) -> bool:
+    """A primary answers on the multi-host URL and commits (through its sync standby)."""
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=2,
+                             application_name="chaos-probe") as conn:
+            conn.execute("SET statement_timeout = '2s'")
+            row = conn.execute("SELECT NOT pg_is_in_recovery(), txid_current()").fetchone()
+            return bool(row and row[0])
+    except psycopg.Error:
+        return False
+
+
+def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
+    """One Patroni event at a time, on the primary of the moment; each fault's detail says
+    when a primary took writes again after the event began (``primary after``)."""
+    cluster = run.cluster
+    assert isinstance(cluster, patroni_cluster.PatroniCluster)
+    for offset, action in schedule(run.plan):
+        if stop.wait(max(0.0, started + offset - time.time())):
+            return
+        try:
+            cluster.wait_for(cluster.replicating, 90, "a healthy cluster")
+        except TimeoutError:
+            run.notes.append(f"{_clock(time.time())}: the cluster was not healthy (no sync "
+                             f"standby streaming) 90 s before {action}; injected anyway")
+        leader = cluster.leader()
+        if leader is None:
+            run.notes.append(f"{_clock(time.time())}: no primary before {action}; skipped")
+            continue
+        other = next(n for n in cluster.nodes if n is not leader)
+        hold = {"partition": FAILOVER_HOLD_S, "etcd-outage": FAILOVER_HOLD_S,
+                "kill-patroni": PATRONI_RESTART_S}.get(action, 0.0)
+        fault = run.fault(action, leader.name, f"{hold:g} s" if hold else "")
+        began = time.time()
+        if action == "kill-postmaster":
+            cluster.kill_postmaster(leader)
+        elif action == "switchover":
+            try:
+                cluster.switchover(leader, other)
+            except (RuntimeError, subprocess.SubprocessError) as exc:
+                run.notes.append(f"switchover at {_clock(began)} failed: {exc}")
+        elif action == "kill-patroni":
+            cluster.kill_patroni(leader)
+        elif action == "partition":
+            cluster.partition(leader)
+        elif action == "etcd-outage":
+            cluster.etcd_pause()
+        # Watch for a writable primary while the event lasts and after it.
+        writable_at: float | None = None
+        lost = False          # writes failed at least once since the event began
+        ended = hold == 0.0
+        while not stop.is_set() and time.time() - began < 180:
+            now = time.time()
+            if not ended and now - began >= hold:
+                if action == "kill-patroni":
+                    cluster.start_patroni(leader)
+                elif action == "partition":
+                    cluster.heal()
+                elif action == "etcd-outage":
+                    cluster.etcd_resume()
+                fault.end, ended = now, True
+            ok = _writable(run.plan_url)
+            lost = lost or not ok
+            if ok and (lost or now - began > 5) and writable_at is None:
+                writable_at = time.time()
+            if ended and writable_at is not None:
+                break
+            time.sleep(0.25)
+        if fault.end is None:
+            fault.end = time.time()
+        primary = cluster.leader()
+        fault.detail = "; ".join(part for part in (
+            fault.detail,
+            f"writes {'never failed' if not lost else 'failed'}",
+            f"primary after {writable_at - began:.1f} s" if writable_at else "no primary",
+            f"now {primary.name}" if primary else "") if part)
+        print(f"  [{_clock(time.time())}] {action}: {fault.detail}", flush=True)
 
 
 def db_checks(url: str, restart_ready: float | None) -> dict[str, Any]:
@@ -1594,8 +1699,8 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
             add(f"- `{json.dumps(example)}`")
         add("")
     if report["deferred"]:
-        add("Late runs still queued when the workers stopped, each with its retry time (not lost: the "
-            "queue holds them; they count as neither delivered nor missed):")
+        add("Late runs still queued when the workers stopped, each with its retry time (not "
+            "lost: the queue holds them; they count as neither delivered nor missed):")
         add("")
         for d in report["deferred"][:20]:
             add(f"- `{json.dumps(d)}`")
@@ -1614,13 +1719,14 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
 
 def write_doc(mode: str, text: str) -> None:
     start, end = f"<!-- figures:{mode}:start -->", f"<!-- figures:{mode}:end -->"
-    doc = DOC.read_text() if DOC.exists() else "# Reliability under faults\n"
+    path = FAILOVER_DOC if mode.startswith("failover") else DOC
+    doc = path.read_text() if path.exists() else "# Reliability under faults\n"
     block = f"{start}\n{text}\n{end}"
     if start in doc and end in doc:
         doc = doc[:doc.index(start)] + block + doc[doc.index(end) + len(end):]
     else:
         doc = doc.rstrip() + f"\n\n{block}\n"
-    DOC.write_text(doc)
+    path.write_text(doc)
 
 
 # -- main --------------------------------------------------------------------------------
@@ -1630,9 +1736,17 @@ def execute(run: Run, command: str, wall_start: float) -> int:
     plan = run.plan
     print(f"chaos: {plan.mode} mode, {plan.window_s:.0f} s window; logs in {run.logs}",
           flush=True)
-    run.cluster = PrivateCluster()
+    if plan.failover:
+        missing = patroni_cluster.available()
+        if missing:
+            print(f"chaos: a failover run needs {missing} (apt-get install patroni "
+                  "etcd-server iptables postgresql-15)", file=sys.stderr)
+            return 2
+        run.cluster = patroni_cluster.PatroniCluster(synchronous=plan.synchronous)
+    else:
+        run.cluster = PrivateCluster()
     run.cluster.start()
-    url = run.cluster.url
+    url = run.plan_url = run.cluster.url
     with connect(url, application_name="chaos-setup") as conn:
         migrate(conn)
         tenant = create_tenant(conn, TENANT)
@@ -1654,7 +1768,8 @@ def execute(run: Run, command: str, wall_start: float) -> int:
     started = time.time()
     cutoff = started + plan.window_s
     stop = threading.Event()
-    threads = [threading.Thread(target=inject, args=(run, started, stop), daemon=True),
+    injector = inject_failover if plan.failover else inject
+    threads = [threading.Thread(target=injector, args=(run, started, stop), daemon=True),
                threading.Thread(target=progress, args=(run, url, started, stop), daemon=True)]
     if plan.operator:
         operator = Operator(run, url, tenant.id, jobs, started, operator_rng)
@@ -1756,6 +1871,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spike", type=int, default=3000, help="jobs of the spike minute")
     parser.add_argument("--seed", type=int, default=None,
                         help="random seed for the faults and the operator's choices")
+    parser.add_argument("--failover", action="store_true",
+                        help="a Patroni cluster (2 nodes, etcd) and its events: kill -9 of "
+                             "the primary's postmaster, a switchover, kill -9 of the leader's "
+                             "Patroni, a partition of the primary, an etcd outage")
+    parser.add_argument("--async", dest="sync", action="store_false",
+                        help="with --failover: asynchronous replication")
     parser.add_argument("--no-operator", action="store_true",
                         help="no edits, pauses or imports: the faults alone")
     args = parser.parse_args(argv)
