@@ -9,8 +9,10 @@ It must never touch the database.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from crondepot import jsontext
 from crondepot.api.problems import Invalid
 
 MAX_BIGINT = 2**63 - 1
@@ -36,6 +38,17 @@ def bigint(text: str, *, field: str, expected: str) -> int:
     if value is None:
         raise Invalid(f"expected {field} to be {expected}, got {_quoted(text)}", field=field)
     return value
+
+
+def unstorable_param(params: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """(name, "<name> <why>") of the first parameter whose name or value PostgreSQL
+    cannot store (a NUL or a lone surrogate, ``jsontext.unstorable``), or None."""
+    for name, value in params:
+        reason = jsontext.unstorable(name) or jsontext.unstorable(value)
+        if reason is not None:
+            shown = name if jsontext.unstorable(name) is None else "a parameter name"
+            return shown, f"{shown} {reason}"
+    return None
 
 
 def window(since: datetime | None, until: datetime | None) -> None:
