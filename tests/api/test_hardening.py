@@ -153,3 +153,10 @@ def test_text_query_parameters_holding_a_nul_are_a_422(client: TestClient,
     for path, name in (("/v1/jobs", "key_prefix"), ("/v1/dead-letter", "error"),
                        ("/v1/audit", "subject"), ("/v1/audit", "action")):
         refused(client.get(path, params={name: "a\0b"}, headers=h), name)
+
+
+def test_a_verify_until_the_first_day_there_is_is_a_422(client: TestClient,
+                                                        h: dict[str, str]) -> None:
+    # the default window is the 24 hours before until: before year 1, an OverflowError
+    refused(client.get("/v1/verify", params={"until": "0001-01-01T00:00:00Z"}, headers=h),
+            "until")

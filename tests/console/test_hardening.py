@@ -155,3 +155,11 @@ def test_a_dead_letter_window_whose_since_is_after_until_is_a_422(
     assert_page(response, 422)
     assert "after until" in response.text
     assert state(conn) == before
+
+
+def test_a_window_at_the_edge_of_the_calendar_is_a_422_not_a_500(
+        client: TestClient, world: World) -> None:
+    login(client, world.admin)
+    # the last instant there is, 14 hours west of UTC, is past datetime.max in UTC
+    edge = {"since": "9999-12-31T23:59:59.999999-14:00", "until": "0001-01-01T00:00"}
+    assert_page(client.get("/console/dead-letter", params=edge), 422)

@@ -294,8 +294,8 @@ def _dead_filter(current: Session, get: Callable[[str], str], *,
         raise ConsoleError(422, "Invalid filter", "job must be a job id (a number)")
     since, until = _when(values["since"], "since"), _when(values["until"], "until")
     if since is not None and until is not None and since > until:
-        raise ConsoleError(422, "Invalid filter", f"since ({_dt(since)}) is after until "
-                           f"({_dt(until)})")
+        raise ConsoleError(422, "Invalid filter", f"since ({values['since']}) is after "
+                           f"until ({values['until']})")
     where = DeadFilter(tenant=current.who.tenant, error=values["error"] or None,
                        job_id=job_id, since=since, until=until, run_ids=run_ids,
                        limit=REPLAY_LIMIT)
