@@ -1,4 +1,5 @@
-"""A target's response is read with a bound on its *decoded* size (a gzip bomb costs little).
+"""A target's answer is read safely: a bound on its *decoded* size (a gzip bomb costs
+little) and a Retry-After hint read as ASCII digits only.
 
 Network rule for this file: traffic goes to loopback only (``127.0.0.1/32`` allow-listed).
 """
@@ -74,3 +75,15 @@ def test_a_deflated_error_body_without_its_zlib_header_is_quoted(server: TargetS
     with WebhookTarget(LOOPBACK_ONLY) as target, \
             pytest.raises(TemporaryError, match="queue full"):
         target.call(_call(server.url()))
+
+
+@pytest.mark.parametrize("hint", ["²", "٣"], ids=["superscript-two", "arabic-three"])
+def test_a_retry_after_of_non_ascii_digits_is_no_hint(server: TargetServer, hint: str) -> None:
+    # "²".isdigit() is True and float("²") raises: the 503 was not classified at all
+    # sent as its UTF-8 bytes (http.server writes headers as latin-1); httpx reads them
+    # back as UTF-8, or as latin-1 for the lone byte 0xB2 of "²"
+    on_wire = hint.encode().decode("latin-1") if hint != "²" else hint
+    server.routes["/hook"] = Route(status=503, headers={"Retry-After": on_wire})
+    with WebhookTarget(LOOPBACK_ONLY) as target, pytest.raises(TemporaryError) as caught:
+        target.call(_call(server.url()))
+    assert caught.value.retry_after_seconds is None

@@ -295,7 +295,7 @@ def retry_after(value: str, *, now: float) -> float | None:
     None when the value cannot be read; a date in the past means 0.
     """
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():     # "²".isdigit() is True; float("²") raises
         seconds = float(text)
     else:
         try:
