@@ -1594,8 +1594,8 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
             add(f"- `{json.dumps(example)}`")
         add("")
     if report["deferred"]:
-        add("Late runs still queued when the workers stopped, each with its retry time (not lost: the "
-            "queue holds them; they count as neither delivered nor missed):")
+        add("Late runs still queued when the workers stopped, each with its retry time "
+            "(not lost: the queue holds them; they count as neither delivered nor missed):")
         add("")
         for d in report["deferred"][:20]:
             add(f"- `{json.dumps(d)}`")
