@@ -25,10 +25,11 @@ def ascii_digits(text: str) -> bool:
 
 def bigint_or_none(text: str) -> int | None:
     """The number ``text`` spells in ASCII digits if it is at most ``MAX_BIGINT``, else None
-    (never reads more than 19 digits, so a long string costs nothing)."""
-    if not ascii_digits(text) or len(text.lstrip("0")) > len(str(MAX_BIGINT)):
+    (converts at most 19 digits: ``int()`` refuses over 4,300, leading zeros included)."""
+    digits = text.lstrip("0")
+    if not ascii_digits(text) or len(digits) > len(str(MAX_BIGINT)):
         return None
-    value = int(text)
+    value = int(digits or "0")
     return value if value <= MAX_BIGINT else None
 
 
