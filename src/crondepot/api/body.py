@@ -6,6 +6,8 @@ the domain owns its rules, and the API schemas only describe them.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import Request
@@ -14,6 +16,8 @@ from crondepot import jsontext
 from crondepot.api.problems import Invalid, UnsupportedMedia
 
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-seq")
+_NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")     # bytes.strip() strips the others
+_BREAK = re.compile(rb"[\r\n]")                      # bytes.splitlines() breaks at these
 
 
 def _media(request: Request, default: str) -> str:
@@ -28,13 +32,38 @@ async def json_body(request: Request) -> Any:
     return parse_json(await request.body(), field="body")
 
 
-async def ndjson_body(request: Request) -> bytes:
-    """The raw NDJSON body (a dependency); lines are parsed one by one by the importer."""
+async def ndjson_body(request: Request) -> bytearray:
+    """The raw NDJSON body (a dependency); lines are parsed one by one by the importer.
+
+    Gathered in one growing buffer, not as ``request.body()`` does (its chunks, then a copy
+    joining them), so a body of the import bound (64 MiB) is held once, not twice."""
     media = _media(request, "")
     if media not in NDJSON_TYPES:
         raise UnsupportedMedia(f"expected Content-Type application/x-ndjson, got "
                                f"{media or 'none'}")
-    return await request.body()
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+    return body
+
+
+def ndjson_lines(raw: bytes | bytearray) -> Iterator[tuple[int, bytes]]:
+    """(number, line) of each line of ``raw`` that is not blank, numbered as
+    ``enumerate(raw.splitlines(), start=1)`` numbers them, one at a time.
+
+    ``splitlines`` would hold one object per line at once: 32 MiB of bare newlines took the
+    API from 66 to 355 MB peak. Here blank stretches are skipped by a regex search (in C) and
+    counted with ``bytes.count``, so only the non-blank line in hand is ever copied."""
+    at, number = 0, 1                       # a position in raw, and the number of its line
+    while (found := _NOT_BLANK.search(raw, at)) is not None:
+        text_at = found.start()             # raw[at:text_at] is blank: count its breaks
+        number += (raw.count(b"\n", at, text_at) + raw.count(b"\r", at, text_at)
+                   - raw.count(b"\r\n", at, text_at))
+        last_break = max(raw.rfind(b"\n", at, text_at), raw.rfind(b"\r", at, text_at))
+        start = at if last_break < 0 else last_break + 1
+        end = _BREAK.search(raw, text_at)
+        at = len(raw) if end is None else end.start()
+        yield number, bytes(raw[start:at])
 
 
 def text_params(request: Request) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from crondepot import jsontext
 from crondepot.db import Q
 from crondepot.job.store import JobNotFound
 
@@ -82,6 +83,7 @@ def decode_run_cursor(cursor: str) -> tuple[datetime, str]:
         at = datetime.fromisoformat(nominal)
     except (ValueError, TypeError, binascii.Error):
         raise ValueError("not a next_cursor value") from None
-    if at.tzinfo is None:
+    # a cursor is decoded text: a NUL or a lone surrogate in it would fail in PostgreSQL
+    if at.tzinfo is None or jsontext.unstorable(str(run_id)) is not None:
         raise ValueError("not a next_cursor value")
     return at, str(run_id)

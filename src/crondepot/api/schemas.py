@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from crondepot import jsontext
+from crondepot.api.params import MAX_BIGINT
 
 EMI_REMINDER: dict[str, Any] = {
     "key": "bank42:48213:emi",
@@ -188,7 +189,7 @@ class ReplayRequest(_Doc):
     """Which dead runs to queue again (at least one filter). Runs keep their ids."""
 
     run_ids: list[StorableText] | None = Field(None, max_length=10_000)
-    job_id: int | None = Field(None, ge=1)
+    job_id: int | None = Field(None, ge=1, le=MAX_BIGINT)
     error: StorableText | None = Field(None, min_length=1, max_length=500,
                                        description="error class, or a part of the error "
                                                    "message")

@@ -42,6 +42,7 @@ from crondepot.api.console.session import (
     set_session_cookie,
     start_session,
 )
+from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
 from crondepot.api.reads import get_run
 from crondepot.deadletter import DeadFilter
@@ -56,9 +57,18 @@ from crondepot.job.store import (
     trigger_job,
 )
 
-router = APIRouter(prefix=PATH, include_in_schema=False)
+
+def _text_params(request: Request) -> None:
+    """Refuse a query or path parameter PostgreSQL cannot store (a NUL, ``%00``), a
+    dependency of every console route: a filter or a run id holding one would otherwise
+    fail in the database (a 500)."""
+    bad = unstorable_param([*request.path_params.items(), *request.query_params.multi_items()])
+    if bad is not None:
+        raise ConsoleError(422, "Invalid input", bad[1])
+
+
+router = APIRouter(prefix=PATH, include_in_schema=False, dependencies=[Depends(_text_params)])
 Form = Annotated[dict[str, list[str]], Depends(form_fields)]
-MAX_JOB_ID = 2**63 - 1
 REPLAY_LIMIT = 10_000
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -125,9 +135,9 @@ def redirect(url: str, *, notice: dict[str, str] | None = None) -> RedirectRespo
 def _page(request: Request, current: Session, template: str, status: int = 200,
           **context: Any) -> HTMLResponse:
     notice = NOTICES.get(request.query_params.get("notice", ""))
-    replayed = request.query_params.get("replayed", "")
-    if replayed.isdigit():
-        notice = f"{int(replayed)} dead run(s) queued again (same run ids, fresh attempts)."
+    replayed = bigint_or_none(request.query_params.get("replayed", ""))
+    if replayed is not None:
+        notice = f"{replayed} dead run(s) queued again (same run ids, fresh attempts)."
     return render(request, template, {"s": current, "notice": notice, **context}, status=status)
 
 
@@ -145,9 +155,10 @@ def _found(current: Session) -> Iterator[None]:
 
 def _job_id(raw: str) -> int:
     """A job id from the path; anything else is an unknown job (404, via JobNotFound)."""
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_JOB_ID:
+    job_id = bigint_or_none(raw)
+    if job_id is None or job_id < 1:
         raise JobNotFound(f"no job {raw[:30]!r}")
-    return int(raw)
+    return job_id
 
 
 # ----- login / logout ---------------------------------------------------------------------
@@ -210,7 +221,7 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
     priority = q.get("priority") if q.get("priority") in ("urgent", "normal", "bulk") else None
     paused = {"yes": True, "no": False}.get(q.get("paused", ""))
     active = {"yes": True, "no": False}.get(q.get("active", "yes"))
-    after = int(q["after"]) if q.get("after", "").isdigit() else 0
+    after = bigint_or_none(q.get("after", "")) or 0
     where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
     rows, next_after = views.jobs_page(conn, current.who.tenant_id, where, after=after,
                                        limit=50)
@@ -227,7 +238,8 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
 def job(request: Request, conn: Conn, job_id: str) -> HTMLResponse:
     current = session(request, conn)
     raw = request.query_params.get("runs", "")
-    count = min(max(int(raw), 1), 500) if raw.isdigit() else 25
+    asked = bigint_or_none(raw)
+    count = min(max(asked, 1), 500) if asked is not None else 25
     with _found(current):
         data = views.job_detail(conn, current.who.tenant_id, _job_id(job_id), count)
     return _page(request, current, "job.html", nav="jobs", count=count,
@@ -253,7 +265,7 @@ def job_action(request: Request, conn: Conn, form: Form, job_id: str, action: st
         done = call(conn, current.who.tenant_id, _job_id(job_id))
     notice = {"pause": "paused", "resume": "resumed"}.get(action) or (
         "triggered" if done.created else "already")
-    return redirect(_back(form, f"{PATH}/jobs/{int(job_id)}"), notice={"notice": notice})
+    return redirect(_back(form, f"{PATH}/jobs/{_job_id(job_id)}"), notice={"notice": notice})
 
 
 def _back(form: dict[str, list[str]], default: str) -> str:
@@ -277,14 +289,16 @@ def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
 def _dead_filter(current: Session, get: Callable[[str], str], *,
                  run_ids: list[str] | None = None) -> tuple[DeadFilter, dict[str, str]]:
     values = {name: get(name).strip()[:500] for name in ("error", "job_id", "since", "until")}
-    job_id = values["job_id"]
-    if job_id and not job_id.isdigit():
+    job_id = bigint_or_none(values["job_id"]) if values["job_id"] else None
+    if values["job_id"] and job_id is None:
         raise ConsoleError(422, "Invalid filter", "job must be a job id (a number)")
+    since, until = _when(values["since"], "since"), _when(values["until"], "until")
+    if since is not None and until is not None and since > until:
+        raise ConsoleError(422, "Invalid filter", f"since ({values['since']}) is after "
+                           f"until ({values['until']})")
     where = DeadFilter(tenant=current.who.tenant, error=values["error"] or None,
-                       job_id=int(job_id) if job_id else None,
-                       since=_when(values["since"], "since"), until=_when(values["until"],
-                                                                         "until"),
-                       run_ids=run_ids, limit=REPLAY_LIMIT)
+                       job_id=job_id, since=since, until=until, run_ids=run_ids,
+                       limit=REPLAY_LIMIT)
     return where, values
 
 

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader
 from crondepot.api.openapi import problems
+from crondepot.api.params import MAX_BIGINT
 from crondepot.audit import AuditEntry, list_audit
 
 router = APIRouter(prefix="/v1", tags=["audit"])
@@ -19,7 +20,7 @@ router = APIRouter(prefix="/v1", tags=["audit"])
 def read_audit(who: Reader, conn: Conn,
                subject: Annotated[str | None, Query(max_length=200)] = None,
                action: Annotated[str | None, Query(max_length=40)] = None,
-               before_id: Annotated[int | None, Query(ge=1)] = None,
+               before_id: Annotated[int | None, Query(ge=1, le=MAX_BIGINT)] = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> JSONResponse:
     entries = list_audit(conn, who.tenant_id, subject=subject, action=action,
                          before_id=before_id, limit=limit)

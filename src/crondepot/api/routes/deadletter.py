@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
+from crondepot.api.params import MAX_BIGINT, window
 from crondepot.api.problems import Invalid
 from crondepot.api.render import dead_json
 from crondepot.api.schemas import DeadRunList, ReplayRequest, ReplayResult
@@ -21,10 +22,11 @@ router = APIRouter(prefix="/v1/dead-letter", tags=["dead letter"])
 @router.get("", summary="Dead runs, newest first",
             responses={200: {"model": DeadRunList}, **problems(401, 422, 429)})
 def list_(who: Reader, conn: Conn,
-          job_id: Annotated[int | None, Query(ge=1)] = None,
+          job_id: Annotated[int | None, Query(ge=1, le=MAX_BIGINT)] = None,
           error: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
           since: datetime | None = None, until: datetime | None = None,
           limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> JSONResponse:
+    window(since, until)
     where = DeadFilter(tenant=who.tenant, job_id=job_id, error=error, since=since, until=until,
                        limit=limit)
     return JSONResponse({"items": [dead_json(r) for r in list_dead(conn, where)]})
@@ -36,6 +38,7 @@ def replay_(who: Writer, conn: Conn, body: ReplayRequest) -> JSONResponse:
     if not any((body.run_ids, body.job_id, body.error, body.since, body.until)):
         raise Invalid("give at least one of run_ids, job_id, error, since, until",
                       field="run_ids")
+    window(body.since, body.until)
     where = DeadFilter(tenant=who.tenant, job_id=body.job_id, run_ids=body.run_ids,
                        error=body.error, since=body.since, until=body.until, limit=body.limit)
     done = replay(conn, where, dry_run=body.dry_run, ignore_deadline=body.ignore_deadline)

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Writer
-from crondepot.api.body import ndjson_body, parse_json
+from crondepot.api.body import ndjson_body, ndjson_lines, parse_json
 from crondepot.api.openapi import ndjson_body as ndjson_doc
 from crondepot.api.openapi import problems
 from crondepot.api.problems import ApiError
@@ -39,7 +39,7 @@ def _example() -> str:
              responses={200: {"model": ImportResult}, **problems(401, 403, 413, 415, 429)},
              openapi_extra=ndjson_doc({"two_jobs": _example()}))
 def import_jobs(who: Writer, conn: Conn,
-                raw: Annotated[bytes, Depends(ndjson_body)]) -> JSONResponse:
+                raw: Annotated[bytearray, Depends(ndjson_body)]) -> JSONResponse:
     counts = {"lines": 0, "created": 0, "existing": 0, "failed": 0}
     errors: list[dict[str, Any]] = []
     batch: list[tuple[int, JobSpec]] = []
@@ -59,9 +59,7 @@ def import_jobs(who: Writer, conn: Conn,
                 counts["created" if job.created else "existing"] += 1
         batch.clear()
 
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in ndjson_lines(raw):
         counts["lines"] += 1
         try:
             batch.append((number, JobSpec.from_document(parse_json(line, field="body"))))

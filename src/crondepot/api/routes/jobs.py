@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
 from crondepot.api.openapi import problems, request_body
+from crondepot.api.params import MAX_BIGINT, ascii_digits, bigint
 from crondepot.api.problems import Invalid, PreconditionRequired
 from crondepot.api.reads import get_run
 from crondepot.api.render import job_json, run_json
@@ -39,7 +40,7 @@ from crondepot.job.store import (
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 Body = Annotated[Any, Depends(json_body)]
-MAX_JOB_ID = 2**63 - 1
+MAX_JOB_ID = MAX_BIGINT
 
 
 def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
@@ -138,10 +139,7 @@ def known_job_id(job_id: int) -> int:
 def _cursor(cursor: str | None) -> int:
     if cursor is None:
         return 0
-    if not cursor.isdigit():
-        raise Invalid(f"expected cursor to be a next_cursor value, got {json.dumps(cursor)}",
-                      field="cursor")
-    return int(cursor)
+    return bigint(cursor, field="cursor", expected="a next_cursor value")
 
 
 def _if_match(header: str | None) -> int:
@@ -149,7 +147,7 @@ def _if_match(header: str | None) -> int:
         raise PreconditionRequired("send If-Match: <version> (the job's ETag); a PATCH "
                                    "without it could overwrite a change you have not seen")
     text = header.strip().removeprefix("W/").strip('"')
-    if not text.isdigit() or len(text) > 9:
+    if not ascii_digits(text) or len(text) > 9:
         raise Invalid(f"expected If-Match to be a job version like \"3\", got "
                       f"{json.dumps(header)}", field="If-Match")
     return int(text)

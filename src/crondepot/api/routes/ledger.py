@@ -37,4 +37,7 @@ def verify_ledger(who: Reader, conn: Conn,
         report = verify(conn, tenant_id=who.tenant_id, since=since, until=until)
     except WindowError as exc:
         raise Invalid(str(exc), field="since") from None
+    except OverflowError:       # until in the first day of year 1: the default since is before
+        raise Invalid("the window reaches before 0001-01-01, the first date there is",
+                      field="since" if since is not None else "until") from None
     return JSONResponse(report.document())

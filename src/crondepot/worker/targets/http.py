@@ -17,6 +17,7 @@ import email.utils
 import json
 import ssl
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -228,16 +229,41 @@ def _where(url: httpx.URL) -> str:
 
 
 def _excerpt(response: httpx.Response) -> str:
-    """The start of the response body, read up to a bound; best effort."""
-    received = bytearray()
+    """The start of the response body, read up to a bound; best effort.
+
+    The body is read raw (``iter_raw``) and decoded here with a bound on the *decoded*
+    size: httpx's own decoding (``iter_bytes``) inflates each network chunk whole, so a
+    target answering 64 KiB of gzip would hand the worker 64 MiB in one piece (a 260 KB
+    gzip bomb cost a worker ~200 MB). At most ``_MAX_BODY_BYTES`` are read and kept."""
+    raw = bytearray()
     try:
-        for chunk in response.iter_bytes():
-            received += chunk
-            if len(received) >= _MAX_BODY_BYTES:
+        for chunk in response.iter_raw():
+            raw += chunk
+            if len(raw) >= _MAX_BODY_BYTES:
                 break
     except httpx.TransportError:
         pass  # the status already decides the outcome; the body is only for the message
-    return received.decode("utf-8", "replace")[:EXCERPT_CHARS]
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    return _decoded(bytes(raw), encoding).decode("utf-8", "replace")[:EXCERPT_CHARS]
+
+
+def _decoded(raw: bytes, encoding: str) -> bytes:
+    """At most ``_MAX_BODY_BYTES`` of ``raw`` decoded; a note for an encoding not read."""
+    if encoding in ("", "identity"):
+        return raw[:_MAX_BODY_BYTES]
+    wbits = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16,
+             "deflate": zlib.MAX_WBITS}.get(encoding)
+    if wbits is None:
+        return f"({encoding}-encoded body not shown)".encode()
+    try:
+        return zlib.decompressobj(wbits).decompress(raw, _MAX_BODY_BYTES)
+    except zlib.error:
+        if encoding != "deflate":
+            return b"(undecodable body)"
+    try:   # "deflate" is often sent without the zlib header, as httpx's decoder allows
+        return zlib.decompressobj(-zlib.MAX_WBITS).decompress(raw, _MAX_BODY_BYTES)
+    except zlib.error:
+        return b"(undecodable body)"
 
 
 def _raise_for_status(
@@ -269,7 +295,7 @@ def retry_after(value: str, *, now: float) -> float | None:
     None when the value cannot be read; a date in the past means 0.
     """
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():     # "²".isdigit() is True; float("²") raises
         seconds = float(text)
     else:
         try:
