@@ -40,9 +40,11 @@ MAX_PAYLOAD_BYTES = 16 * 1024
 # writes at most 254 levels, the standard library's json recurses once per level (about
 # 1,000 before RecursionError), and a handler gets the value as it was given.
 MAX_PAYLOAD_DEPTH = 32
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-_HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
-_UNTIL = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+# Names a job refers to, whole (``fullmatch``: ``$`` would let a trailing newline through);
+# the grants and the rate limits use the same two.
+LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+HANDLER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+_UNTIL = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 DOCUMENT_FIELDS = frozenset({
     "key", "cron", "tz", "priority", "target", "payload", "misfire", "catchup", "max_catchup",
     "spread", "max_attempts", "lease_seconds", "rate_limit", "active",
@@ -231,7 +233,7 @@ def _target(value: Any) -> dict[str, Any]:
     if kind == "python":
         _no_extra(target, {"type", "handler"}, "target")
         handler = target.get("handler")
-        if not isinstance(handler, str) or not _HANDLER.match(handler):
+        if not isinstance(handler, str) or not HANDLER_NAME.fullmatch(handler):
             raise InvalidJob("expected target.handler to be a registered handler name like "
                              f"'sms.send', got {json.dumps(handler)}", field="target.handler")
         return {"type": "python", "handler": handler}
@@ -318,7 +320,7 @@ def _misfire(value: Any) -> Misfire:
     if policy == "skip_after_local_time":
         _no_extra(misfire, {"policy", "until"}, "misfire")
         until = misfire.get("until")
-        match = _UNTIL.match(until) if isinstance(until, str) else None
+        match = _UNTIL.fullmatch(until) if isinstance(until, str) else None
         if not match:
             raise InvalidJob(f"expected misfire.until to be a local time HH:MM (00:00–23:59), "
                              f"got {json.dumps(until)}", field="misfire.until")
@@ -346,7 +348,7 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
 def _rate_limit(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not LIMIT_NAME.fullmatch(value):
         raise InvalidJob("expected rate_limit to be a limit name (lowercase letters, digits, "
                          f"'.', '_' or '-'), got {json.dumps(value)}", field="rate_limit")
     return value

@@ -536,14 +536,14 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[
 # its type's range. Never expected after validation; reported as the job's error, not a 500.
 REFUSED = (psycopg.errors.IntegrityError, psycopg.errors.DataError)
 # PostgreSQL names a column's CHECK jobs_<column>_check (jobs_<column>_check1, … for more).
-_CHECK_NAME = re.compile(r"^jobs_([a-z_]+?)_check\d*$")
+_CHECK_NAME = re.compile(r"jobs_([a-z_]+?)_check\d*")
 
 
 def refusal(exc: psycopg.Error) -> InvalidJob:
     """The job-level error for a row the database refused: the field is the column a
     constraint named ``jobs_<column>_check`` (or the NOT NULL column) guards, if any."""
     column = exc.diag.column_name
-    named = _CHECK_NAME.match(exc.diag.constraint_name or "")
+    named = _CHECK_NAME.fullmatch(exc.diag.constraint_name or "")
     if column is None and named:
         column = named[1]
     field = column if column in DOCUMENT_FIELDS else "job"
