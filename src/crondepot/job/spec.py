@@ -243,17 +243,20 @@ def _target(value: Any) -> dict[str, Any]:
 
 def _http_target(target: dict[str, Any]) -> dict[str, Any]:
     """A valid http target; the jobs of a service share one, so a target already seen
-    valid is not parsed again (a copy is returned: specs never share a dict)."""
+    valid is not parsed again (a copy is returned: specs never share a dict).
+
+    The cache key carries each value's type: ``True == 1`` and ``10 == 10.0`` with equal
+    hashes, so without it ``dedupes: 1`` after ``dedupes: true`` would be taken as seen."""
     try:
-        seen = tuple(sorted(target.items()))
+        seen = tuple((name, type(value), value) for name, value in sorted(target.items()))
         return dict(_valid_http_target(seen))
     except TypeError:       # an unhashable value (a list, an object): invalid, say where
         return _check_http_target(target)
 
 
 @lru_cache(maxsize=1024)
-def _valid_http_target(items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
-    return _check_http_target(dict(items))
+def _valid_http_target(items: tuple[tuple[str, type, Any], ...]) -> dict[str, Any]:
+    return _check_http_target({name: value for name, _, value in items})
 
 
 def _check_http_target(target: dict[str, Any]) -> dict[str, Any]:
