@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from datetime import time
 from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import orjson
 
 from crondepot import jsontext
 from crondepot.errors import InvalidJob, InvalidSchedule
+from crondepot.job.url import MAX_URL_LENGTH, allow_list, check_target_url
 from crondepot.timetable import Timetable, uses_hash, validate_zone
 
 Priority = Literal["urgent", "normal", "bulk"]
@@ -247,32 +247,26 @@ def _http_target(target: dict[str, Any]) -> dict[str, Any]:
 
     The cache key carries each value's type: ``True == 1`` and ``10 == 10.0`` with equal
     hashes, so without it ``dedupes: 1`` after ``dedupes: true`` would be taken as seen."""
+    allow = allow_list()    # a literal address's verdict depends on it: part of the key
     try:
         seen = tuple((name, type(value), value) for name, value in sorted(target.items()))
-        return dict(_valid_http_target(seen))
+        return dict(_valid_http_target(seen, allow))
     except TypeError:       # an unhashable value (a list, an object): invalid, say where
-        return _check_http_target(target)
+        return _check_http_target(target, allow)
 
 
 @lru_cache(maxsize=1024)
-def _valid_http_target(items: tuple[tuple[str, type, Any], ...]) -> dict[str, Any]:
-    return _check_http_target({name: value for name, _, value in items})
+def _valid_http_target(items: tuple[tuple[str, type, Any], ...], allow: str) -> dict[str, Any]:
+    return _check_http_target({name: value for name, _, value in items}, allow)
 
 
-def _check_http_target(target: dict[str, Any]) -> dict[str, Any]:
+def _check_http_target(target: dict[str, Any], allow: str) -> dict[str, Any]:
     _no_extra(target, {"type", "url", "timeout_s", "dedupes"}, "target")
     url = target.get("url")
-    if not isinstance(url, str) or len(url) > 2048:
+    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
         raise InvalidJob(f"expected target.url to be a URL string, got {_kind(url)}",
                          field="target.url")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise InvalidJob(f"expected target.url to use http or https, got {parts.scheme or 'no'}"
-                         " scheme", field="target.url")
-    if not parts.hostname:
-        raise InvalidJob("target.url has no host", field="target.url")
-    if parts.username or parts.password:
-        raise InvalidJob("target.url must not carry credentials", field="target.url")
+    check_target_url(url, allow)
     timeout = target.get("timeout_s", 10)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 300:
         raise InvalidJob(f"expected target.timeout_s to be a number of seconds above 0 and at "
