@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from crondepot.errors import InvalidJob
+from crondepot.job import fields as F
 from crondepot.worker.targets.guard import (
     ALLOWLIST_ENV,
     AddressGuard,
@@ -31,8 +32,8 @@ from crondepot.worker.targets.guard import (
     looks_like_address,
 )
 
-MAX_URL_LENGTH = 2048
-FIELD = "target.url"
+MAX_URL_LENGTH: int = F.URL.max_length or 0
+FIELD = F.URL.path
 
 
 def check_target_url(url: str, allow: str) -> None:
