@@ -21,7 +21,7 @@ from typing import Any
 _SPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 
 
-def _char_class(chars: str, negate: bool = False) -> str:
+def char_class(chars: str, negate: bool = False) -> str:
     """A regex class of ``chars`` as runs, ``\\uXXXX``-escaped (valid in Python and ECMA)."""
     points = sorted(ord(c) for c in chars)
     runs: list[tuple[int, int]] = []
@@ -34,7 +34,7 @@ def _char_class(chars: str, negate: bool = False) -> str:
     return f"[{'^' if negate else ''}{body}]"
 
 
-NOT_SPACE = _char_class(_SPACE, negate=True)
+NOT_SPACE = char_class(_SPACE, negate=True)
 NON_BLANK = re.compile(f"(?s).*{NOT_SPACE}.*")
 
 MISSING: Any = object()   # no default: the field is required, or absent means "none"
@@ -135,8 +135,8 @@ NOT_PATCHABLE: tuple[str, ...] = ("key", "active")
 
 # --- target -------------------------------------------------------------------------------
 
+# Its rules live with the URL check (url.py), which also writes their schema pattern.
 URL = Field(path="target.url", type="string", max_length=2048,
-            pattern=re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^\u0000-\u0020\u007f]+"),
             description="an http or https URL without credentials, whitespace or control "
                         "characters, with a host name or a public address (others are "
                         "refused unless allow-listed) and a port from 1 to 65535")

@@ -48,7 +48,7 @@ def check_target_url(url: str, allow: str) -> None:
                          " scheme", field=FIELD)
     if not parts.hostname:
         raise InvalidJob("target.url has no host", field=FIELD)
-    if parts.username or parts.password:
+    if parts.username or parts.password or "@" in parts.netloc:
         raise InvalidJob("target.url must not carry credentials", field=FIELD)
     _check_characters(url)
     try:
@@ -75,10 +75,28 @@ def _check_characters(url: str) -> None:
     percent-encodes a space (``http://ex ample.com/`` becomes a host no resolver knows),
     and a CR or LF in a header-bound value is a request-splitting attempt."""
     for position, char in enumerate(url):
-        if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+        if _refused_char(char):
             raise InvalidJob(f"target.url has {_describe(char)} at position {position}; "
                              "expected no whitespace or control characters (percent-encode "
                              "them)", field=FIELD)
+
+
+def _refused_char(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
+
+
+@lru_cache(maxsize=1)
+def schema_pattern() -> str:
+    """The rules above that JSON Schema can spell, as a pattern (ECMA-262 and Python alike):
+    http or https, an authority without ``@`` (no credentials), no refused character. The
+    refused characters are listed from the Basic Multilingual Plane only, the plane both
+    dialects escape alike: the few format characters beyond it (U+E0001 …) are refused by
+    the check, not by the schema."""
+    refused = "".join(chr(c) for c in range(0x10000)
+                      if not 0xD800 <= c <= 0xDFFF and _refused_char(chr(c)))
+    authority = F.char_class(refused + "@/?#", negate=True)
+    rest = F.char_class(refused, negate=True)
+    return f"^[Hh][Tt][Tt][Pp][Ss]?://{authority}+(?:[/?#]{rest}*)?$"
 
 
 def _describe(char: str) -> str:
