@@ -79,3 +79,37 @@ def test_the_table_s_choices_and_limits_are_the_field_table_s(
     assert F.MISFIRE_SECONDS.low == 1 and "(misfire_seconds > 0)" in checks
     assert f"(length(key) <= {F.KEY.max_length})" in checks
     assert f"(octet_length((payload)::text) <= {MAX_PAYLOAD_BYTES})" in checks
+
+
+WIDE_STEPS = [       # stored before steps were bounded -> what migration 0013 makes of them
+    ("*/90 * * * *", "0 * * * *"),
+    ("10/61 9 * * *", "10 9 * * *"),
+    ("0 0 1-10/40,20 * *", "0 0 1,20 * *"),
+    ("0 0 * jan-mar/13 mon/9", "0 0 * jan mon"),
+    ("H/99 H(2-5)/1000000000000000000000 * * *", "H H(2-5) * * *"),
+    ("*/60  */24\t*/31 */12 */8", "*/60  */24\t*/31 */12 */8"),     # as wide as allowed
+    ("@hourly", "@hourly"),
+]
+
+
+def test_migration_0013_rewrites_steps_wider_than_their_field_to_the_value_they_named(
+        db_url: str, tenant_id: int) -> None:
+    from crondepot.db import connect, migrate
+    from crondepot.timetable.cron import parse_cron
+
+    with connect(db_url) as conn:
+        ids = [conn.execute(
+            "INSERT INTO jobs (tenant_id, cron, tz, target) VALUES (%s, %s, 'UTC', '{}') "
+            "RETURNING id", (tenant_id, cron)).fetchone()[0] for cron, _ in WIDE_STEPS]
+        conn.execute("INSERT INTO job_timetables (job_id, tenant_id, cron, tz, since, until) "
+                     "VALUES (%s, %s, '*/90 * * * *', 'UTC', now(), now())",
+                     (ids[0], tenant_id))
+        conn.execute("DROP VIEW stored_jobs, job_inserts")        # 0013 again, as on upgrade
+        conn.execute("DELETE FROM crondepot_schema_migrations WHERE version = 13")
+        migrate(conn)
+        crons = dict(conn.execute("SELECT id, cron FROM jobs WHERE id = ANY(%s)", (ids,)))
+        (past,) = conn.execute("SELECT cron FROM job_timetables").fetchone()
+    assert [crons[i] for i in ids] == [after for _, after in WIDE_STEPS]
+    assert past == "0 * * * *"
+    for cron in crons.values():            # every one readable by the bounded parser
+        parse_cron(cron, hash_key="k")
