@@ -37,6 +37,16 @@ def char_class(chars: str, negate: bool = False) -> str:
 NOT_SPACE = char_class(_SPACE, negate=True)
 NON_BLANK = re.compile(f"(?s).*{NOT_SPACE}.*")
 
+# The payload's size as the jobs table's CHECK measures it, octet_length(payload::text):
+# the bytes of PostgreSQL's jsonb text output (jsontext.stored_size), not of compact JSON.
+MAX_PAYLOAD_BYTES = 16 * 1024
+# Arrays and objects nest at most this many levels in the payload (the payload object is the
+# first) and in any other field. Real payloads nest a handful of levels; 32 leaves room for
+# any of them while staying far below what every writer of the payload handles: orjson
+# writes at most 254 levels, the standard library's json recurses once per level (about
+# 1,000 before RecursionError), and a handler gets the value as it was given.
+MAX_PAYLOAD_DEPTH = 32
+
 MISSING: Any = object()   # no default: the field is required, or absent means "none"
 
 
@@ -107,9 +117,10 @@ PRIORITY = Field(path="priority", type="string", choices=("urgent", "normal", "b
 TARGET = Field(path="target", type="object",
                description="what a run calls: an http webhook or a python handler")
 PAYLOAD = Field(path="payload", type="object", default={},
-                description="JSON sent with every run: at most 16 KiB as PostgreSQL stores "
-                            "it (its jsonb text), arrays and objects nested at most 32 "
-                            "levels, no NUL or lone surrogate in any string")
+                description=f"JSON sent with every run: at most {MAX_PAYLOAD_BYTES // 1024} "
+                            "KiB as PostgreSQL stores it (its jsonb text), arrays and "
+                            f"objects nested at most {MAX_PAYLOAD_DEPTH} levels, no NUL or "
+                            "lone surrogate in any string")
 MISFIRE = Field(path="misfire", type="object", nullable=True,
                 description="what a run that starts late does (default run_late)")
 CATCHUP = Field(path="catchup", type="string", choices=("all", "latest"), default="all",

@@ -30,25 +30,22 @@ import orjson
 from crondepot import jsontext
 from crondepot.errors import InvalidJob, InvalidSchedule
 from crondepot.job import fields as F
-from crondepot.job.fields import HANDLER_NAME, LIMIT_NAME, Field
+from crondepot.job.fields import (
+    HANDLER_NAME,
+    LIMIT_NAME,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    Field,
+)
 from crondepot.job.url import MAX_URL_LENGTH, allow_list, check_target_url
 from crondepot.timetable import Timetable, uses_hash, validate_zone
 
 Priority = Literal["urgent", "normal", "bulk"]
 PRIORITIES: tuple[Priority, ...] = F.PRIORITY.choices  # type: ignore[assignment]
-# The payload's size as the jobs table's CHECK measures it, octet_length(payload::text):
-# the bytes of PostgreSQL's jsonb text output (jsontext.stored_size), not of compact JSON.
-MAX_PAYLOAD_BYTES = 16 * 1024
-# Arrays and objects nest at most this many levels in the payload (the payload object is the
-# first) and in any other field. Real payloads nest a handful of levels; 32 leaves room for
-# any of them while staying far below what every writer of the payload handles: orjson
-# writes at most 254 levels, the standard library's json recurses once per level (about
-# 1,000 before RecursionError), and a handler gets the value as it was given.
-MAX_PAYLOAD_DEPTH = 32
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
 # through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
-__all__ = ["DOCUMENT_FIELDS", "HANDLER_NAME", "LIMIT_NAME", "PRIORITIES", "JobSpec", "Misfire",
-           "Priority"]
+__all__ = ["DOCUMENT_FIELDS", "HANDLER_NAME", "LIMIT_NAME", "MAX_PAYLOAD_BYTES",
+           "MAX_PAYLOAD_DEPTH", "PRIORITIES", "JobSpec", "Misfire", "Priority"]
 DOCUMENT_FIELDS = frozenset(f.name for f in F.DOCUMENT)
 
 
@@ -115,7 +112,7 @@ def _parse(doc: Any) -> JobSpec:
     spec = JobSpec(
         key=key, cron=cron, tz=tz, priority=priority,
         target=_target(doc.get("target")),
-        payload=_payload(doc.get("payload", F.PAYLOAD.default), text),
+        payload=_payload(doc.get("payload", dict(F.PAYLOAD.default)), text),
         misfire=_misfire(doc.get("misfire")),
         catchup=_choice(doc, F.CATCHUP),
         max_catchup=_int(doc, F.MAX_CATCHUP),
