@@ -104,6 +104,7 @@ from crondepot.job.store import (  # noqa: E402
 from crondepot.ratelimit import set_limit  # noqa: E402
 from crondepot.tenants import create_tenant  # noqa: E402
 from crondepot.timetable import run_id, spread_offset  # noqa: E402
+from crondepot.worker.targets import ALLOWLIST_ENV  # noqa: E402
 from gateway import Gateway, Request  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
@@ -118,6 +119,7 @@ TENANT = "chaos"
 FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
 LIMIT_NAME = "sms-gateway"
+TARGET_ALLOWLIST = "127.0.0.1/32"   # the fake gateways listen on loopback
 SKEW = "+2h"
 CLAIM_GRACE_S = 5.0   # a worker's poll interval (1 s) and a claim under load, with room
 
@@ -468,7 +470,7 @@ def expected_runs(jobs: Sequence[Job], cutoff: float) -> list[Expected]:
 def start_services(run: Run, url: str) -> None:
     plan = run.plan
     env = {**os.environ, "CRONDEPOT_LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1",
-           "CRONDEPOT_TARGET_ALLOWLIST": "127.0.0.1/32"}
+           ALLOWLIST_ENV: TARGET_ALLOWLIST}
     for name in ("CRONDEPOT_DATABASE_URL", "CRONDEPOT_DATA_DIR", "CRONDEPOT_TENANT"):
         env.pop(name, None)
     run.env = env
@@ -1883,6 +1885,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         random.seed(args.seed)
     plan = plan_for(args)
+    # the gateways listen on 127.0.0.1: the jobs this process creates name them, and a
+    # literal loopback address is refused at create as at call time unless allow-listed
+    os.environ[ALLOWLIST_ENV] = TARGET_ALLOWLIST
     command = "python bench/chaos.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     run = Run(plan, Path(tempfile.mkdtemp(prefix="crondepot-chaos-")))
 

@@ -14,7 +14,6 @@ name it may not use read the same.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,11 +26,8 @@ from psycopg_pool import ConnectionPool
 from crondepot.audit import record_summary
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, InvalidJob, PermanentError
-from crondepot.job.spec import JobSpec
+from crondepot.job.spec import HANDLER_NAME, LIMIT_NAME, JobSpec
 
-# The job document's rule for target.handler (job/spec.py) and rate_limits.name.
-_HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
-_LIMIT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 # How long a worker trusts what it read of a tenant's grants: a revoke reaches every worker
 # within this, at one small query per tenant per interval.
 CACHE_SECONDS = 2.0
@@ -135,11 +131,11 @@ def _names(handlers: Iterable[str], limits: Iterable[str]) -> tuple[list[str], l
     if not handlers and not limits:
         raise InvalidGrant("name at least one --handler NAME or --limit NAME")
     for name in handlers:
-        if not _HANDLER.match(name):
+        if not HANDLER_NAME.fullmatch(name):
             raise InvalidGrant(f"handler: expected a name like 'sms.send' (letters, digits, "
                                f"'_', '.', ':' or '-'), got {name!r}; nothing was changed")
     for name in limits:
-        if not _LIMIT.match(name):
+        if not LIMIT_NAME.fullmatch(name):
             raise InvalidGrant(f"limit: expected a name like 'sms-gateway' (lowercase letters, "
                                f"digits, '.', '_' or '-'), got {name!r}; nothing was changed")
     return handlers, limits

@@ -30,6 +30,7 @@ from psycopg_pool import ConnectionPool
 from crondepot import metrics
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, PermanentError
+from crondepot.job.spec import LIMIT_NAME
 from crondepot.lifecycle import Backoff
 
 log = logging.getLogger("crondepot.ratelimit")
@@ -37,8 +38,7 @@ log = logging.getLogger("crondepot.ratelimit")
 HOLD_SECONDS = 0.05
 # Between the last staleness check and the request leaving the process (thread switches).
 SLACK_SECONDS = 0.02
-_LIMIT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute)\s*$")
+_RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute)\s*")
 
 
 class InvalidLimit(CrondepotError, ValueError):
@@ -67,7 +67,7 @@ class Bucket:
 
 def parse_rate(text: str) -> float:
     """'450/s' → 450.0; '600/m' → 10.0."""
-    match = _RATE.match(text)
+    match = _RATE.fullmatch(text)
     if not match or float(match[1]) <= 0:
         raise InvalidLimit(f"rate: expected a positive number per second or minute like "
                            f"'450/s' or '600/m', got {text!r}")
@@ -87,7 +87,7 @@ def set_limit(conn: psycopg.Connection[Any], name: str, rate: float, burst: int)
 
 
 def _check_bucket(name: str, burst: int) -> None:
-    if not _LIMIT_NAME.match(name):
+    if not LIMIT_NAME.fullmatch(name):
         raise InvalidLimit(f"name: expected lowercase letters, digits, '.', '_' or '-', "
                            f"got {name!r}")
     if burst < 1:

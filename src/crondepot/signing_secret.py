@@ -29,7 +29,7 @@ from crondepot.errors import CrondepotError
 SECRET_PREFIX = "whsec_"
 DEFAULT_OVERLAP = timedelta(hours=24)
 MAX_OVERLAP = timedelta(days=30)
-_DURATION = re.compile(r"^(\d{1,7})([smhd]?)$")
+_DURATION = re.compile(r"(\d{1,7})([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -56,7 +56,7 @@ def new_secret() -> str:
 
 def parse_overlap(text: str) -> timedelta:
     """``24h``, ``90m``, ``3600s`` (or ``3600``), ``2d``, ``0``: from 0 to 30 days."""
-    found = _DURATION.match(text.strip().lower())
+    found = _DURATION.fullmatch(text.strip().lower())
     if not found:
         raise InvalidOverlap(f"overlap: expected a duration like 24h, 90m, 3600s or 2d "
                              f"(0 to end the old secret now), got {text!r}")

@@ -17,7 +17,7 @@ from crondepot.db import Q
 from crondepot.errors import CrondepotError
 from crondepot.signing_secret import new_secret
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 TOKEN_PREFIX = "cdp_"
 
 
@@ -44,7 +44,7 @@ def new_token() -> str:
 
 def create_tenant(conn: psycopg.Connection[Any], name: str, *,
                   role: Literal["admin", "read"] = "admin") -> NewTenant:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise InvalidTenant(f"tenant name: expected lowercase letters, digits, '.', '_' or '-' "
                             f"(at most 63, starting with a letter or digit), got {name!r}")
     secret = new_secret()

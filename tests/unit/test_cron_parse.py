@@ -103,6 +103,11 @@ def test_start_with_step_runs_to_the_end_of_the_field() -> None:
     assert [w.minute for w in walls] == [10, 30, 50]
 
 
+def test_leading_zeros_are_read_as_the_number() -> None:
+    walls = local_walls("00000000000000000007/0000000000030 9 * * *", "UTC", 2)
+    assert [w.minute for w in walls] == [7, 37]
+
+
 def test_an_equal_range_is_one_value_not_the_whole_field() -> None:
     # croniter reads "9-9" as every hour; crondepot reads it as 9.
     assert [w.hour for w in local_walls("0 9-9 * * *", "UTC", 3)] == [9, 9, 9]
@@ -113,8 +118,9 @@ def test_steps_lists_and_ranges_combine() -> None:
     assert [w.minute for w in walls] == [0, 5, 10, 30, 50, 51, 52]
 
 
-def test_a_step_wider_than_the_field_keeps_the_start() -> None:
-    assert [w.minute for w in local_walls("*/90 * * * *", "UTC", 2)] == [0, 0]
+def test_a_step_as_wide_as_the_field_keeps_the_start() -> None:
+    assert [w.minute for w in local_walls("*/60 * * * *", "UTC", 2)] == [0, 0]
+    assert [w.minute for w in local_walls("10/60 * * * *", "UTC", 2)] == [10, 10]
 
 
 # --- the day-of-month / day-of-week OR rule -------------------------------------------
@@ -226,7 +232,7 @@ def test_h_range_with_step() -> None:
 
 
 def test_h_step_with_room_for_one_value_is_a_plain_number() -> None:
-    table = Timetable("0 H/30 * * *", "UTC", hash_key="k")
+    table = Timetable("0 H/24 * * *", "UTC", hash_key="k")
     assert table.expanded == f"0 {_hash('k', 'hour') % 24} * * *"
     assert table.fixed_time
 
@@ -271,6 +277,22 @@ INVALID = [
     ("*/x * * * *", "minute", "minute field: step 'x' is not a number"),
     ("*/ * * * *", "minute", "minute field: step '' is not a number"),
     ("*/2/3 * * * *", "minute", "minute field: '*/2/3' has more than one '/'"),
+    # a step wider than the field would name one value: */999… fired hourly
+    ("*/999999999999999999999 * * * *", "minute",
+     "minute field: step 999999999999999999999 is larger than the field's range 0–59; "
+     "expected a step from 1 to 60"),
+    ("*/61 * * * *", "minute", "minute field: step 61 is larger than the field's range 0–59"),
+    ("0 */25 * * *", "hour", "hour field: step 25 is larger than the field's range 0–23"),
+    ("0 0 1-10/32 * *", "day-of-month", "step 32 is larger than the field's range 1–31"),
+    ("0 0 * 1/13 *", "month", "month field: step 13 is larger than the field's range 1–12"),
+    ("0 0 * * */9", "day-of-week", "step 9 is larger than the field's range 0–7"),
+    ("H/61 * * * *", "minute", "minute field: step 61 is larger than the field's range"),
+    ("*/" + "9" * 5000 + " * * * *", "minute", "(5000 digits) is larger than the field's"),
+    ("0 0 * * */00000000000000", "day-of-week", "day-of-week field: step 0 is not allowed"),
+    # numbers too long for any field (int() would refuse beyond 4,300 digits)
+    ("9" * 5000 + " * * * *", "minute", "minute field: 999999999999999999999999… (5000 "
+                                        "digits) is out of range 0–59"),
+    ("H(0-" + "9" * 5000 + ") * * * *", "minute", "is out of range 0–59"),
     # garbage
     ("5% * * * *", "minute", "minute field: '5%' is not a number or name"),
     ("0 9 * * mon;", "day-of-week", "day-of-week field: 'mon;' is not a number or name"),

@@ -38,6 +38,20 @@ def test_a_bad_target_after_good_ones_is_still_refused(target: dict[str, Any],
     assert caught.value.field == field
 
 
+@pytest.mark.parametrize(("name", "value"), [("dedupes", 1), ("dedupes", 0)])
+def test_a_value_equal_to_a_remembered_one_but_of_another_type_is_refused(
+        name: str, value: Any) -> None:
+    JobSpec.from_document(_doc(target={**TARGET, name: bool(value)}))    # True == 1
+    with pytest.raises(InvalidJob) as caught:
+        JobSpec.from_document(_doc(target={**TARGET, name: value}))
+    assert caught.value.field == f"target.{name}"
+
+
+def test_a_remembered_target_keeps_the_type_it_was_given() -> None:
+    JobSpec.from_document(_doc(target={**TARGET, "timeout_s": 10.0}))
+    assert type(JobSpec.from_document(_doc()).target["timeout_s"]) is int
+
+
 def test_a_known_cron_in_an_unknown_zone_is_refused() -> None:
     JobSpec.from_document(_doc())
     with pytest.raises(InvalidJob) as caught:

@@ -1,9 +1,10 @@
 """The API's request and response shapes, for the OpenAPI document.
 
-These models describe; they do not decide. A job document is validated by
-``JobSpec.from_document`` (one set of rules for the API, the importer and the CLI), so the
-job models here are never used to parse a request. Only the dead-letter replay body, which
-has no domain object of its own, is parsed by its model.
+A job document is validated by ``JobSpec.from_document`` (one set of rules for the API, the
+importer and the CLI), never by these models. Its schema here (``JobDocument``,
+``JobPatch``, ``Job``) is generated from the validator's own field table
+(``crondepot.job.fields``, through ``crondepot.job.schema``), so the two cannot disagree.
+The dead-letter replay body, which has no domain object of its own, is parsed by its model.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from crondepot import jsontext
 from crondepot.api.params import MAX_BIGINT
+from crondepot.job.schema import document_schema, patch_schema, stored_schema
 
 EMI_REMINDER: dict[str, Any] = {
     "key": "bank42:48213:emi",
@@ -41,79 +45,39 @@ class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class HttpTarget(_Doc):
-    type: Literal["http"]
-    url: str = Field(description="http or https URL, at most 2048 characters, no credentials")
-    timeout_s: float = Field(10, gt=0, le=300)
-    dedupes: bool = Field(False, description="the target drops repeated Idempotency-Keys, so "
-                                             "a call whose outcome is unknown may be retried")
+class _Generated(_Doc):
+    """A model whose JSON schema is generated from the job document's field table."""
+
+    @classmethod
+    def _generated(cls) -> JsonSchemaValue:
+        raise NotImplementedError
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return cls._generated()
 
 
-class PythonTarget(_Doc):
-    type: Literal["python"]
-    handler: str = Field(description="a registered handler name, like 'sms.send'")
-
-
-class MisfireRunLate(_Doc):
-    policy: Literal["run_late"]
-
-
-class MisfireSkipAfter(_Doc):
-    policy: Literal["skip_after"]
-    seconds: int = Field(ge=1, le=31 * 86400)
-
-
-class MisfireSkipAfterLocalTime(_Doc):
-    policy: Literal["skip_after_local_time"]
-    until: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="local HH:MM")
-
-
-class Spread(_Doc):
-    seconds: int = Field(0, ge=0, le=86_400, description="ignored for urgent jobs")
-    key: str | None = Field(None, min_length=1, max_length=200)
-
-
-class JobDocument(_Doc):
+class JobDocument(_Generated):
     """A job document (also one line of an NDJSON import)."""
 
-    key: str | None = Field(None, max_length=200,
-                            description="unique per tenant; the same key again = same job")
-    cron: str = Field(description="five fields, aliases like @daily, H for hashed values")
-    tz: str = Field(description="IANA zone the cron is read in")
-    priority: Literal["urgent", "normal", "bulk"] = "normal"
-    target: HttpTarget | PythonTarget
-    payload: dict[str, Any] = Field(default_factory=dict,
-                                    description="JSON, at most 16 KiB, nested at most 32 "
-                                                "levels; no NUL or lone surrogate in strings")
-    misfire: MisfireRunLate | MisfireSkipAfter | MisfireSkipAfterLocalTime | None = None
-    catchup: Literal["all", "latest"] = "all"
-    max_catchup: int = Field(1000, ge=1, le=100_000)
-    spread: Spread | None = None
-    max_attempts: int = Field(6, ge=1, le=100)
-    lease_seconds: int = Field(60, ge=5, le=43_200)
-    rate_limit: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-    active: bool = True
+    @classmethod
+    def _generated(cls) -> JsonSchemaValue:
+        return document_schema()
 
 
-class JobPatch(_Doc):
+class JobPatch(_Generated):
     """Fields to change. Each one given replaces the stored field whole; null resets it to
     its default. ``key`` and ``active`` cannot be changed (cancel with DELETE)."""
 
-    cron: str | None = None
-    tz: str | None = None
-    priority: Literal["urgent", "normal", "bulk"] | None = None
-    target: HttpTarget | PythonTarget | None = None
-    payload: dict[str, Any] | None = None
-    misfire: MisfireRunLate | MisfireSkipAfter | MisfireSkipAfterLocalTime | None = None
-    catchup: Literal["all", "latest"] | None = None
-    max_catchup: int | None = None
-    spread: Spread | None = None
-    max_attempts: int | None = None
-    lease_seconds: int | None = None
-    rate_limit: str | None = None
+    @classmethod
+    def _generated(cls) -> JsonSchemaValue:
+        return patch_schema()
 
 
-class Job(JobDocument):
+class Job(_Doc):
+    """A stored job: its document with every default filled in, and these fields."""
+
     id: int
     paused: bool
     next_run_at: datetime | None = Field(description="due time of the next run (with spread); "
@@ -123,6 +87,12 @@ class Job(JobDocument):
     created_at: datetime
     updated_at: datetime
     cancelled_at: datetime | None
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        own = handler.resolve_ref_schema(handler(core_schema))
+        return stored_schema(own)
 
 
 class JobPage(_Doc):

@@ -36,7 +36,7 @@ from crondepot.db import roles
 from crondepot.db.queries import Q
 from crondepot.errors import CrondepotError
 
-_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
 
 class MigrationError(CrondepotError):
@@ -93,7 +93,7 @@ def available() -> list[Migration]:
     folder = resources.files("crondepot.db") / "sql" / "migrations"
     found: list[Migration] = []
     for entry in folder.iterdir():
-        match = _FILE.match(entry.name)
+        match = _FILE.fullmatch(entry.name)
         if match:
             found.append(
                 Migration(version=int(match[1]), name=match[2], sql=entry.read_text())

@@ -32,7 +32,7 @@ DEFAULT_RUNTIME_ROLE = "crondepot_runtime"
 RUNTIME_ROLE_ENV = "CRONDEPOT_RUNTIME_ROLE"
 RUNTIME_PASSWORD_ENV = "CRONDEPOT_RUNTIME_PASSWORD"
 
-_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 class RoleError(CrondepotError):
@@ -42,7 +42,7 @@ class RoleError(CrondepotError):
 def role_name(text: str) -> str:
     """``text`` if it is a plain role name (lower case, as PostgreSQL folds unquoted names),
     else a ``ValueError`` that says what was expected."""
-    if not _NAME.match(text):
+    if not _NAME.fullmatch(text):
         raise ValueError(f"expected a role name of lowercase letters, digits and _ (at most "
                          f"63, not starting with a digit), got {text!r}")
     return text

@@ -3,7 +3,10 @@
 A job document is what a client sends (API body, NDJSON import line, ``jobs add --file``).
 ``JobSpec.from_document`` checks every field and raises ``InvalidJob`` naming the first bad
 one by its JSON path ("misfire.until"), saying what was expected and what was given. It
-never touches the database: a document that fails here changes nothing.
+never touches the database: a document that fails here changes nothing. Names, types,
+bounds, patterns, choices and defaults come from the field table (``fields.py``), which the
+published JSON schema is generated from too; this module adds the checks a schema cannot
+spell (a schedule that parses, a URL a worker can call, the payload's stored size).
 
 Before any field rule, every string of the document (values and object keys) is checked to
 be text PostgreSQL can store, and the nesting of arrays and objects is bounded
@@ -21,32 +24,29 @@ from dataclasses import dataclass, field
 from datetime import time
 from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import orjson
 
 from crondepot import jsontext
 from crondepot.errors import InvalidJob, InvalidSchedule
+from crondepot.job import fields as F
+from crondepot.job.fields import (
+    HANDLER_NAME,
+    LIMIT_NAME,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    Field,
+)
+from crondepot.job.url import MAX_URL_LENGTH, allow_list, check_target_url
 from crondepot.timetable import Timetable, uses_hash, validate_zone
 
 Priority = Literal["urgent", "normal", "bulk"]
-PRIORITIES: tuple[Priority, ...] = ("urgent", "normal", "bulk")
-# The payload's size as the jobs table's CHECK measures it, octet_length(payload::text):
-# the bytes of PostgreSQL's jsonb text output (jsontext.stored_size), not of compact JSON.
-MAX_PAYLOAD_BYTES = 16 * 1024
-# Arrays and objects nest at most this many levels in the payload (the payload object is the
-# first) and in any other field. Real payloads nest a handful of levels; 32 leaves room for
-# any of them while staying far below what every writer of the payload handles: orjson
-# writes at most 254 levels, the standard library's json recurses once per level (about
-# 1,000 before RecursionError), and a handler gets the value as it was given.
-MAX_PAYLOAD_DEPTH = 32
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-_HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
-_UNTIL = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
-DOCUMENT_FIELDS = frozenset({
-    "key", "cron", "tz", "priority", "target", "payload", "misfire", "catchup", "max_catchup",
-    "spread", "max_attempts", "lease_seconds", "rate_limit", "active",
-})
+PRIORITIES: tuple[Priority, ...] = F.PRIORITY.choices  # type: ignore[assignment]
+# Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
+# through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
+__all__ = ["DOCUMENT_FIELDS", "HANDLER_NAME", "LIMIT_NAME", "MAX_PAYLOAD_BYTES",
+           "MAX_PAYLOAD_DEPTH", "PRIORITIES", "JobSpec", "Misfire", "Priority"]
+DOCUMENT_FIELDS = frozenset(f.name for f in F.DOCUMENT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,17 +70,17 @@ class JobSpec:
     tz: str
     target: dict[str, Any]
     key: str | None = None
-    priority: Priority = "normal"
+    priority: Priority = F.PRIORITY.default
     payload: dict[str, Any] = field(default_factory=dict)
     misfire: Misfire = field(default_factory=Misfire)
-    catchup: Literal["all", "latest"] = "all"
-    max_catchup: int = 1000
-    spread_seconds: int = 0
+    catchup: Literal["all", "latest"] = F.CATCHUP.default
+    max_catchup: int = F.MAX_CATCHUP.default
+    spread_seconds: int = F.SPREAD_SECONDS.default
     spread_key: str | None = None
-    max_attempts: int = 6
-    lease_seconds: int = 60
+    max_attempts: int = F.MAX_ATTEMPTS.default
+    lease_seconds: int = F.LEASE_SECONDS.default
     rate_limit: str | None = None
-    active: bool = True
+    active: bool = F.ACTIVE.default
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -104,23 +104,23 @@ def _parse(doc: Any) -> JobSpec:
         allowed = ", ".join(sorted(DOCUMENT_FIELDS))
         raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {allowed}",
                          field=str(unknown[0]))
-    key = _optional_str(doc, "key", 200)
-    cron = _required_str(doc, "cron", 200)
-    tz = _required_str(doc, "tz", 64)
-    priority = _choice(doc, "priority", PRIORITIES, "normal")
+    key = _optional_str(doc, F.KEY)
+    cron = _required_str(doc, F.CRON)
+    tz = _required_str(doc, F.TZ)
+    priority = _choice(doc, F.PRIORITY)
     spread_seconds, spread_key = _spread(doc.get("spread"), priority)
     spec = JobSpec(
         key=key, cron=cron, tz=tz, priority=priority,
         target=_target(doc.get("target")),
-        payload=_payload(doc.get("payload", {}), text),
+        payload=_payload(doc.get("payload", dict(F.PAYLOAD.default)), text),
         misfire=_misfire(doc.get("misfire")),
-        catchup=_choice(doc, "catchup", ("all", "latest"), "all"),
-        max_catchup=_int(doc, "max_catchup", 1000, 1, 100_000),
+        catchup=_choice(doc, F.CATCHUP),
+        max_catchup=_int(doc, F.MAX_CATCHUP),
         spread_seconds=spread_seconds, spread_key=spread_key,
-        max_attempts=_int(doc, "max_attempts", 6, 1, 100),
-        lease_seconds=_int(doc, "lease_seconds", 60, 5, 43_200),
+        max_attempts=_int(doc, F.MAX_ATTEMPTS),
+        lease_seconds=_int(doc, F.LEASE_SECONDS),
         rate_limit=_rate_limit(doc.get("rate_limit")),
-        active=_bool(doc, "active", True),
+        active=_bool(doc, F.ACTIVE),
     )
     _check_schedule(spec)
     return spec
@@ -162,50 +162,59 @@ def _kind(value: Any) -> str:
             dict: "an object"}.get(type(value), type(value).__name__)
 
 
-def _required_str(doc: dict[str, Any], name: str, max_len: int) -> str:
+def _required_str(doc: dict[str, Any], spec: Field) -> str:
+    """A non-blank text field (``spec.non_blank``), stripped of surrounding whitespace."""
+    name = spec.name
     if name not in doc:
         raise InvalidJob(f"{name} is required", field=name)
     value = doc[name]
     if not isinstance(value, str) or not value.strip():
         raise InvalidJob(f"expected {name} to be a non-empty string, got {_kind(value)}",
                          field=name)
-    if len(value) > max_len:
-        raise InvalidJob(f"{name} is {len(value)} characters; at most {max_len}", field=name)
+    assert spec.max_length is not None
+    if len(value) > spec.max_length:
+        raise InvalidJob(f"{name} is {len(value)} characters; at most {spec.max_length}",
+                         field=name)
     return value.strip()
 
 
-def _optional_str(doc: dict[str, Any], name: str, max_len: int) -> str | None:
-    if doc.get(name) is None:
+def _optional_str(doc: dict[str, Any], spec: Field) -> str | None:
+    if doc.get(spec.name) is None:
         return None
-    return _required_str(doc, name, max_len)
+    return _required_str(doc, spec)
 
 
-def _choice(doc: dict[str, Any], name: str, allowed: tuple[Any, ...], default: Any) -> Any:
-    value = doc.get(name, default)
-    if value not in allowed:
-        raise InvalidJob(
-            f"expected {name} to be one of {', '.join(allowed)}, got {json.dumps(value)}",
-            field=name)
+def _choice(doc: dict[str, Any], spec: Field) -> Any:
+    value = doc.get(spec.name, spec.default)
+    if value not in spec.choices:
+        raise InvalidJob(f"expected {spec.path} to be one of {', '.join(spec.choices)}, got "
+                         f"{json.dumps(value)}", field=spec.path)
     return value
 
 
-def _int(doc: dict[str, Any], name: str, default: int, low: int, high: int,
-         path: str | None = None) -> int:
-    value = doc.get(name, default)
-    path = path or name
+def _int(obj: dict[str, Any], spec: Field) -> int:
+    value = obj.get(spec.name, spec.default)
+    path = spec.path
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidJob(f"expected {path} to be an integer, got {_kind(value)}", field=path)
+    low, high = int(spec.low or 0), int(spec.high or 0)
     if not low <= value <= high:
         raise InvalidJob(f"expected {path} to be an integer from {low} to {high}, got {value}",
                          field=path)
     return value
 
 
-def _bool(doc: dict[str, Any], name: str, default: bool) -> bool:
-    value = doc.get(name, default)
+def _bool(obj: dict[str, Any], spec: Field) -> bool:
+    value = obj.get(spec.name, spec.default)
     if not isinstance(value, bool):
-        raise InvalidJob(f"expected {name} to be true or false, got {_kind(value)}", field=name)
+        raise InvalidJob(f"expected {spec.path} to be true or false, got {_kind(value)}",
+                         field=spec.path)
     return value
+
+
+def _matches(value: Any, spec: Field) -> re.Match[str] | None:
+    assert spec.pattern is not None
+    return spec.pattern.fullmatch(value) if isinstance(value, str) else None
 
 
 def _object(value: Any, path: str) -> dict[str, Any]:
@@ -214,7 +223,7 @@ def _object(value: Any, path: str) -> dict[str, Any]:
     return value
 
 
-def _no_extra(obj: dict[str, Any], allowed: set[str], path: str) -> None:
+def _no_extra(obj: dict[str, Any], allowed: set[str] | frozenset[str], path: str) -> None:
     extra = sorted(set(obj) - allowed)
     if extra:
         raise InvalidJob(f"unknown field {extra[0]!r} in {path}; allowed: "
@@ -229,9 +238,9 @@ def _target(value: Any) -> dict[str, Any]:
     if kind == "http":
         return _http_target(target)
     if kind == "python":
-        _no_extra(target, {"type", "handler"}, "target")
+        _no_extra(target, _names(F.TARGETS, kind), "target")
         handler = target.get("handler")
-        if not isinstance(handler, str) or not _HANDLER.match(handler):
+        if not _matches(handler, F.HANDLER):
             raise InvalidJob("expected target.handler to be a registered handler name like "
                              f"'sms.send', got {json.dumps(handler)}", field="target.handler")
         return {"type": "python", "handler": handler}
@@ -239,43 +248,48 @@ def _target(value: Any) -> dict[str, Any]:
                      field="target.type")
 
 
+def _names(tagged: F.Tagged, tag: str) -> frozenset[str]:
+    """The member names the variant ``tag`` of ``tagged`` allows, its tag among them."""
+    variant = tagged.variant(tag)
+    assert variant is not None
+    return frozenset((tagged.tag, *(f.name for f in variant.fields)))
+
+
 def _http_target(target: dict[str, Any]) -> dict[str, Any]:
     """A valid http target; the jobs of a service share one, so a target already seen
-    valid is not parsed again (a copy is returned: specs never share a dict)."""
+    valid is not parsed again (a copy is returned: specs never share a dict).
+
+    The cache key carries each value's type: ``True == 1`` and ``10 == 10.0`` with equal
+    hashes, so without it ``dedupes: 1`` after ``dedupes: true`` would be taken as seen."""
+    allow = allow_list()    # a literal address's verdict depends on it: part of the key
     try:
-        seen = tuple(sorted(target.items()))
-        return dict(_valid_http_target(seen))
+        seen = tuple((name, type(value), value) for name, value in sorted(target.items()))
+        return dict(_valid_http_target(seen, allow))
     except TypeError:       # an unhashable value (a list, an object): invalid, say where
-        return _check_http_target(target)
+        return _check_http_target(target, allow)
 
 
 @lru_cache(maxsize=1024)
-def _valid_http_target(items: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
-    return _check_http_target(dict(items))
+def _valid_http_target(items: tuple[tuple[str, type, Any], ...], allow: str) -> dict[str, Any]:
+    return _check_http_target({name: value for name, _, value in items}, allow)
 
 
-def _check_http_target(target: dict[str, Any]) -> dict[str, Any]:
-    _no_extra(target, {"type", "url", "timeout_s", "dedupes"}, "target")
+def _check_http_target(target: dict[str, Any], allow: str) -> dict[str, Any]:
+    _no_extra(target, _names(F.TARGETS, "http"), "target")
     url = target.get("url")
-    if not isinstance(url, str) or len(url) > 2048:
+    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
         raise InvalidJob(f"expected target.url to be a URL string, got {_kind(url)}",
                          field="target.url")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise InvalidJob(f"expected target.url to use http or https, got {parts.scheme or 'no'}"
-                         " scheme", field="target.url")
-    if not parts.hostname:
-        raise InvalidJob("target.url has no host", field="target.url")
-    if parts.username or parts.password:
-        raise InvalidJob("target.url must not carry credentials", field="target.url")
-    timeout = target.get("timeout_s", 10)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 300:
-        raise InvalidJob(f"expected target.timeout_s to be a number of seconds above 0 and at "
-                         f"most 300, got {json.dumps(timeout)}", field="target.timeout_s")
-    dedupes = target.get("dedupes", False)
-    if not isinstance(dedupes, bool):
-        raise InvalidJob(f"expected target.dedupes to be true or false, got {_kind(dedupes)}",
-                         field="target.dedupes")
+    check_target_url(url, allow)
+    timeout = target.get("timeout_s", F.TIMEOUT_S.default)
+    above, high = F.TIMEOUT_S.above, F.TIMEOUT_S.high
+    assert above is not None and high is not None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+            above < timeout <= high):
+        raise InvalidJob(f"expected target.timeout_s to be a number of seconds above "
+                         f"{above:g} and at most {high:g}, got {json.dumps(timeout)}",
+                         field="target.timeout_s")
+    dedupes = _bool(target, F.DEDUPES)
     return {"type": "http", "url": url, "timeout_s": timeout, "dedupes": dedupes}
 
 
@@ -306,19 +320,19 @@ def _misfire(value: Any) -> Misfire:
     misfire = _object(value, "misfire")
     policy = misfire.get("policy")
     if policy == "run_late":
-        _no_extra(misfire, {"policy"}, "misfire")
+        _no_extra(misfire, _names(F.MISFIRES, policy), "misfire")
         return Misfire()
     if policy == "skip_after":
-        _no_extra(misfire, {"policy", "seconds"}, "misfire")
+        _no_extra(misfire, _names(F.MISFIRES, policy), "misfire")
         if "seconds" not in misfire:
             raise InvalidJob("misfire.seconds is required with skip_after",
                              field="misfire.seconds")
-        seconds = _int(misfire, "seconds", 0, 1, 31 * 86400, path="misfire.seconds")
+        seconds = _int(misfire, F.MISFIRE_SECONDS)
         return Misfire(policy="skip_after", seconds=seconds)
     if policy == "skip_after_local_time":
-        _no_extra(misfire, {"policy", "until"}, "misfire")
+        _no_extra(misfire, _names(F.MISFIRES, policy), "misfire")
         until = misfire.get("until")
-        match = _UNTIL.match(until) if isinstance(until, str) else None
+        match = _matches(until, F.UNTIL)
         if not match:
             raise InvalidJob(f"expected misfire.until to be a local time HH:MM (00:00–23:59), "
                              f"got {json.dumps(until)}", field="misfire.until")
@@ -332,11 +346,13 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
     if value is None:
         return 0, None
     spread = _object(value, "spread")
-    _no_extra(spread, {"seconds", "key"}, "spread")
-    seconds = _int(spread, "seconds", 0, 0, 86_400, path="spread.seconds")
+    _no_extra(spread, frozenset(f.name for f in F.SPREAD_FIELDS), "spread")
+    seconds = _int(spread, F.SPREAD_SECONDS)
     key = spread.get("key")
-    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 200):
-        raise InvalidJob(f"expected spread.key to be a string of 1–200 characters, got "
+    low, high = F.SPREAD_KEY.min_length, F.SPREAD_KEY.max_length
+    assert low is not None and high is not None
+    if key is not None and (not isinstance(key, str) or not low <= len(key) <= high):
+        raise InvalidJob(f"expected spread.key to be a string of {low}–{high} characters, got "
                          f"{_kind(key)}", field="spread.key")
     if priority == "urgent":
         return 0, key  # urgent runs are never spread: they exist to be on time
@@ -346,10 +362,10 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
 def _rate_limit(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not _matches(value, F.RATE_LIMIT):
         raise InvalidJob("expected rate_limit to be a limit name (lowercase letters, digits, "
                          f"'.', '_' or '-'), got {json.dumps(value)}", field="rate_limit")
-    return value
+    return str(value)
 
 
 # -- text PostgreSQL can store, and bounded nesting ---------------------------------------

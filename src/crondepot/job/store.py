@@ -133,14 +133,17 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
 # 12-14 us for packing arrays, and a little less server CPU); a smaller one, such as the
 # API's single create, is one INSERT, one round trip fewer than COPY and INSERT … SELECT.
 COPY_AT_LEAST = 100
-Row = tuple[Any, ...]      # a job's values in insert_jobs's column order (_COLUMNS)
+# A job's values in the column order of the job_inserts view (migration 0013), which both
+# inserts write through: insert_jobs takes them as arrays named by _COLUMNS, the COPY of an
+# import batch as rows of _COPY_TYPES, the creation instant last.
+Row = tuple[Any, ...]
 _COLUMNS = ("ids", "tenant_ids", "keys", "crons", "tzs", "next_run_ats", "next_nominal_ats",
             "priorities", "actives", "targets", "payloads", "misfire_policies",
             "misfire_seconds", "misfire_untils", "catchups", "max_catchups", "spread_seconds",
             "spread_keys", "max_attempts", "lease_seconds", "rate_limits")
 _COPY_TYPES = ("int8", "int8", "text", "text", "text", "timestamptz", "timestamptz", "text",
                "bool", "jsonb", "jsonb", "text", "int4", "time", "text", "int4", "int4", "text",
-               "int4", "int4", "text")
+               "int4", "int4", "text", "timestamptz")
 
 
 def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
@@ -165,9 +168,8 @@ def _insert_copied(conn: psycopg.Connection[Any], rows: list[Row], now: datetime
     with conn.cursor() as cursor, cursor.copy(Q.copy_import_rows) as copy:
         copy.set_types(list(_COPY_TYPES))
         for row in rows:
-            copy.write_row(row)
-    return {row[0] for row in conn.execute(Q.insert_import_rows,
-                                           {"first_id": rows[0][0], "now": now})}
+            copy.write_row((*row, now))
+    return {row[0] for row in conn.execute(Q.insert_import_rows, {"first_id": rows[0][0]})}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -536,14 +538,14 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[
 # its type's range. Never expected after validation; reported as the job's error, not a 500.
 REFUSED = (psycopg.errors.IntegrityError, psycopg.errors.DataError)
 # PostgreSQL names a column's CHECK jobs_<column>_check (jobs_<column>_check1, … for more).
-_CHECK_NAME = re.compile(r"^jobs_([a-z_]+?)_check\d*$")
+_CHECK_NAME = re.compile(r"jobs_([a-z_]+?)_check\d*")
 
 
 def refusal(exc: psycopg.Error) -> InvalidJob:
     """The job-level error for a row the database refused: the field is the column a
     constraint named ``jobs_<column>_check`` (or the NOT NULL column) guards, if any."""
     column = exc.diag.column_name
-    named = _CHECK_NAME.match(exc.diag.constraint_name or "")
+    named = _CHECK_NAME.fullmatch(exc.diag.constraint_name or "")
     if column is None and named:
         column = named[1]
     field = column if column in DOCUMENT_FIELDS else "job"

@@ -10,12 +10,13 @@ Grammar (five fields: minute hour day-of-month month day-of-week), each field a 
     H   H(a-b)   H/n   H(a-b)/n     (a stable per-job value, see below)
 
 Months take ``jan``–``dec`` and days of the week ``sun``–``sat``,
-in any case; day-of-week is 0–7 with 0 and 7 both Sunday. The aliases are ``@yearly``
-(``@annually``), ``@monthly``, ``@weekly``, ``@daily`` (``@midnight``) and ``@hourly``, with
-their Vixie meanings. Ranges never wrap (``fri-mon`` is an error: write ``fri-7,1`` or
-``0,1,5,6``). croniter's extensions (``L``, ``W``, ``#``, ``?``, ``R``, a seconds or year
-field) are rejected with a message naming the field, so nothing is accepted that the docs
-do not describe.
+in any case; day-of-week is 0–7 with 0 and 7 both Sunday. A step is at most the field's
+range (``*/60`` in minutes; ``*/61`` would name one value, so it is refused). The aliases
+are ``@yearly`` (``@annually``), ``@monthly``, ``@weekly``, ``@daily`` (``@midnight``) and
+``@hourly``, with their Vixie meanings. Ranges never wrap (``fri-mon`` is an error: write
+``fri-7,1`` or ``0,1,5,6``). croniter's extensions (``L``, ``W``, ``#``, ``?``, ``R``, a
+seconds or year field) are rejected with a message naming the field, so nothing is accepted
+that the docs do not describe.
 
 Choices worth knowing:
 
@@ -149,7 +150,7 @@ def _expand_hash_item(item: str, field: _Field, hash_key: str) -> str:
     low_text, high_text, step_text = match.groups()
     low, high = field.hash_low, field.hash_high
     if low_text is not None and high_text is not None:
-        low, high = _checked(int(low_text), field), _checked(int(high_text), field)
+        low, high = _checked_digits(low_text, field), _checked_digits(high_text, field)
         if low > high:
             raise _error(field, f"range {low}-{high} in '{item}' is reversed")
     value = _hash_value(hash_key, field)
@@ -181,6 +182,24 @@ def _checked(value: int, field: _Field) -> int:
     return value
 
 
+def _number(text: str) -> int | None:
+    """Digits as an int, or None for more digits than any cron value or step has: ``int``
+    refuses over 4,300 digits with a bare ValueError, and needs none of them to say no."""
+    digits = text.lstrip("0")
+    return int(digits or "0") if len(digits) <= 4 else None
+
+
+def _checked_digits(text: str, field: _Field) -> int:
+    value = _number(text)
+    if value is None:
+        raise _error(field, f"{_shown(text)} is out of range {field.low}–{field.high}")
+    return _checked(value, field)
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:24]}… ({len(text)} digits)"
+
+
 def _unsupported(token: str, field: _Field) -> InvalidSchedule | None:
     """A clear refusal for croniter's extensions, which crondepot does not document."""
     if _LAST_DAY.fullmatch(token):
@@ -194,7 +213,7 @@ def _unsupported(token: str, field: _Field) -> InvalidSchedule | None:
 
 def _value(token: str, field: _Field) -> int:
     if _NUMBER.fullmatch(token):
-        return _checked(int(token), field)
+        return _checked_digits(token, field)
     named = field.names.get(token.lower())
     if named is not None:
         return named
@@ -204,9 +223,15 @@ def _value(token: str, field: _Field) -> int:
 def _step(text: str, field: _Field) -> int:
     if not _NUMBER.fullmatch(text):
         raise _error(field, f"step '{text}' is not a number")
-    step = int(text)
+    step = _number(text)
     if step == 0:
         raise _error(field, "step 0 is not allowed")
+    # A step wider than the field names one value: */999999999999999999999 would fire at
+    # minute 0 of every hour, surely not what was meant.
+    span = field.high - field.low + 1
+    if step is None or step > span:
+        raise _error(field, f"step {_shown(text)} is larger than the field's range "
+                            f"{field.low}–{field.high}; expected a step from 1 to {span}")
     return step
 
 

@@ -168,10 +168,10 @@ def _parse_address(host: str, address: str) -> IPAddress:
 
 def _parse_entry(entry: str) -> IPNetwork | str:
     text = entry.strip()
-    if _looks_like_address(text):
+    if looks_like_address(text):
         return _parse_network(entry, text)
     name = _normal_host(text)
-    if not name or len(name) > 253 or not all(_LABEL.fullmatch(p) for p in name.split(".")):
+    if not is_host_name(name):
         raise ValueError(
             f"allow-list entry {entry!r} is neither a CIDR (10.0.0.0/8, ::1/128) "
             "nor a host name (gateway.internal)"
@@ -179,10 +179,17 @@ def _parse_entry(entry: str) -> IPNetwork | str:
     return name
 
 
-def _looks_like_address(text: str) -> bool:
-    # A host name's last label is never all digits (RFC 3696), so "300.1.1.1" is a
-    # mistyped address, not a name.
+def looks_like_address(text: str) -> bool:
+    """Whether ``text`` is meant as an address (or CIDR), not a host name. A host name's last
+    label is never all digits (RFC 3696), so "300.1.1.1" is a mistyped address, not a name."""
     return "/" in text or ":" in text or text.rsplit(".", 1)[-1].isdigit()
+
+
+def is_host_name(host: str) -> bool:
+    """Whether ``host`` (ASCII, IDNA-encoded) is a host name: labels of letters, digits, '-'
+    and '_', at most 63 characters each, 253 in all (a final dot allowed)."""
+    name = _normal_host(host)
+    return bool(name) and len(name) <= 253 and all(_LABEL.fullmatch(p) for p in name.split("."))
 
 
 def _parse_network(entry: str, text: str) -> IPNetwork:

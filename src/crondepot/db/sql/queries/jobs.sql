@@ -16,11 +16,9 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- Many jobs in one statement (API create, bulk import). A key already used by the tenant
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
 -- format: psycopg would otherwise quote every element in Python. created_at is the instant
--- the first fire was computed from (the job's timetable is in force after it).
-INSERT INTO jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active,
-                  target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
-                  max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds,
-                  rate_limit, created_at)
+-- the first fire was computed from (the job's timetable is in force after it). The arrays
+-- are job_inserts's columns in order (migration 0013), the instant last.
+INSERT INTO job_inserts
 OVERRIDING SYSTEM VALUE
 SELECT *, %(now)s::timestamptz FROM unnest(
     %(ids)b::bigint[], %(tenant_ids)b::bigint[], %(keys)b::text[], %(crons)b::text[],
@@ -34,39 +32,24 @@ ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
 -- name: create_import_table
--- The session's staging table for create_jobs batches of COPY_AT_LEAST or more. Filled by
--- binary COPY (psycopg writes those rows in C; packing 21 arrays for insert_jobs cost
--- three times the Python CPU), emptied at every commit.
-CREATE TEMP TABLE IF NOT EXISTS import_jobs (
-    id bigint, tenant_id bigint, key text, cron text, tz text, next_run_at timestamptz,
-    next_nominal_at timestamptz, priority text, active boolean, target jsonb, payload jsonb,
-    misfire_policy text, misfire_seconds integer, misfire_until time, catchup text,
-    max_catchup integer, spread_seconds integer, spread_key text, max_attempts integer,
-    lease_seconds integer, rate_limit text
-) ON COMMIT DELETE ROWS;
+-- The session's staging table for create_jobs batches of COPY_AT_LEAST or more: the columns
+-- of job_inserts. Filled by binary COPY (psycopg writes those rows in C; packing 21 arrays
+-- for insert_jobs cost three times the Python CPU), emptied at every commit.
+CREATE TEMP TABLE IF NOT EXISTS import_jobs ON COMMIT DELETE ROWS AS
+SELECT * FROM job_inserts WITH NO DATA;
 
 -- name: copy_import_rows
--- The rows of one batch, in insert_jobs's column order.
-COPY pg_temp.import_jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
-                          active, target, payload, misfire_policy, misfire_seconds,
-                          misfire_until, catchup, max_catchup, spread_seconds, spread_key,
-                          max_attempts, lease_seconds, rate_limit)
-FROM STDIN (FORMAT BINARY);
+-- The rows of one batch, every column of job_inserts in order.
+COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 
 -- name: insert_import_rows
 -- insert_jobs for a staged batch, with the same conflict rule. Only ids from first_id on
 -- are this batch's: ids come from a sequence, so a batch written earlier in the same
 -- transaction (not yet emptied by a commit) has smaller ones. ORDER BY id: the first of two
 -- lines with one key wins, as with unnest.
-INSERT INTO jobs (id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active,
-                  target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
-                  max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds,
-                  rate_limit, created_at)
+INSERT INTO job_inserts
 OVERRIDING SYSTEM VALUE
-SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, target,
-       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
-       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
-       %(now)s::timestamptz
+SELECT *
 FROM pg_temp.import_jobs
 WHERE id >= %(first_id)s
 ORDER BY id
@@ -80,41 +63,25 @@ SELECT pg_notify('crondepot_jobs', '');
 -- name: get_tenant_job
 -- One job of one tenant. Another tenant's id finds nothing, exactly like an unknown id: the
 -- API must not reveal that a job it will not show exists.
-SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
-       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
-       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version, timetable_since
-FROM jobs
+SELECT * FROM stored_jobs
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint;
 
 -- name: lock_tenant_job
 -- The same row locked for a read-modify-write (patch, pause, resume, cancel, trigger), so two
 -- writers of one job take turns and the version check below them is exact.
-SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
-       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
-       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version, timetable_since
-FROM jobs
+SELECT * FROM stored_jobs
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
 FOR UPDATE;
 
 -- name: get_job_by_key
 -- The job a client key names (idempotent create: the key existed, compare documents).
-SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
-       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
-       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version, timetable_since
-FROM jobs
+SELECT * FROM stored_jobs
 WHERE tenant_id = %(tenant_id)s::bigint AND key = %(key)s::text;
 
 -- name: list_tenant_jobs
 -- A page of a tenant's jobs in id order, after the cursor id. Every filter is optional
 -- (NULL = any). Keyset pagination: a page costs the same however deep the cursor is.
-SELECT id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused, target,
-       payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
-       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version, timetable_since
-FROM jobs
+SELECT * FROM stored_jobs
 WHERE tenant_id = %(tenant_id)s::bigint
   AND id > %(after)s::bigint
   AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)

@@ -1,0 +1,189 @@
+"""The job document's fields: one table that the validator (``spec.py``) takes its rules
+from and the JSON schema (``schema.py``, published in the OpenAPI document) is generated
+from, so that the two cannot disagree.
+
+Each entry says what a field is (its JSON path, type, bounds, pattern, choices, default and
+description). The checks JSON Schema cannot spell — a cron expression that parses, a known
+time zone, a URL a worker can call, the payload's stored size, text PostgreSQL can store —
+stay in code and are named in the descriptions. Pure data: no I/O, no imports of the API.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# The whitespace ``str.strip`` removes, spelled as a character class: a text field must hold
+# one character outside it ("non-blank"), in Python and in the published JSON Schema alike
+# (ECMA-262's ``\s`` is another set). Every such character is below U+3001 (a unit test
+# checks the whole range), so the scan stops there.
+_SPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+
+
+def char_class(chars: str, negate: bool = False) -> str:
+    """A regex class of ``chars`` as runs, ``\\uXXXX``-escaped (valid in Python and ECMA)."""
+    points = sorted(ord(c) for c in chars)
+    runs: list[tuple[int, int]] = []
+    for point in points:
+        if runs and runs[-1][1] == point - 1:
+            runs[-1] = (runs[-1][0], point)
+        else:
+            runs.append((point, point))
+    body = "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in runs)
+    return f"[{'^' if negate else ''}{body}]"
+
+
+NOT_SPACE = char_class(_SPACE, negate=True)
+NON_BLANK = re.compile(f"(?s).*{NOT_SPACE}.*")
+
+# The payload's size as the jobs table's CHECK measures it, octet_length(payload::text):
+# the bytes of PostgreSQL's jsonb text output (jsontext.stored_size), not of compact JSON.
+MAX_PAYLOAD_BYTES = 16 * 1024
+# Arrays and objects nest at most this many levels in the payload (the payload object is the
+# first) and in any other field. Real payloads nest a handful of levels; 32 leaves room for
+# any of them while staying far below what every writer of the payload handles: orjson
+# writes at most 254 levels, the standard library's json recurses once per level (about
+# 1,000 before RecursionError), and a handler gets the value as it was given.
+MAX_PAYLOAD_DEPTH = 32
+
+MISSING: Any = object()   # no default: the field is required, or absent means "none"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Field:
+    """One field of the job document or of an object inside it."""
+
+    path: str                      # JSON path, as errors name it: "misfire.until"
+    type: str                      # JSON Schema type: string, integer, number, boolean, object
+    description: str = ""
+    default: Any = MISSING
+    nullable: bool = False         # null means "the default" (or none)
+    low: float | None = None       # minimum (integer, number)
+    high: float | None = None      # maximum
+    above: float | None = None     # exclusive minimum (number)
+    min_length: int | None = None
+    max_length: int | None = None
+    non_blank: bool = False        # at least one character that is not whitespace
+    pattern: re.Pattern[str] | None = None     # matched whole (fullmatch)
+    choices: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variant:
+    """One shape of an object chosen by a tag (``target.type``, ``misfire.policy``)."""
+
+    tag: str                       # the tag's value: "http", "skip_after"
+    title: str
+    fields: tuple[Field, ...]      # besides the tag
+    required: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tagged:
+    """An object whose shape its tag field chooses."""
+
+    field: Field                   # the object itself: "target"
+    tag: str                       # the tag's name: "type"
+    variants: tuple[Variant, ...]
+
+    def variant(self, tag: Any) -> Variant | None:
+        return next((v for v in self.variants if v.tag == tag), None)
+
+
+# --- names a job refers to, matched whole -------------------------------------------------
+
+LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+HANDLER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+LOCAL_TIME = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")   # ASCII digits only
+
+# --- the document -------------------------------------------------------------------------
+
+KEY = Field(path="key", type="string", nullable=True, max_length=200, non_blank=True,
+            description="unique per tenant; the same key again = the same job (idempotent "
+                        "creation); surrounding whitespace is dropped")
+CRON = Field(path="cron", type="string", max_length=200, non_blank=True,
+             description="five fields (minute hour day-of-month month day-of-week), names, "
+                         "ranges, steps (at most the field's range), aliases like @daily, H "
+                         "for a stable per-job value")
+TZ = Field(path="tz", type="string", max_length=64, non_blank=True,
+           description="the IANA zone the cron is read in, like Asia/Kolkata")
+PRIORITY = Field(path="priority", type="string", choices=("urgent", "normal", "bulk"),
+                 default="normal", description="urgent runs are never spread")
+TARGET = Field(path="target", type="object",
+               description="what a run calls: an http webhook or a python handler")
+PAYLOAD = Field(path="payload", type="object", default={},
+                description=f"JSON sent with every run: at most {MAX_PAYLOAD_BYTES // 1024} "
+                            "KiB as PostgreSQL stores it (its jsonb text), arrays and "
+                            f"objects nested at most {MAX_PAYLOAD_DEPTH} levels, no NUL or "
+                            "lone surrogate in any string")
+MISFIRE = Field(path="misfire", type="object", nullable=True,
+                description="what a run that starts late does (default run_late)")
+CATCHUP = Field(path="catchup", type="string", choices=("all", "latest"), default="all",
+                description="after an outage: every missed run (up to max_catchup), or "
+                            "only the latest (the others recorded skipped)")
+MAX_CATCHUP = Field(path="max_catchup", type="integer", low=1, high=100_000, default=1000)
+SPREAD = Field(path="spread", type="object", nullable=True,
+               description="a stable delay of sha256(key) mod seconds after each nominal "
+                           "time (thundering herd); ignored for urgent jobs")
+MAX_ATTEMPTS = Field(path="max_attempts", type="integer", low=1, high=100, default=6)
+LEASE_SECONDS = Field(path="lease_seconds", type="integer", low=5, high=43_200, default=60)
+RATE_LIMIT = Field(path="rate_limit", type="string", nullable=True, pattern=LIMIT_NAME,
+                   description="a rate-limit bucket granted to the tenant (lowercase "
+                               "letters, digits, '.', '_' or '-')")
+ACTIVE = Field(path="active", type="boolean", default=True)
+
+DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
+                               MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, LEASE_SECONDS, RATE_LIMIT,
+                               ACTIVE)
+REQUIRED: tuple[str, ...] = ("cron", "tz", "target")
+# Fields a PATCH may not change (cancel with DELETE; a key names the job for good).
+NOT_PATCHABLE: tuple[str, ...] = ("key", "active")
+
+# --- target -------------------------------------------------------------------------------
+
+# Its rules live with the URL check (url.py), which also writes their schema pattern.
+URL = Field(path="target.url", type="string", max_length=2048,
+            description="an http or https URL without credentials, whitespace or control "
+                        "characters, with a host name or a public address (others are "
+                        "refused unless allow-listed) and a port from 1 to 65535")
+TIMEOUT_S = Field(path="target.timeout_s", type="number", above=0, high=300, default=10,
+                  description="seconds to wait for the answer")
+DEDUPES = Field(path="target.dedupes", type="boolean", default=False,
+                description="the target drops repeated Idempotency-Keys, so a call whose "
+                            "outcome is unknown may be retried")
+HANDLER = Field(path="target.handler", type="string", pattern=HANDLER_NAME,
+                description="a handler registered by name (like 'sms.send') and granted to "
+                            "the tenant")
+TARGETS = Tagged(field=TARGET, tag="type", variants=(
+    Variant(tag="http", title="HttpTarget", fields=(URL, TIMEOUT_S, DEDUPES),
+            required=("url",)),
+    Variant(tag="python", title="PythonTarget", fields=(HANDLER,), required=("handler",)),
+))
+
+# --- misfire ------------------------------------------------------------------------------
+
+MISFIRE_SECONDS = Field(path="misfire.seconds", type="integer", low=1, high=31 * 86400,
+                        description="how late a run may still start")
+UNTIL = Field(path="misfire.until", type="string", pattern=LOCAL_TIME,
+              description="local HH:MM (00:00-23:59): a late run starts only until then on "
+                          "its local day")
+MISFIRES = Tagged(field=MISFIRE, tag="policy", variants=(
+    Variant(tag="run_late", title="MisfireRunLate", fields=()),
+    Variant(tag="skip_after", title="MisfireSkipAfter", fields=(MISFIRE_SECONDS,),
+            required=("seconds",)),
+    Variant(tag="skip_after_local_time", title="MisfireSkipAfterLocalTime", fields=(UNTIL,),
+            required=("until",)),
+))
+
+# --- spread -------------------------------------------------------------------------------
+
+SPREAD_SECONDS = Field(path="spread.seconds", type="integer", low=0, high=86_400, default=0)
+SPREAD_KEY = Field(path="spread.key", type="string", nullable=True, min_length=1,
+                   max_length=200, description="what the delay hashes (default: the job's "
+                                               "key, else its id)")
+SPREAD_FIELDS: tuple[Field, ...] = (SPREAD_SECONDS, SPREAD_KEY)

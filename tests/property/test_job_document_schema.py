@@ -1,0 +1,208 @@
+"""The published JSON Schema of the job document and the validator agree.
+
+Documents are drawn from the schema itself (a small generator below reads every keyword the
+schema uses and refuses any other, so a new keyword cannot be ignored silently) and must be
+accepted by ``JobSpec.from_document``; the bad-input corpus, refused by the validator, must
+be refused by the schema wherever JSON Schema can say why. Three values are drawn from
+their own strategies because their rules are beyond JSON Schema (a cron that parses, a zone
+that exists, a URL whose host a worker may call): they are named in ``BEYOND_SCHEMA``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crondepot.errors import InvalidJob
+from crondepot.job import fields as F
+from crondepot.job.schema import document_schema, patch_schema, stored_schema
+from crondepot.job.spec import JobSpec
+from crondepot.job.store import job_document
+from tests.api.test_bad_input import CASES
+
+jsonschema_rs = pytest.importorskip("jsonschema_rs")
+
+PROPERTY = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+JsonSchema = dict[str, Any]
+
+# Text PostgreSQL can store (no NUL, no lone surrogate): the document-wide rule, described
+# in the schema but not spelled by it.
+TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+
+BEYOND_SCHEMA: dict[str, st.SearchStrategy[Any]] = {
+    "cron": st.sampled_from(["0 9 * * *", "*/5 * * * *", "H H * * *", "30 2 1-7 * mon",
+                             "@daily", "0 0 1 jan,jul *", "15 */6 * * 1-5"]),
+    "tz": st.sampled_from(["UTC", "Asia/Kolkata", "Europe/Berlin", "America/New_York"]),
+    "target.url": st.builds(
+        lambda scheme, host, port, path: f"{scheme}://{host}.example{port}/{path}",
+        st.sampled_from(["http", "https", "HTTPS"]),
+        st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True),
+        st.sampled_from(["", ":1", ":8443", ":65535"]),
+        st.from_regex(r"[A-Za-z0-9._~%/-]{0,30}", fullmatch=True)),
+}
+
+_ANNOTATIONS = {"title", "description", "default", "examples"}
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6)
+                     | st.text(TEXT, max_size=10),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(TEXT, max_size=5), inner, max_size=3),
+                     max_leaves=8)
+
+
+def from_schema(schema: JsonSchema, path: str = "") -> st.SearchStrategy[Any]:
+    if path in BEYOND_SCHEMA:
+        return BEYOND_SCHEMA[path]
+    keywords = set(schema) - _ANNOTATIONS
+    if "anyOf" in schema or "oneOf" in schema:
+        assert keywords in ({"anyOf"}, {"oneOf"}), keywords
+        return st.one_of([from_schema(s, path) for s in schema.get("anyOf", schema.get(
+            "oneOf"))])
+    if "const" in schema:
+        assert keywords == {"const"}, keywords
+        return st.just(schema["const"])
+    kind = schema["type"]
+    if kind == "object":
+        return _object(schema, keywords, path)
+    if kind == "string":
+        return _string(schema, keywords)
+    if kind in ("integer", "number"):
+        assert keywords <= {"type", "minimum", "maximum", "exclusiveMinimum"}, keywords
+        low, high = schema.get("minimum", schema.get("exclusiveMinimum")), schema["maximum"]
+        integers = st.integers(int(low), int(high)).filter(
+            lambda n: n > schema.get("exclusiveMinimum", low - 1))
+        if kind == "integer":
+            return integers
+        return integers | st.floats(low, high, allow_nan=False,
+                                    exclude_min="exclusiveMinimum" in schema)
+    assert keywords == {"type"}, keywords
+    return {"boolean": st.booleans(), "null": st.none()}[kind]
+
+
+def _object(schema: JsonSchema, keywords: set[str], path: str) -> st.SearchStrategy[Any]:
+    assert keywords <= {"type", "properties", "required", "additionalProperties"}, keywords
+    if "properties" not in schema:          # payload: any JSON object
+        return st.dictionaries(st.text(TEXT, max_size=8), _JSON, max_size=4)
+    assert schema["additionalProperties"] is False
+    required = set(schema.get("required", ()))
+    members = {name: from_schema(sub, f"{path}.{name}".lstrip("."))
+               for name, sub in schema["properties"].items()}
+    return st.fixed_dictionaries(
+        {n: s for n, s in members.items() if n in required},
+        optional={n: s for n, s in members.items() if n not in required})
+
+
+def _string(schema: JsonSchema, keywords: set[str]) -> st.SearchStrategy[str]:
+    assert keywords <= {"type", "enum", "pattern", "minLength", "maxLength"}, keywords
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    low, high = schema.get("minLength", 0), schema.get("maxLength", 300)
+    pattern = schema.get("pattern")
+    if pattern is None:
+        text = st.text(TEXT, min_size=low, max_size=high)
+    elif pattern.startswith("^") and pattern.endswith("$"):
+        # anchored as JSON Schema means it: the whole value (Python's $ would also end
+        # before a final newline)
+        text = st.from_regex(re.compile(pattern[1:-1]), fullmatch=True, alphabet=TEXT)
+    else:
+        text = st.from_regex(re.compile(pattern), alphabet=TEXT)
+    return text.filter(lambda s: low <= len(s) <= high)
+
+
+DOCUMENT = document_schema()
+PATCH = patch_schema()
+STORED = stored_schema({})
+
+
+def valid(schema: JsonSchema, value: Any) -> bool:
+    return bool(jsonschema_rs.Draft202012Validator(schema).is_valid(value))
+
+
+@PROPERTY
+@given(doc=from_schema(DOCUMENT))
+def test_documents_the_schema_allows_are_accepted_and_stored_as_it_describes(
+        doc: dict[str, Any]) -> None:
+    assert valid(DOCUMENT, doc)                 # the generator keeps to the schema
+    spec = JobSpec.from_document(doc)
+    assert valid(STORED, job_document(spec))    # what the API answers (Job) fits its schema
+
+
+@PROPERTY
+@given(doc=from_schema(DOCUMENT), patch=from_schema(PATCH))
+def test_patches_the_schema_allows_are_accepted(doc: dict[str, Any],
+                                                patch: dict[str, Any]) -> None:
+    assert valid(PATCH, patch)
+    stored = job_document(JobSpec.from_document(doc))
+    merged = {**stored, **patch}                # as store.update_job merges them
+    JobSpec.from_document({k: v for k, v in merged.items() if v is not None})
+
+
+# Corpus cases whose reason JSON Schema cannot spell: a cron or zone that does not parse or
+# exist, the payload's stored size and nesting depth.
+INEXPRESSIBLE = {
+    "cron-minute-61", "cron-hour-24", "cron-dom-32", "cron-month-13", "cron-dow-8",
+    "cron-feb-30", "cron-three-fields", "cron-unknown-alias", "cron-step-0", "tz-unknown",
+    "tz-offset", "payload-17k", "payload-33-levels", "payload-33-arrays",
+}
+
+
+def _corpus() -> list[Any]:
+    return [c for c in CASES if c.path == "/v1/jobs" and c.method == "POST"
+            and c.status == 422 and isinstance(c.json, dict)]
+
+
+@pytest.mark.parametrize("case", _corpus(), ids=lambda c: c.id)
+def test_the_corpus_refused_by_the_validator_is_refused_by_the_schema(case: Any) -> None:
+    with pytest.raises(InvalidJob):
+        JobSpec.from_document(case.json)
+    assert valid(DOCUMENT, case.json) == (case.id in INEXPRESSIBLE), case.id
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"target": {"type": "python", "handler": "crondepot.log\n"}}, "target.handler"),
+    ({"rate_limit": "abc\n"}, "rate_limit"),
+    ({"misfire": {"policy": "skip_after_local_time", "until": "23:59\n"}}, "misfire.until"),
+    ({"misfire": {"policy": "skip_after_local_time", "until": "1\u0663:00"}}, "misfire.until"),
+    ({"key": " \u3000\u0085 "}, "key"),
+    ({"cron": "\u2028"}, "cron"),
+    ({"tz": "x" * 65}, "tz"),
+    ({"target": {"type": "http", "url": "http://ex ample.com/"}}, "target.url"),
+    ({"target": {"type": "http", "url": "http://a.b/\r\nX-Injected: 1"}}, "target.url"),
+    ({"target": {"type": "http", "url": "https://@a.b/"}}, "target.url"),
+    ({"target": {"type": "http", "url": "https://a.b/\u00ad"}}, "target.url"),
+    ({"target": {"type": "http", "url": "https://a.b/", "dedupes": 1}}, "target.dedupes"),
+    ({"spread": {"key": ""}}, "spread.key"),
+    ({"misfire": {"policy": "skip_after", "seconds": 31 * 86400 + 1}}, "misfire.seconds"),
+])
+def test_what_the_schema_says_the_validator_enforces(changes: dict[str, Any],
+                                                     field: str) -> None:
+    doc = {"cron": "0 9 * * *", "tz": "UTC", "target": {"type": "python",
+                                                       "handler": "sms.send"}, **changes}
+    with pytest.raises(InvalidJob) as refused:
+        JobSpec.from_document(doc)
+    assert refused.value.field == field
+    assert not valid(DOCUMENT, doc)
+
+
+def test_the_non_blank_class_is_exactly_what_strip_removes() -> None:
+    import sys
+    spaces = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    assert spaces == {chr(c) for c in range(0x3001) if chr(c).isspace()}
+    for char in map(chr, range(0x3100)):
+        assert bool(F.NON_BLANK.fullmatch(char)) == bool(char.strip())
+
+
+def test_the_openapi_document_publishes_the_generated_schemas() -> None:
+    from crondepot.api.app import create_app
+
+    schemas = create_app("postgresql://127.0.0.1:1/unused").openapi()["components"]["schemas"]
+    assert schemas["JobDocument"]["properties"] == DOCUMENT["properties"]
+    assert schemas["JobPatch"]["properties"] == PATCH["properties"]
+    job = schemas["Job"]
+    assert {k: v for k, v in job["properties"].items() if k in DOCUMENT["properties"]} == (
+        DOCUMENT["properties"])
+    assert {"id", "version", "next_run_at"} <= set(job["required"])
