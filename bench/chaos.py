@@ -113,7 +113,9 @@ FAILOVER_DOC = ROOT / "docs" / "availability.md"
 FAILOVER_EVENTS = ("kill-postmaster", "switchover", "kill-patroni", "partition",
                    "etcd-outage")
 FAILOVER_HOLD_S = 20.0
-PATRONI_RESTART_S = 5.0      # a supervisor (systemd Restart=always) starts Patroni again
+# A supervisor (systemd Restart=always) starts Patroni again, after its leader key (ttl
+# 10 s) has expired: the replica is promoted while the old postmaster still runs.
+PATRONI_RESTART_S = 20.0
 TENANT = "chaos"
 FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
@@ -1048,9 +1050,11 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
             cluster.partition(leader)
         elif action == "etcd-outage":
             cluster.etcd_pause()
-        # Watch for a writable primary while the event lasts and after it.
-        writable_at: float | None = None
-        lost = False          # writes failed at least once since the event began
+        # Watch the multi-host URL while the event lasts and after it: the outage is from
+        # the first failed write to the first write that succeeds after the last failure
+        # (and stays good for 5 s once the event has ended).
+        first_fail: float | None = None
+        back_at: float | None = None
         ended = hold == 0.0
         while not stop.is_set() and time.time() - began < 180:
             now = time.time()
@@ -1062,21 +1066,29 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
                 elif action == "etcd-outage":
                     cluster.etcd_resume()
                 fault.end, ended = now, True
-            ok = _writable(run.plan_url)
-            lost = lost or not ok
-            if ok and (lost or now - began > 5) and writable_at is None:
-                writable_at = time.time()
-            if ended and writable_at is not None:
+            if _writable(run.plan_url):
+                if back_at is None:
+                    back_at = time.time()
+            else:
+                first_fail = first_fail or now
+                back_at = None
+            settled = max(began + 10, fault.end or began) + 5
+            if ended and back_at is not None and time.time() >= settled:
                 break
             time.sleep(0.25)
         if fault.end is None:
             fault.end = time.time()
         primary = cluster.leader()
+        if first_fail is None:
+            writes = "writes never failed"
+        elif back_at is None:
+            writes = f"writes failing from {first_fail - began:.1f} s, not back"
+        else:
+            writes = (f"writes failed from {first_fail - began:.1f} s to "
+                      f"{back_at - began:.1f} s")
         fault.detail = "; ".join(part for part in (
-            fault.detail,
-            f"writes {'never failed' if not lost else 'failed'}",
-            f"primary after {writable_at - began:.1f} s" if writable_at else "no primary",
-            f"now {primary.name}" if primary else "") if part)
+            fault.detail, writes, f"primary {primary.name}" if primary else "no primary")
+            if part)
         print(f"  [{_clock(time.time())}] {action}: {fault.detail}", flush=True)
 
 
