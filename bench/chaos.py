@@ -114,7 +114,9 @@ FAILOVER_DOC = ROOT / "docs" / "availability.md"
 FAILOVER_EVENTS = ("kill-postmaster", "switchover", "kill-patroni", "partition",
                    "etcd-outage")
 FAILOVER_HOLD_S = 20.0
-PATRONI_RESTART_S = 5.0      # a supervisor (systemd Restart=always) starts Patroni again
+# A supervisor (systemd Restart=always) starts Patroni again, after its leader key (ttl
+# 10 s) has expired: the replica is promoted while the old postmaster still runs.
+PATRONI_RESTART_S = 20.0
 TENANT = "chaos"
 FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
@@ -150,6 +152,7 @@ class Plan:
     import_good: int = 40        # good lines per import file (plus the bad ones)
     failover: bool = False       # a Patroni cluster and its events instead of the faults
     synchronous: bool = True     # Patroni's synchronous_mode (failover runs)
+    strict: bool = True          # and synchronous_mode_strict
 
     @property
     def window_s(self) -> float:
@@ -162,12 +165,14 @@ def plan_for(args: argparse.Namespace) -> Plan:
         # 2 workers on the multi-host URL; one event at a time, the cluster healthy before
         # each. --ci: 4 minutes; otherwise --minutes (at least 5).
         minutes = 4.0 if args.ci else max(5.0, args.minutes)
-        mode = "failover" + ("" if args.sync else "-async") + ("-ci" if args.ci else "")
+        mode = ("failover" + ("" if args.sync else "-async")
+                + ("" if args.strict or not args.sync else "-not-strict")
+                + ("-ci" if args.ci else ""))
         return Plan(mode=mode, minutes=minutes, every_minute_jobs=600, spike_jobs=1000,
                     spike_lead_s=60, schedulers=2, workers=2, drain_s=60,
                     operator=not args.no_operator, pause_every_s=15.0,
                     pause_hold_s=(15.0, 45.0), import_good=20, failover=True,
-                    synchronous=args.sync)
+                    synchronous=args.sync, strict=args.strict)
     if args.ci:
         return Plan(mode="ci", minutes=3, every_minute_jobs=1200, spike_jobs=1000,
                     spike_lead_s=60, kill_every_s=8, storm_s=20, outage_s=20, drain_s=40,
@@ -1004,13 +1009,17 @@ def fetch_rows(url: str, expected: Sequence[Expected]) -> dict[str, Row]:
 
 
 def _writable(url: str) -> bool:
-    """A primary answers on the multi-host URL and commits (through its sync standby)."""
+    """A primary answers on the multi-host URL and commits (through its sync standby) within
+    a second. A commit waiting for a standby that is gone is cancelled by the statement
+    timeout, and PostgreSQL then reports it committed locally with a WARNING only: so the
+    time is what tells, not the answer."""
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=2,
                              application_name="chaos-probe") as conn:
-            conn.execute("SET statement_timeout = '2s'")
+            conn.execute("SET statement_timeout = '1s'")
+            began = time.monotonic()
             row = conn.execute("SELECT NOT pg_is_in_recovery(), txid_current()").fetchone()
-            return bool(row and row[0])
+            return bool(row and row[0]) and time.monotonic() - began < 0.9
     except psycopg.Error:
         return False
 
@@ -1050,9 +1059,11 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
             cluster.partition(leader)
         elif action == "etcd-outage":
             cluster.etcd_pause()
-        # Watch for a writable primary while the event lasts and after it.
-        writable_at: float | None = None
-        lost = False          # writes failed at least once since the event began
+        # Watch the multi-host URL while the event lasts and after it: the outage is from
+        # the first failed write to the first write that succeeds after the last failure
+        # (and stays good for 5 s once the event has ended).
+        first_fail: float | None = None
+        back_at: float | None = None
         ended = hold == 0.0
         while not stop.is_set() and time.time() - began < 180:
             now = time.time()
@@ -1064,21 +1075,29 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
                 elif action == "etcd-outage":
                     cluster.etcd_resume()
                 fault.end, ended = now, True
-            ok = _writable(run.plan_url)
-            lost = lost or not ok
-            if ok and (lost or now - began > 5) and writable_at is None:
-                writable_at = time.time()
-            if ended and writable_at is not None:
+            if _writable(run.plan_url):
+                if back_at is None:
+                    back_at = time.time()
+            else:
+                first_fail = first_fail or now
+                back_at = None
+            settled = max(began + 10, fault.end or began) + 5
+            if ended and back_at is not None and time.time() >= settled:
                 break
             time.sleep(0.25)
         if fault.end is None:
             fault.end = time.time()
         primary = cluster.leader()
+        if first_fail is None:
+            writes = "writes never failed"
+        elif back_at is None:
+            writes = f"writes failing from {first_fail - began:.1f} s, not back"
+        else:
+            writes = (f"writes failed from {first_fail - began:.1f} s to "
+                      f"{back_at - began:.1f} s")
         fault.detail = "; ".join(part for part in (
-            fault.detail,
-            f"writes {'never failed' if not lost else 'failed'}",
-            f"primary after {writable_at - began:.1f} s" if writable_at else "no primary",
-            f"now {primary.name}" if primary else "") if part)
+            fault.detail, writes, f"primary {primary.name}" if primary else "no primary")
+            if part)
         print(f"  [{_clock(time.time())}] {action}: {fault.detail}", flush=True)
 
 
@@ -1744,7 +1763,8 @@ def execute(run: Run, command: str, wall_start: float) -> int:
             print(f"chaos: a failover run needs {missing} (apt-get install patroni "
                   "etcd-server iptables postgresql-15)", file=sys.stderr)
             return 2
-        run.cluster = patroni_cluster.PatroniCluster(synchronous=plan.synchronous)
+        run.cluster = patroni_cluster.PatroniCluster(synchronous=plan.synchronous,
+                                                     strict=plan.strict)
     else:
         run.cluster = PrivateCluster()
     run.cluster.start()
@@ -1831,7 +1851,8 @@ def execute(run: Run, command: str, wall_start: float) -> int:
     print("\n" + text, flush=True)
     write_doc(plan.mode, text)
     (run.logs / "report.md").write_text(text + "\n")
-    print(f"\nwritten to {DOC.relative_to(ROOT)} ({plan.mode} section) and "
+    doc = FAILOVER_DOC if plan.failover else DOC
+    print(f"\nwritten to {doc.relative_to(ROOT)} ({plan.mode} section) and "
           f"{run.logs / 'report.md'}; process logs in {run.logs}", flush=True)
     print("summary row: " + summary_row(report, command), flush=True)
     return 1 if failures(report) else 0
@@ -1879,6 +1900,9 @@ def main(argv: list[str] | None = None) -> int:
                              "Patroni, a partition of the primary, an etcd outage")
     parser.add_argument("--async", dest="sync", action="store_false",
                         help="with --failover: asynchronous replication")
+    parser.add_argument("--not-strict", dest="strict", action="store_false",
+                        help="with --failover: synchronous_mode without "
+                             "synchronous_mode_strict")
     parser.add_argument("--no-operator", action="store_true",
                         help="no edits, pauses or imports: the faults alone")
     args = parser.parse_args(argv)

@@ -3,8 +3,9 @@
 One etcd and two (or more) PostgreSQL 15 nodes, each run by its own Patroni, all from
 Debian's packages (``apt-get install patroni etcd-server postgresql-15``), under the
 ``postgres`` system user (PostgreSQL refuses root), in a temporary folder. Synchronous
-replication (``synchronous_mode: true``) unless asked otherwise. crondepot connects with a
-multi-host URL and ``target_session_attrs=read-write``, as design §9 says a deployment does.
+replication (``synchronous_mode`` and ``synchronous_mode_strict``) unless asked otherwise.
+crondepot connects with a multi-host URL and ``target_session_attrs=read-write``, as design
+§9 says a deployment does.
 
 Each node reaches etcd through its own loopback address (127.0.0.2, 127.0.0.3, ...), and
 etcd listens on all of them: a partition of one node (``partition``) drops its PostgreSQL
@@ -97,10 +98,12 @@ class Node:
 
 
 class PatroniCluster:
-    def __init__(self, nodes: int = 2, *, synchronous: bool = True) -> None:
+    def __init__(self, nodes: int = 2, *, synchronous: bool = True, strict: bool = True
+                 ) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="crondepot-patroni-"))
         os.chmod(self.root, 0o777)
         self.synchronous = synchronous
+        self.strict = synchronous and strict
         self.etcd_port = _free_port()
         self.etcd_peer_port = _free_port()
         self.etcd: subprocess.Popen[bytes] | None = None
@@ -171,6 +174,11 @@ class PatroniCluster:
                 "dcs": {"ttl": 10, "loop_wait": 1, "retry_timeout": 4,
                         "maximum_lag_on_failover": 1048576,
                         "synchronous_mode": self.synchronous,
+                        # Strict: without it, a Patroni restarted on a node whose postmaster
+                        # outlived it (kill -9, then a supervisor) lets that old primary's
+                        # waiting commits return success although its standby, promoted
+                        # meanwhile, never got them (docs/availability.md: measured).
+                        "synchronous_mode_strict": self.strict,
                         "postgresql": {"use_pg_rewind": True, "use_slots": True,
                                        "parameters": {"max_connections": 300,
                                                       "wal_log_hints": "on",
@@ -311,8 +319,9 @@ class PatroniCluster:
 
 
 @contextlib.contextmanager
-def cluster(nodes: int = 2, *, synchronous: bool = True) -> Iterator[PatroniCluster]:
-    made = PatroniCluster(nodes, synchronous=synchronous)
+def cluster(nodes: int = 2, *, synchronous: bool = True, strict: bool = True
+            ) -> Iterator[PatroniCluster]:
+    made = PatroniCluster(nodes, synchronous=synchronous, strict=strict)
     try:
         made.start()
         yield made
