@@ -23,8 +23,10 @@ figure is this benchmark's alone).
   Then bytes per run of each table that grew. Medians over the rounds are printed.
 - **Connections.** A real ``crondepot scheduler``, ``crondepot worker --concurrency 20`` and
   ``crondepot api`` against the cluster: ``pg_stat_activity`` counted by ``application_name``
-  every 100 ms while idle, then while the scheduler and the worker drain ``--drain`` (5,000)
-  due runs of a no-op Python handler; the peak per process.
+  every 100 ms while idle, then while the scheduler and the worker drain ``--drain``
+  (20,000) due runs of a no-op Python handler; the peak per process. That drain's server CPU
+  and WAL per run are printed too: the same life end to end through the real processes,
+  with everything else they do meanwhile (reaping, heartbeats, their probes).
 - **Model.** From the medians: runs/s and runs/day per core of server CPU, WAL per day, the
   size of a 9:00 burst drained in 1, 5 and 15 minutes, jobs per core; the arithmetic is
   printed. docs/availability.md ("Capacity model") records a run.
@@ -68,6 +70,7 @@ from crondepot.db import connect  # noqa: E402
 from crondepot.job import JobSpec, create_jobs  # noqa: E402
 from crondepot.queue import Success, record_successes  # noqa: E402
 from crondepot.queue.claim import WeightedOrder, claim_runs  # noqa: E402
+from crondepot.retention import DEFAULT_RETENTION  # noqa: E402
 from crondepot.scheduler.tick import tick  # noqa: E402
 from crondepot.worker.loop import _configure_connection  # noqa: E402
 from ledger import MIX, TARGET  # noqa: E402
@@ -78,6 +81,16 @@ TICK_BATCH = 2000                   # SchedulerConfig.batch
 BURST_ZONES = ("Asia/Kolkata", "Asia/Kolkata", "Asia/Dubai", "Europe/London")
 SAMPLE_SECONDS = 0.1
 DAY = 86400
+RETENTION_DAYS = DEFAULT_RETENTION.days
+
+
+class FlushingCluster(PrivateCluster):
+    """The tests' private cluster, started as a primary runs: with fsync (the tests turn it
+    off on the command line, where no ALTER SYSTEM can turn it back on)."""
+
+    def start(self) -> None:
+        self._ctl("-o", f"-p {self.port} -h 127.0.0.1 -k {self.root} -c max_connections=200",
+                  "start")
 
 
 def reminder_doc(n: int, kind: str, cron: str, tz: str, target: dict[str, Any]) -> dict[str, Any]:
@@ -98,13 +111,14 @@ def mix_specs(count: int) -> list[JobSpec]:
     return specs
 
 
-def burst_specs(count: int, fire: datetime, target: dict[str, Any]) -> list[JobSpec]:
+def burst_specs(count: int, fire: datetime, target: dict[str, Any],
+                kind: str = "bill") -> list[JobSpec]:
     """Daily jobs that all fire at ``fire`` (their local wall time there, in four zones)."""
     crons = {}
     for tz in set(BURST_ZONES):
         local = fire.astimezone(ZoneInfo(tz))
         crons[tz] = f"{local.minute} {local.hour} * * *"
-    return [JobSpec.from_document(reminder_doc(n, "bill", crons[tz], tz, target))
+    return [JobSpec.from_document(reminder_doc(n, kind, crons[tz], tz, target))
             for n in range(count) for tz in (BURST_ZONES[n % len(BURST_ZONES)],)]
 
 
@@ -188,7 +202,7 @@ def print_sizes(rows: list[tuple[str, float, float, float]], unit: str) -> None:
 def print_cost(name: str, cost: Cost, per: int) -> None:
     print(f"    {name:<8} WAL {cost.wal / per:7.0f} B/run ({cost.wal_records / per:5.2f} records, "
           f"{cost.wal_fpi / per:5.3f} FPI)  backend CPU {cost.backend_cpu / per * 1e6:6.1f} us  "
-          f"server CPU {cost.server_cpu / per * 1e6:6.1f} us  ({cost.calls} calls, "
+          f"server CPU {cost.server_cpu / per * 1e6:6.1f} us  ({cost.calls:.0f} calls, "
           f"{cost.seconds:.2f}s)")
 
 
@@ -288,6 +302,11 @@ def per_run(dbs: BenchDatabases, count: int, claim: int, record: int) -> Round:
 
 # --------------------------------------------------------------------------- connections
 
+PENDING = ("SELECT EXISTS (SELECT 1 FROM jobs WHERE active AND NOT paused "
+           "AND next_run_at <= now()) "
+           "OR EXISTS (SELECT 1 FROM runs WHERE status = 'queued') "
+           "OR EXISTS (SELECT 1 FROM runs WHERE status = 'running')")
+
 ACTIVITY = """
     SELECT application_name, count(*) FROM pg_stat_activity
     WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1
@@ -314,7 +333,7 @@ class Sampler(threading.Thread):
         with admin_connect(self.url) as conn:
             while not self.stop.wait(SAMPLE_SECONDS):
                 for name, n in conn.execute(ACTIVITY):
-                    if not name:        # the benchmark's own connections
+                    if not name or name.startswith("capacity"):   # the benchmark's own
                         continue
                     self.peak[name] = max(self.peak.get(name, 0), n)
 
@@ -324,9 +343,13 @@ class Sampler(threading.Thread):
         return dict(sorted(self.peak.items()))
 
 
-def connections(dbs: BenchDatabases, drain: int, idle_seconds: float) -> None:
+def connections(dbs: BenchDatabases, drain: int, idle_seconds: float,
+                rounds: int) -> tuple[float, float]:
+    """Connections per process, idle and draining; and each drain's server CPU and WAL per
+    run. Returns the medians over the drains (server seconds per run, WAL bytes per run)."""
     print(f"\n== connections: a real scheduler, worker --concurrency 20 and api; peak "
           f"pg_stat_activity per application_name  [{loadavg()}]", flush=True)
+    per_run: list[tuple[float, float]] = []
     with dbs.fresh() as url:
         with admin_connect(url) as conn:
             grant_handler(conn)
@@ -342,32 +365,50 @@ def connections(dbs: BenchDatabases, drain: int, idle_seconds: float) -> None:
             idle.start()
             time.sleep(idle_seconds)
             print(f"    idle {idle_seconds:.0f}s: {idle.result()}")
-            busy = Sampler(url)
-            busy.start()
-            with admin_connect(url) as conn:
-                now = conn.execute("SELECT now()").fetchone()[0]     # type: ignore[index]
-                fire = (now - timedelta(minutes=2)).replace(second=0, microsecond=0)
-                target = {"type": "python", "handler": HANDLER}
-                create_jobs(conn, 1, burst_specs(drain, fire, target),
-                            now=fire - timedelta(hours=1))
-                started = time.monotonic()
-                while True:
-                    children.check_alive()
-                    row = conn.execute("SELECT count(*) FILTER (WHERE status = 'succeeded'), "
-                                       "count(*) FROM runs").fetchone()
+            target = {"type": "python", "handler": HANDLER}
+            for i in range(rounds):
+                busy = Sampler(url)
+                busy.start()
+                with admin_connect(url) as conn:
+                    now = conn.execute("SELECT now()").fetchone()[0]     # type: ignore[index]
+                    fire = (now - timedelta(minutes=2)).replace(second=0, microsecond=0)
+                    with connect(url, application_name="capacity-api") as api:
+                        create_jobs(api, 1, burst_specs(drain, fire, target, f"d{i}"),
+                                    now=fire - timedelta(hours=1))
+                    # The drain's server cost, end to end through the real processes (tick,
+                    # claim, record, and what else they do meanwhile: reaping, heartbeats),
+                    # less this probe's own backend.
+                    client0 = {r: children.cpu_seconds(r) for r in ("scheduler", "worker")}
+                    load = loadavg()
+                    with measured(conn, conn) as cost:
+                        started = time.monotonic()
+                        while time.monotonic() - started < 600:
+                            children.check_alive()
+                            if not conn.execute(PENDING).fetchone()[0]:  # type: ignore[index]
+                                break
+                            time.sleep(0.2)
+                    client = {r: children.cpu_seconds(r) - t for r, t in client0.items()}
+                    row = conn.execute("SELECT count(*) FILTER (WHERE status = 'succeeded' "
+                                       "AND attempt = 1), count(*) FROM runs").fetchone()
                     assert row is not None
-                    if row[0] >= drain or time.monotonic() - started > 300:
-                        break
-                    time.sleep(0.2)
-            print(f"    draining {drain:,} runs ({row[0]:,} succeeded in "
-                  f"{time.monotonic() - started:.1f}s): {busy.result()}")
+                server = (cost.server_cpu - cost.backend_cpu) / drain
+                per_run.append((server, cost.wal / drain))
+                print(f"    drain {i + 1}: {drain:,} runs due at once ({row[0]:,} of {row[1]:,} "
+                      f"runs so far succeeded at attempt 1) in {cost.seconds:.1f}s  [{load}]")
+                print(f"      peak connections: {busy.result()}")
+                print(f"      server CPU {server * 1e6:.1f} us/run (less the probe's "
+                      f"{cost.backend_cpu / drain * 1e6:.1f}), WAL {cost.wal / drain:.0f} B/run "
+                      f"({cost.wal_fpi / drain:.3f} FPI); client CPU: scheduler "
+                      f"{client['scheduler'] / drain * 1e6:.0f} us/run, worker "
+                      f"{client['worker'] / drain * 1e6:.0f} us/run")
         finally:
             children.stop()
+    return (statistics.median(x[0] for x in per_run), statistics.median(x[1] for x in per_run))
 
 
 # --------------------------------------------------------------------------- model
 
-def model(job: dict[str, Any], rounds: list[Round], cores: int) -> None:
+def model(rounds: list[Round]) -> dict[str, float]:
     names = ("tick", "claim", "record", "vacuum")
 
     def med(stage: str, attr: str) -> float:
@@ -395,19 +436,36 @@ def model(job: dict[str, Any], rounds: list[Round], cores: int) -> None:
           "and reused by the next fires; kept per run: the other tables, "
           f"{kept:.0f} B)")
 
+    return {"server": server, "wal": wal, "kept": kept, "vacuum": med("vacuum", "server_cpu") / n,
+            "vacuum_wal": med("vacuum", "wal") / n}
+
+
+def capacity(job: dict[str, Any], life: dict[str, float], e2e: tuple[float, float] | None,
+             cores: int) -> None:
+    """The arithmetic, printed: per core of server CPU, from the end-to-end drains (plus the
+    VACUUM their runs will need) when measured, else from the stages."""
+    if e2e is not None:
+        server, wal = e2e[0] + life["vacuum"], e2e[1] + life["vacuum_wal"]
+        basis = (f"end-to-end drains {e2e[0] * 1e6:.1f} us + VACUUM {life['vacuum'] * 1e6:.1f} "
+                 f"us = {server * 1e6:.1f} us/run; WAL {e2e[1]:.0f} + "
+                 f"{life['vacuum_wal']:.0f} = {wal:.0f} B/run")
+    else:
+        server, wal = life["server"], life["wal"]
+        basis = f"stages {server * 1e6:.1f} us/run; WAL {wal:.0f} B/run"
     rate = 1 / server
-    print("\n== model (server CPU per run: all server processes, stages tick+claim+record+"
-          "vacuum)")
-    print(f"    one core: 1 / {server * 1e6:.1f} us = {rate:,.0f} runs/s = "
-          f"{rate * DAY / 1e6:,.0f} M runs/day of pure database CPU")
+    print(f"\n== model, per core of PostgreSQL CPU ({basis})")
+    print(f"    one core: 1 / {server * 1e6:.1f} us = {rate:,.0f} runs/s; flat out all day "
+          f"{rate * DAY / 1e6:,.0f} M runs/day")
     for minutes in (1, 5, 15):
-        print(f"    9:00 burst drained in {minutes:>2} min on one core: {rate * 60 * minutes:,.0f} "
-              f"runs (x {cores} cores here: {rate * 60 * minutes * cores:,.0f})")
-    print(f"    WAL at that rate: {wal * rate / 1e6:.1f} MB/s per core; per day of "
-          f"1 M runs: {wal * 1e6 / 1e9:.2f} GB")
-    print(f"    storage: {job['bytes']:.0f} B/job; {kept:.0f} B/run kept until pruned: "
-          f"10 M jobs = {job['bytes'] * 1e7 / 1e9:.1f} GB, 1 M runs/day x 7 days = "
-          f"{kept * 7e6 / 1e9:.1f} GB")
+        print(f"    9:00 burst drained in {minutes:>2} min: {rate * 60 * minutes:,.0f} runs per "
+              f"core (x {cores} cores here: {rate * 60 * minutes * cores:,.0f})")
+    print(f"    WAL at {rate:,.0f} runs/s: {wal * rate / 1e6:.1f} MB/s per core "
+          f"(what a synchronous standby must receive and apply); 1 M runs = "
+          f"{wal * 1e6 / 1e9:.2f} GB of WAL")
+    print(f"    storage: {job['bytes']:.0f} B/job, {life['kept']:.0f} B/run kept until pruned: "
+          f"10 M jobs = {job['bytes'] * 1e7 / 1e9:.1f} GB; 10 M runs/day x {RETENTION_DAYS} days "
+          f"of retention (the worker's default) = "
+          f"{life['kept'] * 1e7 * RETENTION_DAYS / 1e9:.1f} GB")
 
 
 RUNS = 20_000
@@ -421,17 +479,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--claim", type=int, default=20, help="runs per claim call")
     parser.add_argument("--record", type=int, default=20, help="successes per record call")
-    parser.add_argument("--drain", type=int, default=5000)
+    parser.add_argument("--drain", type=int, default=20_000)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--no-connections", action="store_true")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
-        args.jobs, args.runs, args.drain, args.idle_seconds = 10_000, 2_000, 1_000, 3.0
+        args.jobs, args.runs, args.drain, args.idle_seconds = 10_000, 2_000, 2_000, 3.0
     RUNS = args.runs
 
     def run() -> None:
-        cluster = PrivateCluster()
+        cluster = FlushingCluster()
         try:
             cluster.start()
             with admin_connect(cluster.url) as conn:
@@ -456,9 +514,11 @@ def main() -> int:
                 for stage, cost in r.stages.items():
                     print_cost(stage, cost, args.runs)
                 rounds.append(r)
-            model(job, rounds, os.cpu_count() or 1)
+            life = model(rounds)
+            e2e = None
             if not args.no_connections:
-                connections(dbs, args.drain, args.idle_seconds)
+                e2e = connections(dbs, args.drain, args.idle_seconds, args.rounds)
+            capacity(job, life, e2e, os.cpu_count() or 1)
         finally:
             cluster.destroy()
 
