@@ -26,7 +26,8 @@ figure is this benchmark's alone).
   every 100 ms while idle, then while the scheduler and the worker drain ``--drain``
   (20,000) due runs of a no-op Python handler; the peak per process. That drain's server CPU
   and WAL per run are printed too: the same life end to end through the real processes,
-  with everything else they do meanwhile (reaping, heartbeats, their probes).
+  with everything else they do meanwhile (reaping, heartbeats, their probes). Then the
+  API's connections under load: 32 clients listing jobs back to back for 5 s.
 - **Model.** From the medians: runs/s and runs/day per core of server CPU, WAL per day, the
   size of a 9:00 burst drained in 1, 5 and 15 minutes, jobs per core; the arithmetic is
   printed. docs/availability.md ("Capacity model") records a run.
@@ -80,6 +81,8 @@ CREATE_BATCH = 5000
 TICK_BATCH = 2000                   # SchedulerConfig.batch
 BURST_ZONES = ("Asia/Kolkata", "Asia/Kolkata", "Asia/Dubai", "Europe/London")
 SAMPLE_SECONDS = 0.1
+API_CLIENTS = 32
+API_SECONDS = 5.0
 DAY = 86400
 RETENTION_DAYS = DEFAULT_RETENTION.days
 
@@ -358,8 +361,12 @@ def connections(dbs: BenchDatabases, drain: int, idle_seconds: float,
         try:
             children.start(scheduler_argv(url, "scheduler"), "scheduler")
             children.start(worker_argv("crondepot", url, "worker", 20), "worker")
+            port = free_port()
+            # The per-token request budget high enough that api_load's requests reach the
+            # database rather than a 429.
+            os.environ.update(CRONDEPOT_API_RATE="1000000", CRONDEPOT_API_BURST="1000000")
             children.start([sys.executable, "-m", "crondepot", "api", "--db", url,
-                            "--port", str(free_port())], "api")
+                            "--port", str(port)], "api")
             time.sleep(5)                         # start-up: imports, pools opened
             children.check_alive()
             idle = Sampler(url)
@@ -402,9 +409,42 @@ def connections(dbs: BenchDatabases, drain: int, idle_seconds: float,
                       f"({cost.wal_fpi / drain:.3f} FPI); client CPU: scheduler "
                       f"{client['scheduler'] / drain * 1e6:.0f} us/run, worker "
                       f"{client['worker'] / drain * 1e6:.0f} us/run")
+            api_load(url, port, children)
         finally:
             children.stop()
     return (statistics.median(x[0] for x in per_run), statistics.median(x[1] for x in per_run))
+
+
+def api_load(url: str, port: int, children: Children) -> None:
+    """The API's connections under load: API_CLIENTS clients listing jobs back to back."""
+    import httpx
+
+    from crondepot.tokens import create_token
+
+    with admin_connect(url) as conn:
+        token = create_token(conn, 1, label="capacity").token
+    sampler = Sampler(url)
+    sampler.start()
+    stop = time.monotonic() + API_SECONDS
+    answers: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def client() -> None:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                          headers={"Authorization": f"Bearer {token}"}) as http:
+            while time.monotonic() < stop:
+                code = http.get("/v1/jobs", params={"limit": 100}).status_code
+                with lock:
+                    answers[code] = answers.get(code, 0) + 1
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(API_CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=API_SECONDS + 60)
+    children.check_alive()
+    print(f"    api under load ({API_CLIENTS} clients listing jobs for {API_SECONDS:.0f}s, "
+          f"answers {dict(sorted(answers.items()))}): peak connections {sampler.result()}")
 
 
 # --------------------------------------------------------------------------- model
