@@ -201,9 +201,17 @@ class ReplayRequest(_Doc):
                            "one); by default they stay in the dead letter and are counted "
                            "in past_deadline")
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
+    # strict: parsed by this model, so a "true" or a 1 for a bool is refused, not coerced
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "examples": [{"error": "TimeoutError", "since": "2025-01-05T03:30:00Z",
-                      "dry_run": True}]})
+                      "dry_run": True}],
+        # the route's rule "at least one filter", as a schema can say it
+        "anyOf": [{"required": ["run_ids"],
+                   "properties": {"run_ids": {"type": "array", "minItems": 1}}},
+                  {"required": ["job_id"], "properties": {"job_id": {"type": "integer"}}},
+                  {"required": ["error"], "properties": {"error": {"type": "string"}}},
+                  {"required": ["since"], "properties": {"since": {"type": "string"}}},
+                  {"required": ["until"], "properties": {"until": {"type": "string"}}}]})
 
 
 class ReplayResult(_Doc):
@@ -296,6 +304,8 @@ class LedgerReport(_Doc):
     fires: int = Field(description="fires of the window's timetables")
     pending: int = Field(description="fires not owed a row yet (a paused job, a scheduler "
                                      "behind): they will be written or recorded, not lost")
+    oldest_pending: datetime | None = Field(description="the earliest pending fire: the next "
+                                                        "check must reach back to it")
     unaccounted_count: int = Field(description="fires owed a row that have none: lost")
     duplicated_count: int = Field(description="fires with more than one row")
     unaccounted: list[LedgerFire] = Field(description="the first 1,000 unaccounted fires")
@@ -328,6 +338,8 @@ class LimitList(_Doc):
 class TokenRequest(_Doc):
     """A token to issue to the caller's tenant (the body may be left out: an admin token)."""
 
+    model_config = ConfigDict(extra="forbid", strict=True)
+
     role: Literal["admin", "read"] = Field(default="admin", description="read tokens may only read")
     label: StorableText | None = Field(default=None, max_length=100, examples=["ci read"],
                                        description="what the token is for (1 to 100 "
@@ -355,6 +367,8 @@ class TokenList(_Doc):
 
 class SecretRotation(_Doc):
     """How long the old signing secret keeps signing next to the new one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     overlap_seconds: int = Field(default=86400, ge=0, le=30 * 86400,
                                  description="0 retires the old secret at once")

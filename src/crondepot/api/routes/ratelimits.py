@@ -9,13 +9,14 @@ to it and may not change them (403).
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
-from crondepot.api.openapi import problems, request_body
+from crondepot.api.openapi import location, problems, request_body
 from crondepot.api.problems import Invalid
 from crondepot.api.schemas import Limit, LimitDocument, LimitList
 from crondepot.ratelimit import (
@@ -54,7 +55,8 @@ def read(who: Reader, conn: Conn, name: str) -> JSONResponse:
 @router.put("/{name}", summary="Create or change a rate limit of this tenant's own",
             status_code=201,
             responses={200: {"model": Limit, "description": "changed"},
-                       201: {"model": Limit, "description": "created"},
+                       201: {"model": Limit, "description": "created",
+                             "headers": location("/v1/limits/{name}")},
                        **problems(401, 403, 404, 413, 415, 422, 429)},
             openapi_extra=request_body(LimitDocument, {"sms": {"rate_per_second": 450,
                                                                "burst": 50}}))
@@ -64,7 +66,8 @@ def put(who: Writer, conn: Conn, name: str, doc: Body) -> JSONResponse:
         bucket, created = put_own_limit(conn, who.tenant_id, name, rate, burst)
     except InvalidLimit as exc:     # the body was checked above: it is the name
         raise Invalid(str(exc), field="name") from None
-    return JSONResponse(_json(bucket), status_code=201 if created else 200)
+    new = {"Location": f"/v1/limits/{quote(bucket.name, safe='')}"} if created else {}
+    return JSONResponse(_json(bucket), status_code=201 if created else 200, headers=new)
 
 
 def _document(doc: Any) -> tuple[float, int]:
