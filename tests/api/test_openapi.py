@@ -153,3 +153,17 @@ def test_docs_pages_use_only_assets_the_app_serves(client: TestClient, page: str
     for asset in assets:
         response = client.get(f"/docs/assets/{asset}")
         assert response.status_code == 200 and len(response.content) > 100_000, asset
+
+
+def test_links_name_operations_and_parameters_that_exist(spec: dict[str, Any]) -> None:
+    by_id = {op["operationId"]: op for _, _, op in operations(spec)}
+    found = 0
+    for path, method, op in operations(spec):
+        for response in op["responses"].values():
+            for name, link in response.get("links", {}).items():
+                target = by_id[link["operationId"]]
+                names = {p["name"].lower() for p in target.get("parameters", ())}
+                for parameter in link["parameters"]:
+                    assert parameter.split(".")[-1].lower() in names, (path, method, name)
+                found += 1
+    assert found >= 20

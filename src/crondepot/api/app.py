@@ -21,7 +21,7 @@ from crondepot import logs, metrics
 from crondepot.api import console, docs, problems
 from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
-from crondepot.api.openapi import finish
+from crondepot.api.openapi import finish, operation_id
 from crondepot.api.routes import (
     audit,
     deadletter,
@@ -118,7 +118,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
             yield
 
     app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, generate_unique_id_function=operation_id)
     app.state.budget = RequestBudget(config.rate_per_second, config.burst)
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)

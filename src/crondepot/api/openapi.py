@@ -104,6 +104,35 @@ def etag() -> dict[str, Any]:
                      "required": True, "schema": {"type": "string", "pattern": '^"[0-9]+"$'}}}
 
 
+def operation_id(route: APIRoute) -> str:
+    """``jobs_read``, ``runs_list_runs``: the route module and function, for links and
+    generated clients (FastAPI's default spells out path and method)."""
+    module = route.endpoint.__module__.rsplit(".", 1)[-1]
+    return f"{module}_{route.name.strip('_')}"
+
+
+def job_links(job: str, *, etag: bool = True) -> dict[str, Any]:
+    """Links from an answer carrying a job (``job``: a JSON pointer to it, like
+    ``$response.body#``) to the operations on that job; PATCH too where the answer has the
+    job's ETag (its If-Match)."""
+    ids = {"job_id": f"{job}/id"}
+    links: dict[str, Any] = {name: {"operationId": f"jobs_{op}", "parameters": ids}
+                             for name, op in (("GetJob", "read"), ("PauseJob", "pause"),
+                                              ("ResumeJob", "resume"),
+                                              ("TriggerJob", "trigger"),
+                                              ("CancelJob", "cancel"))}
+    links["ListRuns"] = {"operationId": "runs_list_runs", "parameters": ids}
+    if etag:
+        links["PatchJob"] = {"operationId": "jobs_patch",
+                             "parameters": {**ids, "header.if-match": "$response.header.ETag"}}
+    return links
+
+
+def link(link_name: str, operation: str, **parameters: str) -> dict[str, Any]:
+    """One link to ``operation``, its parameters taken from the answer or request."""
+    return {link_name: {"operationId": operation, "parameters": parameters}}
+
+
 def finish(app: FastAPI, spec: dict[str, Any]) -> dict[str, Any]:
     """The generated document, completed as the module docstring says."""
     schemas = spec.setdefault("components", {}).setdefault("schemas", {})

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
-from crondepot.api.openapi import etag, location, problems, request_body
+from crondepot.api.openapi import etag, job_links, link, location, problems, request_body
 from crondepot.api.problems import Invalid, PreconditionRequired
 from crondepot.api.reads import get_run
 from crondepot.api.render import job_json, run_json
@@ -52,9 +52,10 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
 @router.post("", summary="Create a job (idempotent on key)", status_code=201,
              responses={200: {"model": Job, "description": "the key existed with this "
                                                            "document: the stored job",
-                              "headers": etag()},
+                              "headers": etag(), "links": job_links("$response.body#")},
                         201: {"model": Job, "description": "created",
-                              "headers": {**location("/v1/jobs/{id}"), **etag()}},
+                              "headers": {**location("/v1/jobs/{id}"), **etag()},
+                              "links": job_links("$response.body#")},
                         **problems(401, 403, 409, 413, 415, 422, 429)},
              openapi_extra=request_body(JobDocument, {"emi_reminder": EMI_REMINDER,
                                                       "python_handler": PYTHON_JOB}))
@@ -65,7 +66,9 @@ def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
 
 
 @router.get("", summary="List jobs (cursor pagination by id)",
-            responses={200: {"model": JobPage}, **problems(401, 422, 429)})
+            responses={200: {"model": JobPage,
+                             "links": job_links("$response.body#/items/0", etag=False)},
+                       **problems(401, 422, 429)})
 def list_(who: Reader, conn: Conn,
           limit: Annotated[int, Query(ge=1, le=1000)] = 100,
           cursor: Annotated[str | None, Query(max_length=20,
@@ -82,8 +85,10 @@ def list_(who: Reader, conn: Conn,
     return JSONResponse({"items": [job_json(j) for j in page], "next_cursor": next_cursor})
 
 
-@router.get("/{job_id}", summary="Get a job", responses={200: {"model": Job, "headers": etag()},
-                                                        **problems(401, 404, 429)})
+@router.get("/{job_id}", summary="Get a job",
+            responses={200: {"model": Job, "headers": etag(),
+                             "links": job_links("$response.body#")},
+                       **problems(401, 404, 429)})
 def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
     return _job_response(get_job(conn, who.tenant_id, known_job_id(job_id)))
 
@@ -123,7 +128,9 @@ def resume(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
 
 @router.post("/{job_id}/trigger", summary="Queue one run now", status_code=201,
              responses={201: {"model": TriggerResult, "description": "queued",
-                              "headers": location("/v1/runs/{run_id}")},
+                              "headers": location("/v1/runs/{run_id}"),
+                              "links": link("GetRun", "runs_read_run",
+                                            run_id="$response.body#/run_id")},
                         200: {"model": TriggerResult,
                               "description": "a run with this id (same second) existed"},
                         **problems(401, 403, 404, 409, 429)})

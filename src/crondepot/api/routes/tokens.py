@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Path, Response
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
-from crondepot.api.openapi import location, problems
+from crondepot.api.openapi import link, location, problems
 from crondepot.api.schemas import NewToken, RotatedSecret, SecretRotation, TokenList, TokenRequest
 from crondepot.signing_secret import rotate_secret
 from crondepot.tokens import TokenInfo, create_token, list_tokens, revoke_token
@@ -33,7 +33,9 @@ def list_(who: Reader, conn: Conn) -> JSONResponse:
 
 @router.post("/tokens", summary="Issue a token (shown once)", status_code=201,
              responses={201: {"model": NewToken, "description": "issued",
-                              "headers": location("/v1/tokens/{id}")},
+                              "headers": location("/v1/tokens/{id}"),
+                              "links": link("RevokeToken", "tokens_revoke",
+                                            token_id="$response.body#/id")},
                         **problems(401, 403, 409, 422, 429)})
 def create(who: Writer, conn: Conn,
            body: Annotated[TokenRequest | None, Body(openapi_examples={
