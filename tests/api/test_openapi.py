@@ -133,8 +133,18 @@ def test_a_model_body_that_is_not_utf8_is_a_422_problem(client: TestClient,
 def test_model_bodies_do_not_coerce_types(client: TestClient, h: dict[str, str]) -> None:
     for path, body in (("/v1/signing-secret/rotate", {"overlap_seconds": False}),
                        ("/v1/dead-letter/replay", {"job_id": 1, "dry_run": "yes"}),
+                       ("/v1/dead-letter/replay", {"job_id": True}),
+                       ("/v1/dead-letter/replay", {"until": 0.5}),
                        ("/v1/tokens", {"label": 5})):
-        assert client.post(path, json=body, headers=h).status_code == 422, path
+        assert client.post(path, json=body, headers=h).status_code == 422, body
+    # what JSON Schema calls valid still is: an integral float, an RFC 3339 string
+    for path, body in (("/v1/signing-secret/rotate", {"overlap_seconds": 60.0}),
+                       ("/v1/dead-letter/replay", {"job_id": 1.0, "dry_run": True,
+                                                   "since": "2025-01-05T03:30:00Z"})):
+        assert client.post(path, json=body, headers=h).status_code == 200, body
+    limit = client.put("/v1/limits/own.two", json={"rate_per_second": 5, "burst": 7.0},
+                       headers=h)
+    assert limit.status_code == 201 and limit.json()["burst"] == 7
 
 
 @pytest.mark.parametrize(("page", "assets"), [
