@@ -34,6 +34,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("GET /v1/audit", "status_code_conformance", "Received: 500"): "item 1 (the same 500)",
     ("GET /v1/dead-letter", "not_a_server_error", ""): "item 1: job_id beyond bigint is a 500",
     ("GET /v1/dead-letter", "status_code_conformance", "Received: 500"): "item 1 (the same)",
+    ("POST /v1/dead-letter/replay", "not_a_server_error", ""):
+        "item 1: a job_id beyond bigint in the body is a 500",
+    ("POST /v1/dead-letter/replay", "status_code_conformance", "Received: 500"): "item 1",
     ("GET /v1/dead-letter", "negative_data_rejection", "until"):
         "item 1: until=0.5 is read as a Unix time, not refused as a date-time",
     ("GET /v1/verify", "negative_data_rejection", "until"): "item 1: until=0.5 (the same)",
