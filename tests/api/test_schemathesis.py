@@ -42,6 +42,15 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("GET /v1/verify", "negative_data_rejection", "until"): "item 1: until=0.5 (the same)",
     ("GET /v1/verify", "negative_data_rejection", "since"): "item 1: since=0.5 (the same)",
     ("GET /v1/dead-letter", "negative_data_rejection", "since"): "item 1: since=0.5",
+    ("GET /v1/jobs", "not_a_server_error", ""): "item 1: a cursor beyond bigint is a 500",
+    ("GET /v1/jobs", "status_code_conformance", "Received: 500"): "item 1 (the same)",
+    ("GET /v1/jobs/{job_id}/runs", "not_a_server_error", ""):
+        "item 1: a NUL or lone surrogate inside a decoded cursor is a 500",
+    ("GET /v1/jobs/{job_id}/runs", "status_code_conformance", "Received: 500"): "item 1",
+    ("POST /v1/jobs", "negative_data_rejection", ""):
+        "item 2: the validator accepts what the JobDocument schema forbids",
+    ("POST /v1/import", "refusal_has_a_named_reason", "without a reported failure"):
+        "item 2: the validator accepts what the JobDocument schema forbids",
     ("POST /v1/jobs", "refusal_has_a_named_reason", "'validation'"):
         "item 2: the JobDocument schema does not carry the validator's rules",
     ("PATCH /v1/jobs/{job_id}", "refusal_has_a_named_reason", "'validation'"):

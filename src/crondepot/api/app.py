@@ -37,9 +37,10 @@ from crondepot.db import open_pool
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
 
-Every `/v1` route needs `Authorization: Bearer <token>` (on /docs: Authorize); a token belongs
-to one tenant, and another tenant's jobs and runs answer 404. `read` tokens may only GET. Errors are RFC 9457
-`application/problem+json`; a validation error is 422 and names the field in `errors`.
+Every `/v1` route needs `Authorization: Bearer <token>` (on /docs: Authorize); a token
+belongs to one tenant, and another tenant's jobs and runs answer 404. `read` tokens may only
+GET. Errors are RFC 9457 `application/problem+json`; a validation error is 422 and names the
+field in `errors`.
 
 Bad input changes nothing and is never a 500. Limits on a job document (also each NDJSON
 import line, where a bad line is reported by number and field and the others are stored):

@@ -12,6 +12,7 @@ machinery answers on every route that uses it, so no route can forget one:
     any parameter/body  422 (FastAPI's HTTPValidationError replaced: every 422 is a problem)
     a request body      413 (the body bound is a middleware in front of every route)
     query/path text     no NUL (``body.text_params`` refuses it)
+    a 428 (declared)    its If-Match header required (its absence is that 428)
 
 Every error status is ``application/problem+json`` with the Problem schema.
 """

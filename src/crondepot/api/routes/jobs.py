@@ -95,8 +95,7 @@ def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
 
 @router.patch("/{job_id}", summary="Change a job (If-Match: its version)",
               responses={200: {"model": Job, "headers": etag()},
-                         **problems(401, 403, 404, 409, 412, 413, 415,
-                                                         422, 428, 429)},
+                         **problems(401, 403, 404, 409, 412, 413, 415, 422, 428, 429)},
               openapi_extra=request_body(JobPatch, {"move_to_10am": {
                   "cron": "0 10 5 * *", "misfire": {"policy": "skip_after", "seconds": 3600}}},
                   media_type="application/merge-patch+json"))
