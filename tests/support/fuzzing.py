@@ -5,9 +5,10 @@ bench/schemathesis_run.py (a long one). The database holds what the operations r
 (active, paused, cancelled; http and python targets), runs in every state a job's history
 shows, dead letters, an own rate limit and a granted one, an admin and a read token.
 
-The seeded tokens get ids far from 1 (the sequence is moved first): the admin's run issues
-tokens, and a generated ``DELETE /v1/tokens/{token_id}`` that hit the run's own token (once
-another admin exists) would revoke it and leave the rest of the run answering 401.
+The seeded tokens get ids far from 1 (the sequence is moved first), and the hooks send a
+``DELETE /v1/tokens/{token_id}`` aimed at one of them to id 1 instead: the admin's run issues
+tokens, and revoking the run's own token (once another admin exists) would leave the rest of
+the run answering 401.
 """
 
 from __future__ import annotations
@@ -171,7 +172,8 @@ class Outcome:
 
 def run(base: str, token: str, *, seed: int, keep: Sequence[int] = (),
         extra: Sequence[str] = (), workdir: Path | None = None) -> Outcome:
-    """``schemathesis run <base>/openapi.json --checks all`` as ``token``."""
+    """``schemathesis run <base>/openapi.json`` (every check; tests/support/schemathesis.toml)
+    as ``token``, its own ``keep`` token ids spared (schemathesis_hooks.before_call)."""
     folder = Path(workdir or tempfile.mkdtemp(prefix="schemathesis-"))
     report = folder / "report.ndjson"
     # Every check is on by default (and the report lists each); "--checks all" would also
