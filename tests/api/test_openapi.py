@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -177,3 +178,30 @@ def test_links_name_operations_and_parameters_that_exist(spec: dict[str, Any]) -
                     assert parameter.split(".")[-1].lower() in names, (path, method, name)
                 found += 1
     assert found >= 20
+
+
+def test_every_documented_request_example_is_accepted(client: TestClient,
+                                                      h: dict[str, str]) -> None:
+    spec = client.get("/openapi.json").json()
+    job = client.post("/v1/jobs", json={**EMI, "key": "examples:base"}, headers=h).json()
+    tried = 0
+    for path, method, op in operations(spec):
+        for media, content in op.get("requestBody", {}).get("content", {}).items():
+            schema_ref = content.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+            examples = [e["value"] for e in content.get("examples", {}).values()] or \
+                spec["components"]["schemas"].get(schema_ref, {}).get("examples", [])
+            for example in examples:
+                url = path.replace("{job_id}", str(job["id"])).replace("{name}", "own.ex")
+                headers = {**h, "Content-Type": media, "If-Match": f'"{job["version"]}"'}
+                if media == "application/x-ndjson":
+                    body = "".join(json.dumps(item) + "\n" for item in example).encode()
+                else:
+                    body = json.dumps(example).encode()
+                response = client.request(method.upper(), url, content=body, headers=headers)
+                assert response.status_code < 300, (method, path, example, response.text)
+                if media == "application/x-ndjson":
+                    assert response.json()["failed"] == 0, response.text
+                if path == "/v1/jobs/{job_id}":
+                    job = response.json()
+                tried += 1
+    assert tried >= 9
