@@ -18,10 +18,10 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request, Response
 
 from crondepot import logs, metrics
-from crondepot.api import console, problems
+from crondepot.api import console, docs, problems
 from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
-from crondepot.api.openapi import add_documented_schemas
+from crondepot.api.openapi import finish, operation_id
 from crondepot.api.routes import (
     audit,
     deadletter,
@@ -37,9 +37,10 @@ from crondepot.db import open_pool
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
 
-Every `/v1` route needs `Authorization: Bearer <token>`; a token belongs to one tenant, and
-another tenant's jobs and runs answer 404. `read` tokens may only GET. Errors are RFC 9457
-`application/problem+json`; a validation error is 422 and names the field in `errors`.
+Every `/v1` route needs `Authorization: Bearer <token>` (on /docs: Authorize); a token
+belongs to one tenant, and another tenant's jobs and runs answer 404. `read` tokens may only
+GET. Errors are RFC 9457 `application/problem+json`; a validation error is 422 and names the
+field in `errors`.
 
 Bad input changes nothing and is never a 500. Limits on a job document (also each NDJSON
 import line, where a bad line is reported by number and field and the others are stored):
@@ -117,7 +118,8 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
             app.state.metrics = metrics.database_registry(pool.connection)
             yield
 
-    app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, generate_unique_id_function=operation_id)
     app.state.budget = RequestBudget(config.rate_per_second, config.burst)
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
@@ -127,6 +129,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
+    docs.install(app)
     _document(app)
     return app
 
@@ -142,7 +145,7 @@ def _document(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = add_documented_schemas(build())
+            app.openapi_schema = finish(app, build())
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

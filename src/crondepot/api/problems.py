@@ -18,14 +18,17 @@ anything else is a 500 that says nothing about its insides.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, routing
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from crondepot.db.migrations import MigrationError
 from crondepot.errors import CrondepotError, DatabaseUnavailable, InvalidJob, InvalidSchedule
@@ -135,6 +138,11 @@ def problem_for(exc: BaseException) -> JSONResponse:
                        errors=exc.errors)
     if isinstance(exc, RequestValidationError):
         return _request_validation(exc)
+    if isinstance(exc, StarletteHTTPException) and exc.status_code == 400 \
+            and isinstance(exc.__cause__, ValueError):
+        # FastAPI could not read a model's body (not UTF-8): malformed JSON, as json_body says
+        return problem(422, "validation", "Invalid request", f"malformed JSON: {exc.__cause__}",
+                       errors=[{"field": "body", "message": "malformed JSON"}])
     if isinstance(exc, StarletteHTTPException):
         return problem(exc.status_code, _http_slug(exc.status_code), str(exc.detail),
                        str(exc.detail), headers=dict(exc.headers or {}))
@@ -183,10 +191,37 @@ def _http_slug(status: int) -> str:
     return {404: "not-found", 405: "method-not-allowed"}.get(status, f"http-{status}")
 
 
+def api_routes(app: FastAPI) -> Iterator[tuple[str, set[str], APIRoute]]:
+    """(path, methods, route) of every API route, included routers flattened."""
+    # A recent FastAPI keeps included routers whole (iter_route_contexts flattens them); an
+    # older one has the routes themselves in app.routes.
+    contexts: Callable[[list[Any]], Iterator[Any]] | None = \
+        getattr(routing, "iter_route_contexts", None)
+    for item in contexts(app.routes) if contexts else app.routes:
+        route = getattr(item, "original_route", item)
+        if isinstance(route, APIRoute):
+            yield (getattr(item, "path_format", route.path_format),
+                   set(getattr(item, "methods", None) or ()), route)
+
+
+def _allow(app: FastAPI, path: str) -> str:
+    """The methods every route of ``path`` answers (a 405's Allow lists them all, not only
+    those of the first route that matched the path)."""
+    methods: set[str] = set()
+    for template, answered, _ in api_routes(app):
+        if compile_path(template)[0].match(path):
+            methods |= answered
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     """Route every error through ``problem_for``."""
 
     async def handle(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, StarletteHTTPException) and exc.status_code == 405:
+            allow = _allow(request.app, request.url.path)
+            if allow:
+                exc.headers = {**(exc.headers or {}), "Allow": allow}
         return problem_for(exc)
 
     for cls in (ApiError, RequestValidationError, StarletteHTTPException, CrondepotError,

@@ -12,7 +12,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
@@ -152,7 +159,19 @@ def _storable(text: str) -> str:
     return text
 
 
-StorableText = Annotated[str, AfterValidator(_storable)]
+# (the schema says no NUL; a lone surrogate is refused too, but no portable regex says it)
+StorableText = Annotated[str, AfterValidator(_storable),
+                         Field(json_schema_extra={"pattern": "^[^\\u0000]*$"})]
+
+
+def json_number(value: Any, kinds: tuple[type, ...]) -> Any:
+    """Refuse what pydantic's lax mode would coerce but JSON Schema does not allow: a bool or
+    a string for a number, a number or a string for a bool. (An integral float such as 5.0 is
+    a JSON Schema integer and stays accepted.)"""
+    if isinstance(value, bool) != (bool in kinds) or isinstance(value, str):
+        raise ValueError(f"expected {' or '.join(k.__name__ for k in kinds)}, "
+                         f"got {type(value).__name__}")
+    return value
 
 
 class ReplayRequest(_Doc):
@@ -174,7 +193,32 @@ class ReplayRequest(_Doc):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
         "examples": [{"error": "TimeoutError", "since": "2025-01-05T03:30:00Z",
-                      "dry_run": True}]})
+                      "dry_run": True}],
+        # the route's rule "at least one filter", as a schema can say it
+        "anyOf": [{"required": ["run_ids"],
+                   "properties": {"run_ids": {"type": "array", "minItems": 1}}},
+                  {"required": ["job_id"], "properties": {"job_id": {"type": "integer"}}},
+                  {"required": ["error"], "properties": {"error": {"type": "string"}}},
+                  {"required": ["since"], "properties": {"since": {"type": "string"}}},
+                  {"required": ["until"], "properties": {"until": {"type": "string"}}}]})
+
+    @field_validator("job_id", "limit", mode="before")
+    @classmethod
+    def _integer(cls, value: Any) -> Any:
+        return value if value is None else json_number(value, (int,))
+
+    @field_validator("since", "until", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        # a date-time is a string to JSON Schema; lax pydantic would read 0.5 as Unix time
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"expected an RFC 3339 date-time, got {type(value).__name__}")
+        return value
+
+    @field_validator("dry_run", "ignore_deadline", mode="before")
+    @classmethod
+    def _bool(cls, value: Any) -> Any:
+        return json_number(value, (bool,))
 
 
 class ReplayResult(_Doc):
@@ -267,6 +311,8 @@ class LedgerReport(_Doc):
     fires: int = Field(description="fires of the window's timetables")
     pending: int = Field(description="fires not owed a row yet (a paused job, a scheduler "
                                      "behind): they will be written or recorded, not lost")
+    oldest_pending: datetime | None = Field(description="the earliest pending fire: the next "
+                                                        "check must reach back to it")
     unaccounted_count: int = Field(description="fires owed a row that have none: lost")
     duplicated_count: int = Field(description="fires with more than one row")
     unaccounted: list[LedgerFire] = Field(description="the first 1,000 unaccounted fires")
@@ -296,13 +342,28 @@ class LimitList(_Doc):
     items: list[Limit]
 
 
+# tokens.check_label's rule: no control character, not only spaces (and, as for every
+# string, no lone surrogate: a range of them is not a portable regex)
+_LABEL_CHAR = "[^\\u0000-\\u001f\\u007f]"
+LABEL = f"^{_LABEL_CHAR}*[^\\s\\u0000-\\u001f\\u007f]{_LABEL_CHAR}*$"
+
+
+def _label_schema(schema: dict[str, Any]) -> None:
+    for option in schema.get("anyOf", ()):
+        if option.get("type") == "string":
+            option.update(minLength=1, pattern=LABEL)
+
+
 class TokenRequest(_Doc):
     """A token to issue to the caller's tenant (the body may be left out: an admin token)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     role: Literal["admin", "read"] = Field(default="admin", description="read tokens may only read")
     label: StorableText | None = Field(default=None, max_length=100, examples=["ci read"],
                                        description="what the token is for (1 to 100 "
-                                                   "printable characters)")
+                                                   "printable characters)",
+                                       json_schema_extra=_label_schema)
 
 
 class Token(_Doc):
@@ -329,6 +390,11 @@ class SecretRotation(_Doc):
 
     overlap_seconds: int = Field(default=86400, ge=0, le=30 * 86400,
                                  description="0 retires the old secret at once")
+
+    @field_validator("overlap_seconds", mode="before")
+    @classmethod
+    def _integer(cls, value: Any) -> Any:
+        return json_number(value, (int,))
 
 
 class RotatedSecret(_Doc):

@@ -29,15 +29,9 @@ BATCH = 5000      # jobs per statement and commit, as bench/api.py's library pat
 MAX_REPORTED = 1000
 
 
-def _example() -> str:
-    import json
-
-    return "\n".join(json.dumps(d) for d in (EMI_REMINDER, PYTHON_JOB)) + "\n"
-
-
 @router.post("/import", summary="Import jobs from NDJSON (one job document per line)",
              responses={200: {"model": ImportResult}, **problems(401, 403, 413, 415, 429)},
-             openapi_extra=ndjson_doc({"two_jobs": _example()}))
+             openapi_extra=ndjson_doc({"two_jobs": [EMI_REMINDER, PYTHON_JOB]}))
 def import_jobs(who: Writer, conn: Conn,
                 raw: Annotated[bytearray, Depends(ndjson_body)]) -> JSONResponse:
     counts = {"lines": 0, "created": 0, "existing": 0, "failed": 0}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
-from crondepot.api.openapi import problems, request_body
+from crondepot.api.openapi import etag, job_links, link, location, problems, request_body
 from crondepot.api.params import MAX_BIGINT, ascii_digits, bigint
 from crondepot.api.problems import Invalid, PreconditionRequired
 from crondepot.api.reads import get_run
@@ -44,13 +45,18 @@ MAX_JOB_ID = MAX_BIGINT
 
 
 def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
-    return JSONResponse(job_json(job), status_code=status, headers={"ETag": f'"{job.version}"'})
+    new = {"Location": f"/v1/jobs/{job.id}"} if status == 201 else {}
+    return JSONResponse(job_json(job), status_code=status,
+                        headers={"ETag": f'"{job.version}"', **new})
 
 
 @router.post("", summary="Create a job (idempotent on key)", status_code=201,
              responses={200: {"model": Job, "description": "the key existed with this "
-                                                           "document: the stored job"},
-                        201: {"model": Job, "description": "created"},
+                                                           "document: the stored job",
+                              "headers": etag(), "links": job_links("$response.body#")},
+                        201: {"model": Job, "description": "created",
+                              "headers": {**location("/v1/jobs/{id}"), **etag()},
+                              "links": job_links("$response.body#")},
                         **problems(401, 403, 409, 413, 415, 422, 429)},
              openapi_extra=request_body(JobDocument, {"emi_reminder": EMI_REMINDER,
                                                       "python_handler": PYTHON_JOB}))
@@ -61,7 +67,9 @@ def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
 
 
 @router.get("", summary="List jobs (cursor pagination by id)",
-            responses={200: {"model": JobPage}, **problems(401, 422, 429)})
+            responses={200: {"model": JobPage,
+                             "links": job_links("$response.body#/items/0", etag=False)},
+                       **problems(401, 422, 429)})
 def list_(who: Reader, conn: Conn,
           limit: Annotated[int, Query(ge=1, le=1000)] = 100,
           cursor: Annotated[str | None, Query(max_length=20,
@@ -78,15 +86,17 @@ def list_(who: Reader, conn: Conn,
     return JSONResponse({"items": [job_json(j) for j in page], "next_cursor": next_cursor})
 
 
-@router.get("/{job_id}", summary="Get a job", responses={200: {"model": Job},
-                                                        **problems(401, 404, 429)})
+@router.get("/{job_id}", summary="Get a job",
+            responses={200: {"model": Job, "headers": etag(),
+                             "links": job_links("$response.body#")},
+                       **problems(401, 404, 429)})
 def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
     return _job_response(get_job(conn, who.tenant_id, known_job_id(job_id)))
 
 
 @router.patch("/{job_id}", summary="Change a job (If-Match: its version)",
-              responses={200: {"model": Job}, **problems(401, 403, 404, 409, 412, 413, 415,
-                                                         422, 428, 429)},
+              responses={200: {"model": Job, "headers": etag()},
+                         **problems(401, 403, 404, 409, 412, 413, 415, 422, 428, 429)},
               openapi_extra=request_body(JobPatch, {"move_to_10am": {
                   "cron": "0 10 5 * *", "misfire": {"policy": "skip_after", "seconds": 3600}}},
                   media_type="application/merge-patch+json"))
@@ -103,25 +113,33 @@ def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
 
 
 @router.post("/{job_id}/pause", summary="Pause a job",
-             responses={200: {"model": Job}, **problems(401, 403, 404, 409, 429)})
+             responses={200: {"model": Job, "headers": etag()},
+                        **problems(401, 403, 404, 409, 429)})
 def pause(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
     return _job_response(pause_job(conn, who.tenant_id, known_job_id(job_id)))
 
 
 @router.post("/{job_id}/resume", summary="Resume a job from now",
-             responses={200: {"model": Job}, **problems(401, 403, 404, 409, 429)})
+             responses={200: {"model": Job, "headers": etag()},
+                        **problems(401, 403, 404, 409, 429)})
 def resume(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
     return _job_response(resume_job(conn, who.tenant_id, known_job_id(job_id)))
 
 
 @router.post("/{job_id}/trigger", summary="Queue one run now", status_code=201,
-             responses={201: {"model": TriggerResult}, 200: {"model": TriggerResult},
+             responses={201: {"model": TriggerResult, "description": "queued",
+                              "headers": location("/v1/runs/{run_id}"),
+                              "links": link("GetRun", "runs_read_run",
+                                            run_id="$response.body#/run_id")},
+                        200: {"model": TriggerResult,
+                              "description": "a run with this id (same second) existed"},
                         **problems(401, 403, 404, 409, 429)})
 def trigger(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
     done = trigger_job(conn, who.tenant_id, known_job_id(job_id))
     run = get_run(conn, who.tenant_id, done.run_id)
+    new = {"Location": f"/v1/runs/{quote(done.run_id, safe=':')}"} if done.created else {}
     return JSONResponse({"run_id": done.run_id, "created": done.created, "run": run_json(run)},
-                        status_code=201 if done.created else 200)
+                        status_code=201 if done.created else 200, headers=new)
 
 
 @router.delete("/{job_id}", summary="Cancel a job (its history is kept)", status_code=204,

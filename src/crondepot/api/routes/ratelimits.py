@@ -9,15 +9,17 @@ to it and may not change them (403).
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
-from crondepot.api.openapi import problems, request_body
+from crondepot.api.openapi import link, location, problems, request_body
 from crondepot.api.problems import Invalid
 from crondepot.api.schemas import Limit, LimitDocument, LimitList
+from crondepot.job.spec import LIMIT_NAME
 from crondepot.ratelimit import (
     Bucket,
     InvalidLimit,
@@ -28,6 +30,8 @@ from crondepot.ratelimit import (
 
 router = APIRouter(prefix="/v1/limits", tags=["limits"])
 Body = Annotated[Any, Depends(json_body)]
+# documented, not enforced here: put_own_limit refuses another name with its own message
+NewName = Annotated[str, Path(json_schema_extra={"pattern": f"^(?:{LIMIT_NAME.pattern})$"})]
 MAX_RATE = 1_000_000
 
 
@@ -54,17 +58,21 @@ def read(who: Reader, conn: Conn, name: str) -> JSONResponse:
 @router.put("/{name}", summary="Create or change a rate limit of this tenant's own",
             status_code=201,
             responses={200: {"model": Limit, "description": "changed"},
-                       201: {"model": Limit, "description": "created"},
+                       201: {"model": Limit, "description": "created",
+                             "headers": location("/v1/limits/{name}"),
+                             "links": link("GetLimit", "ratelimits_read",
+                                           name="$request.path.name")},
                        **problems(401, 403, 404, 413, 415, 422, 429)},
             openapi_extra=request_body(LimitDocument, {"sms": {"rate_per_second": 450,
                                                                "burst": 50}}))
-def put(who: Writer, conn: Conn, name: str, doc: Body) -> JSONResponse:
+def put(who: Writer, conn: Conn, name: NewName, doc: Body) -> JSONResponse:
     rate, burst = _document(doc)
     try:
         bucket, created = put_own_limit(conn, who.tenant_id, name, rate, burst)
     except InvalidLimit as exc:     # the body was checked above: it is the name
         raise Invalid(str(exc), field="name") from None
-    return JSONResponse(_json(bucket), status_code=201 if created else 200)
+    new = {"Location": f"/v1/limits/{quote(bucket.name, safe='')}"} if created else {}
+    return JSONResponse(_json(bucket), status_code=201 if created else 200, headers=new)
 
 
 def _document(doc: Any) -> tuple[float, int]:
@@ -84,6 +92,8 @@ def _document(doc: Any) -> tuple[float, int]:
     burst = doc.get("burst")
     if burst is None:
         burst = max(1, int(rate))       # one second's worth, as `crondepot limits set`
+    if isinstance(burst, float) and burst.is_integer():
+        burst = int(burst)              # 50.0 is an integer to JSON Schema, as the doc says
     if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= MAX_RATE:
         raise Invalid(f"expected burst to be an integer from 1 to {MAX_RATE}, got {burst!r}",
                       field="burst")

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Path, Response
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
-from crondepot.api.openapi import problems
+from crondepot.api.openapi import link, location, problems
 from crondepot.api.schemas import NewToken, RotatedSecret, SecretRotation, TokenList, TokenRequest
 from crondepot.signing_secret import rotate_secret
 from crondepot.tokens import TokenInfo, create_token, list_tokens, revoke_token
@@ -32,7 +32,11 @@ def list_(who: Reader, conn: Conn) -> JSONResponse:
 
 
 @router.post("/tokens", summary="Issue a token (shown once)", status_code=201,
-             responses={201: {"model": NewToken}, **problems(401, 403, 409, 422, 429)})
+             responses={201: {"model": NewToken, "description": "issued",
+                              "headers": location("/v1/tokens/{id}"),
+                              "links": link("RevokeToken", "tokens_revoke",
+                                            token_id="$response.body#/id")},
+                        **problems(401, 403, 409, 422, 429)})
 def create(who: Writer, conn: Conn,
            body: Annotated[TokenRequest | None, Body(openapi_examples={
                "read": {"value": {"role": "read", "label": "ci read"}},
@@ -40,7 +44,7 @@ def create(who: Writer, conn: Conn,
     asked = body or TokenRequest()
     made = create_token(conn, who.tenant_id, role=asked.role, label=asked.label)
     return JSONResponse({**_token(made.info), "token": made.token}, status_code=201,
-                        headers=NO_STORE)
+                        headers={**NO_STORE, "Location": f"/v1/tokens/{made.info.id}"})
 
 
 @router.delete("/tokens/{token_id}", summary="Revoke a token (refused from the next request "
