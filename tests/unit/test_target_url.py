@@ -43,6 +43,13 @@ def _no_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     "http://[::ffff:127.0.0.1]/",               # IPv4-mapped loopback
     "http://2130706433/",                       # 127.0.0.1 as one number
     "http://0x7f.1/",                           # and in hex
+    "http://0x7f000001/",                       # one hex number: the last label a number
+    "http://0X7F000001/",
+    "http://0xa9.0xfe.0xa9.0xfe/",              # link-local, each part in hex
+    "http://127.0.0.0x1/",                      # only the last part in hex
+    "http://0x0a000001/",                       # private
+    "http://0x0a000001./",                      # with a final dot
+    "http://a.0x/",                             # ends in a number that is none
     "http://0.0.0.0/",
 ])
 def test_a_url_no_worker_could_call_is_refused_at_create(url: str) -> None:
