@@ -42,6 +42,30 @@ def test_import_stores_good_lines_and_reports_bad_ones_by_number(
     assert (again["created"], again["existing"]) == (1, 2)     # a key is stored once
 
 
+def test_one_line_never_fails_the_whole_import(
+        client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from crondepot.job import spec as spec_module
+
+    parse = spec_module._parse
+
+    def bomb(doc: Any) -> Any:          # a validator bug on one line
+        if isinstance(doc, dict) and doc.get("key") == "imp:3":
+            raise ValueError("invalid literal for int() with base 10: '*'")
+        return parse(doc)
+
+    monkeypatch.setattr(spec_module, "_parse", bomb)
+    body = "\n".join([line(1, cron="*,5 * * * *"), line(2, cron="0 0 * * *,1"), line(3),
+                      line(4)])
+    response = client.post("/v1/import", content=body, headers={**h, **NDJSON})
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert (result["created"], result["failed"]) == (3, 1)
+    assert [(e["line"], e["field"]) for e in result["errors"]] == [(3, "line")]
+    keys = [r[0] for r in conn.execute("SELECT key FROM jobs ORDER BY key")]
+    assert keys == ["imp:1", "imp:2", "imp:4"]
+
+
 def test_import_stores_in_batches(client: TestClient, h: dict[str, str],
                                   conn: psycopg.Connection[Any]) -> None:
     body = "\n".join(line(n) for n in range(2500))

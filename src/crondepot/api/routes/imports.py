@@ -9,6 +9,7 @@ can be re-run.
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
@@ -20,11 +21,12 @@ from crondepot.api.openapi import ndjson_body as ndjson_doc
 from crondepot.api.openapi import problems
 from crondepot.api.problems import ApiError
 from crondepot.api.schemas import EMI_REMINDER, PYTHON_JOB, ImportResult
-from crondepot.errors import InvalidJob
+from crondepot.errors import InvalidJob, InvalidSchedule
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import import_batch
 
 router = APIRouter(prefix="/v1", tags=["import"])
+log = logging.getLogger("crondepot.api")
 BATCH = 5000      # jobs per statement and commit, as bench/api.py's library path stores them
 MAX_REPORTED = 1000
 
@@ -65,6 +67,15 @@ def import_jobs(who: Writer, conn: Conn,
             batch.append((number, JobSpec.from_document(parse_json(line, field="body"))))
         except (InvalidJob, ApiError) as exc:
             failed(number, _line_error(exc))
+        except InvalidSchedule as exc:
+            failed(number, {"field": "tz" if exc.field == "tz" else "cron",
+                            "message": str(exc)})
+        except (ValueError, TypeError, RecursionError, UnicodeError):
+            # Not a refusal the validator means to give (a bug behind it): the line fails,
+            # logged, and the rest of the file is still read and stored.
+            log.exception("import: line %d could not be validated", number)
+            failed(number, {"field": "line", "message": "this line could not be validated "
+                                                        "(an internal error, logged)"})
         if len(batch) == BATCH:
             store()
     store()
