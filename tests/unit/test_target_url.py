@@ -35,6 +35,7 @@ def _no_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     "http://a..b/",
     "http://300.1.1.1/",                        # a mistyped address
     "http://[::1x]/",
+    "http://[::1%zone]\u3002]",                 # httpx keeps the host unencoded: not ASCII
     "http://169.254.169.254/latest/meta-data/",  # link-local: the metadata service
     "http://127.0.0.1:8080/hook",               # loopback
     "http://10.1.2.3/",                         # private

@@ -59,7 +59,11 @@ def check_target_url(url: str, allow: str) -> None:
     if parsed.port is not None and not 1 <= parsed.port <= 65535:
         raise InvalidJob(f"expected target.url's port to be from 1 to 65535, got {parsed.port}",
                          field=FIELD)
-    host = parsed.raw_host.decode("ascii")
+    try:
+        host = parsed.raw_host.decode("ascii")
+    except (UnicodeError, ValueError):      # httpx let a non-ASCII host through unencoded
+        raise InvalidJob("target.url's host is not a host name or an address a webhook can "
+                         "be sent to", field=FIELD) from None
     address = _literal_address(host)
     if address is not None:
         _check_address(host, address, allow)
