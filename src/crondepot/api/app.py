@@ -34,6 +34,7 @@ from crondepot.api.routes import (
     tokens,
 )
 from crondepot.db import open_pool
+from crondepot.job.url import check_allow_list
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
 
@@ -105,7 +106,10 @@ def app_from_env() -> FastAPI:
 
 
 def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAPI:
+    """Raises ValueError for a ``CRONDEPOT_TARGET_ALLOWLIST`` that does not parse: every
+    create with a webhook target would fail on it (the worker refuses to start on it too)."""
     config = settings or ApiSettings()
+    check_allow_list()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

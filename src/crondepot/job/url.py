@@ -74,6 +74,13 @@ def allow_list() -> str:
     return os.environ.get(ALLOWLIST_ENV, "")
 
 
+def check_allow_list() -> None:
+    """Raise ValueError, naming ``CRONDEPOT_TARGET_ALLOWLIST`` and the entry at fault, if
+    the allow-list in force does not parse: a process that checks target URLs calls this at
+    start, as the worker builds its guard at start, rather than failing each create."""
+    _guard(allow_list())
+
+
 def _check_characters(url: str) -> None:
     """No whitespace or control character anywhere: httpx refuses most of them, quietly
     percent-encodes a space (``http://ex ample.com/`` becomes a host no resolver knows),
