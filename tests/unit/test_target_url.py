@@ -89,3 +89,18 @@ def test_the_refusal_says_why() -> None:
         JobSpec.from_document(_doc("http://127.0.0.1:99999/"))
     with pytest.raises(InvalidJob, match="a space at position 9"):
         JobSpec.from_document(_doc("http://ex ample.com/"))
+
+
+def test_the_character_check_refuses_exactly_the_refused_characters_at_their_position() -> None:
+    from crondepot.job.url import _check_characters, _refused_char
+
+    for code in [*range(0x3100), *range(0xFE00, 0x10000), 0xE0001, 0xE007F, 0x10FFFF]:
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        url = f"http://a.b/p\u00e9{char}"
+        if _refused_char(char):
+            with pytest.raises(InvalidJob, match=f"at position {len(url) - 1};"):
+                _check_characters(url)
+        else:
+            _check_characters(url)
