@@ -36,6 +36,9 @@ def _no_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     "http://300.1.1.1/",                        # a mistyped address
     "http://[::1x]/",
     "http://[::1%zone]\u3002]",                 # httpx keeps the host unencoded: not ASCII
+    "http://a\u200cb.com/",                      # a joiner where IDNA allows none
+    "http://a.com/\u200c",                       # and outside the host
+    "http://a.com:8\u200c0/",
     "http://169.254.169.254/latest/meta-data/",  # link-local: the metadata service
     "http://127.0.0.1:8080/hook",               # loopback
     "http://10.1.2.3/",                         # private
@@ -63,6 +66,8 @@ def test_a_url_no_worker_could_call_is_refused_at_create(url: str) -> None:
     "https://hooks.example.com/emi",
     "https://HOOKS.example.com:8443/a%20b?x=1#frag",
     "http://пример.рф/",                        # IDNA
+    "http://نامه\u200cای.com/",                  # IDNA with a zero-width non-joiner
+    "http://\u0915\u094d\u200d\u0937.example/",     # and with a joiner, after a virama
     "http://gateway_1.internal./",              # container names, a final dot
     "http://localhost:8080/",                   # a name: checked when it is called
     "http://93.184.215.14/",                    # a public literal address
@@ -104,3 +109,12 @@ def test_the_character_check_refuses_exactly_the_refused_characters_at_their_pos
                 _check_characters(url)
         else:
             _check_characters(url)
+
+
+def test_the_schema_pattern_takes_an_idn_host_with_joiners_and_no_joiner_elsewhere() -> None:
+    import re
+
+    from crondepot.job.url import schema_pattern
+
+    assert re.fullmatch(schema_pattern(), "http://نامه\u200cای.com/")
+    assert not re.fullmatch(schema_pattern(), "http://a.com/\u200c")

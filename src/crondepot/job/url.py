@@ -51,7 +51,8 @@ def check_target_url(url: str, allow: str) -> None:
         raise InvalidJob("target.url has no host", field=FIELD)
     if parts.username or parts.password or "@" in parts.netloc:
         raise InvalidJob("target.url must not carry credentials", field=FIELD)
-    _check_characters(url)
+    authority = url.find("//") + 2
+    _check_characters(url, range(authority, authority + len(parts.netloc)))
     try:
         # httpx reads the authority as urlsplit does (up to the first '/', '?' or '#'), and
         # refuses nothing in the rest that _check_characters has not refused already (ASCII
@@ -92,12 +93,22 @@ def check_allow_list() -> None:
 _SUSPECT = re.compile(r"[\x00-\x20\x7f-\U0010ffff]")
 
 
-def _check_characters(url: str) -> None:
-    """No whitespace or control character anywhere: httpx refuses most of them, quietly
+# Zero-width non-joiner and joiner: format characters (Cf), yet part of valid IDN labels in
+# some scripts (Persian نامه‌ای, Devanagari क्‍ष). In the host they are left to IDNA, whose
+# CONTEXTJ rule (RFC 5892) httpx's encoding enforces: a joiner in the wrong place is refused
+# there ("Invalid IDNA hostname").
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def _check_characters(url: str, authority: range = range(0)) -> None:
+    """No whitespace or control character anywhere (but for IDNA's joiners in
+    ``authority``, the positions of the host): httpx refuses most of them, quietly
     percent-encodes a space (``http://ex ample.com/`` becomes a host no resolver knows),
     and a CR or LF in a header-bound value is a request-splitting attempt."""
     for found in _SUSPECT.finditer(url):
         char = found.group()
+        if char in _JOINERS and found.start() in authority:
+            continue
         if char <= "\x7f" or _refused_char(char):
             raise InvalidJob(f"target.url has {_describe(char)} at position {found.start()}; "
                              "expected no whitespace or control characters (percent-encode "
@@ -117,7 +128,8 @@ def schema_pattern() -> str:
     the check, not by the schema."""
     refused = "".join(chr(c) for c in range(0x10000)
                       if not 0xD800 <= c <= 0xDFFF and _refused_char(chr(c)))
-    authority = F.char_class(refused + "@/?#", negate=True)
+    authority = F.char_class("".join(c for c in refused if c not in _JOINERS) + "@/?#",
+                             negate=True)
     rest = F.char_class(refused, negate=True)
     return f"^[Hh][Tt][Tt][Pp][Ss]?://{authority}+(?:[/?#]{rest}*)?$"
 
