@@ -29,8 +29,9 @@ log = logging.getLogger("crondepot.scheduler")
 
 # A job whose stored cron or tz no longer reads (a parser grown stricter than the rows it
 # once accepted) is put off this long, so that it neither kills the tick nor fills every
-# batch and every log line; its fires stay owed (next_nominal_at is kept), so an edit of the
-# job settles them and `crondepot verify` reports it meanwhile.
+# batch and every log line; next_nominal_at is kept, so it fires as owed if it becomes
+# readable, and `crondepot verify` lists its timetable meanwhile (an edit or a cancel goes
+# through, without writing the fires no one can compute: job/store.py _settle).
 UNREADABLE_RETRY = timedelta(hours=1)
 
 
