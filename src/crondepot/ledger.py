@@ -37,6 +37,7 @@ from psycopg.rows import class_row
 
 from crondepot.db import Q
 from crondepot.db.clock import database_now
+from crondepot.errors import InvalidSchedule
 from crondepot.timetable import Timetable, expand_hash, run_id, uses_hash
 
 DEFAULT_WINDOW = timedelta(hours=24)
@@ -65,6 +66,21 @@ class FireRecord:
                 "rows": self.rows}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnreadableTimetable:
+    """A cron and tz in force in the window that no longer parse (a parser grown stricter
+    than a row it once accepted): its fires cannot be computed, so they are not checked."""
+
+    cron: str
+    tz: str
+    error: str
+    job_ids: tuple[int, ...]
+
+    def document(self) -> dict[str, Any]:
+        return {"cron": self.cron, "tz": self.tz, "error": self.error,
+                "job_ids": list(self.job_ids)}
+
+
 @dataclass(slots=True, kw_only=True)
 class Report:
     since: datetime
@@ -76,11 +92,12 @@ class Report:
     duplicated_count: int = 0
     unaccounted: list[FireRecord] = field(default_factory=list)    # first MAX_LISTED
     duplicated: list[FireRecord] = field(default_factory=list)
+    unreadable: list[UnreadableTimetable] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def clean(self) -> bool:
-        return not self.unaccounted_count and not self.duplicated_count
+        return not self.unaccounted_count and not self.duplicated_count and not self.unreadable
 
     def document(self) -> dict[str, Any]:
         return {"since": self.since.isoformat(), "until": self.until.isoformat(),
@@ -90,6 +107,7 @@ class Report:
                 "duplicated_count": self.duplicated_count,
                 "unaccounted": [f.document() for f in self.unaccounted],
                 "duplicated": [f.document() for f in self.duplicated],
+                "unreadable": [u.document() for u in self.unreadable],
                 "seconds": round(self.seconds, 3), "clean": self.clean}
 
 
@@ -117,8 +135,11 @@ def verify(conn: psycopg.Connection[Any], *, tenant_id: int | None = None,
                               "days at a time")
         report = Report(since=start, until=end)
         scope = {"tenant": tenant_id, "since": start, "until": end}
-        rows = conn.execute(Q.ledger_fires,
-                            {**scope, **_fires(conn, scope), "limit": listed}).fetchall()
+        unreadable: dict[tuple[str, str], str] = {}
+        fires = _fires(conn, scope, unreadable)
+        rows = conn.execute(Q.ledger_fires, {**scope, **fires, "limit": listed}).fetchall()
+        if unreadable:
+            report.unreadable = _unreadable(conn, scope, unreadable)
     (report.fires, report.pending, report.unaccounted_count, report.duplicated_count,
      report.oldest_pending) = rows[0][:5]
     for *_, job_id, tenant, key, nominal_at, count in rows:
@@ -131,10 +152,33 @@ def verify(conn: psycopg.Connection[Any], *, tenant_id: int | None = None,
     return report
 
 
-def _fires(conn: psycopg.Connection[Any], scope: dict[str, Any]) -> dict[str, list[Any]]:
+def _unreadable(conn: psycopg.Connection[Any], scope: dict[str, Any],
+                errors: dict[tuple[str, str], str]) -> list[UnreadableTimetable]:
+    jobs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for job_id, _, cron, tz in conn.execute(Q.ledger_hashed_jobs, {
+            **scope, "crons": [c for c, _ in errors], "tzs": [t for _, t in errors]}):
+        jobs[(cron, tz)].append(job_id)
+    return [UnreadableTimetable(cron=cron, tz=tz, error=error,
+                                job_ids=tuple(sorted(jobs[(cron, tz)])))
+            for (cron, tz), error in sorted(errors.items())]
+
+
+def _timetable(cron: str, tz: str, errors: dict[tuple[str, str], str],
+               original: str | None = None) -> Timetable | None:
+    """The timetable, or None with the reason noted under (the stored cron, tz)."""
+    try:
+        return Timetable(cron, tz)
+    except InvalidSchedule as exc:
+        errors[(original or cron, tz)] = str(exc)
+        return None
+
+
+def _fires(conn: psycopg.Connection[Any], scope: dict[str, Any],
+           unreadable: dict[tuple[str, str], str]) -> dict[str, list[Any]]:
     """The fires in the window of every timetable in force in it, as query parameters:
     (cron, tz, nominal) shared by every job of a plain timetable, (job id, cron, tz, nominal)
-    for timetables with ``H`` fields, whose fires depend on the job."""
+    for timetables with ``H`` fields, whose fires depend on the job. A timetable that does
+    not parse is noted in ``unreadable`` (the stored cron and tz, and why) and skipped."""
     shared: dict[str, list[Any]] = {"crons": [], "tzs": [], "nominals": []}
     own: dict[str, list[Any]] = {"h_job_ids": [], "h_crons": [], "h_tzs": [], "h_nominals": []}
     hashed: list[tuple[str, str]] = []
@@ -142,7 +186,10 @@ def _fires(conn: psycopg.Connection[Any], scope: dict[str, Any]) -> dict[str, li
         if uses_hash(cron):
             hashed.append((cron, tz))
             continue
-        for at in _window_fires(Timetable(cron, tz), scope):
+        timetable = _timetable(cron, tz, unreadable)
+        if timetable is None:
+            continue
+        for at in _window_fires(timetable, scope):
             shared["crons"].append(cron)
             shared["tzs"].append(tz)
             shared["nominals"].append(at)
@@ -152,10 +199,17 @@ def _fires(conn: psycopg.Connection[Any], scope: dict[str, Any]) -> dict[str, li
         by_expansion: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
         for job_id, key, cron, tz in conn.execute(Q.ledger_hashed_jobs, {
                 **scope, "crons": [c for c, _ in hashed], "tzs": [t for _, t in hashed]}):
-            expanded = expand_hash(cron, key if key is not None else str(job_id))
+            try:
+                expanded = expand_hash(cron, key if key is not None else str(job_id))
+            except InvalidSchedule as exc:
+                unreadable[(cron, tz)] = str(exc)
+                continue
             by_expansion[(expanded, tz)].append((job_id, cron))
         for (expanded, tz), jobs in by_expansion.items():
-            at_list = list(_window_fires(Timetable(expanded, tz), scope))
+            timetable = _timetable(expanded, tz, unreadable, original=jobs[0][1])
+            if timetable is None:
+                continue
+            at_list = list(_window_fires(timetable, scope))
             for job_id, cron in jobs:
                 for at in at_list:
                     own["h_job_ids"].append(job_id)

@@ -72,6 +72,10 @@ scheduler_errors = Counter(
     "crondepot_scheduler_errors_total",
     "Ticks that failed (database lost, …) and were retried.",
 )
+scheduler_unreadable_jobs = Counter(
+    "crondepot_scheduler_unreadable_jobs_total",
+    "Due jobs put off because their stored cron or tz could not be read.",
+)
 scheduler_last_tick = Gauge(
     "crondepot_scheduler_last_tick_timestamp_seconds",
     "Unix time of the last tick that completed, by this process's clock.",

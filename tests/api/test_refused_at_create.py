@@ -29,6 +29,10 @@ def _http(url: str) -> dict[str, Any]:
     (_http("http://127.0.0.1:99999/"), "target.url"),
     (_http("http://169.254.169.254/latest/meta-data/"), "target.url"),
     (_http("http://[::1x]/"), "target.url"),
+    (_http("http://0x7f000001/"), "target.url"),
+    (_http("http://[::1%zone]\u3002]"), "target.url"),
+    (_http("http://0xa9.0xfe.0xa9.0xfe/"), "target.url"),
+    (_http("http://127.0.0.0x1/"), "target.url"),
     ({**GOOD, "cron": "*/999999999999999999999 * * * *"}, "cron"),
 ])
 def test_a_document_refused_later_is_refused_at_create(

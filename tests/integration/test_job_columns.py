@@ -82,17 +82,61 @@ def test_the_table_s_choices_and_limits_are_the_field_table_s(
 
 
 WIDE_STEPS = [       # stored before steps were bounded -> what migration 0013 makes of them
-    ("*/90 * * * *", "0 * * * *"),
-    ("10/61 9 * * *", "10 9 * * *"),
-    ("0 0 1-10/40,20 * *", "0 0 1,20 * *"),
-    ("0 0 * jan-mar/13 mon/9", "0 0 * jan mon"),
-    ("H/99 H(2-5)/1000000000000000000000 * * *", "H H(2-5) * * *"),
+    ("*/90 * * * *", "*/60 * * * *"),
+    ("10/61 9 * * *", "10/60 9 * * *"),
+    ("0 0 1-10/40,20 * *", "0 0 1-10/31,20 * *"),
+    ("0 0 * jan-mar/13 mon/9", "0 0 * jan-mar/12 mon/8"),
+    ("H/99 H(2-5)/1000000000000000000000 * * *", "H/60 H(2-5)/24 * * *"),
     ("*/60  */24\t*/31 */12 */8", "*/60  */24\t*/31 */12 */8"),     # as wide as allowed
     ("@hourly", "@hourly"),
+    # month names hold a v: the split and the trim must not take it for a blank
+    ("*/90 * * nov *", "*/60 * * nov *"),
+    ("0 0 * jan,nov/13 *", "0 0 * jan,nov/12 *"),
+    ("0 0 * nov-dec/13 *", "0 0 * nov-dec/12 *"),
+    ("\v*/90\v*\v*\vnov\v* \v", "*/60 * * nov *"),              # vertical tabs are blanks
+    # the hour field keeps its '/': fixed_time (the DST rules) reads it
+    ("0 */25 * * *", "0 */24 * * *"),
+    ("30 2/30 * * *", "30 2/24 * * *"),
+    ("15 1-3/99,5 * * *", "15 1-3/24,5 * * *"),
+    ("0 H/90 * * *", "0 H/24 * * *"),
 ]
 
 
-def test_migration_0013_rewrites_steps_wider_than_their_field_to_the_value_they_named(
+def _old_step(text: str, field: Any) -> int:
+    """The step as the parser read it before steps were bounded (commit 90c6751)."""
+    from crondepot.timetable import cron as C
+    if not C._NUMBER.fullmatch(text):
+        raise C._error(field, f"step '{text}' is not a number")
+    step = int(text)
+    if step == 0:
+        raise C._error(field, "step 0 is not allowed")
+    return step
+
+
+@pytest.mark.parametrize(("before", "after"), WIDE_STEPS)
+def test_a_rewritten_cron_fires_when_the_old_one_did_across_dst(
+        monkeypatch: pytest.MonkeyPatch, before: str, after: str) -> None:
+    from datetime import UTC, datetime
+
+    from crondepot.timetable import cron as C
+    from crondepot.timetable.table import Timetable
+
+    starts = [datetime(2026, 3, 28, tzinfo=UTC), datetime(2026, 10, 24, tzinfo=UTC),
+              datetime(2026, 10, 31, tzinfo=UTC)]
+    new = Timetable(after, "Europe/Berlin", hash_key="k")
+    C._parse.cache_clear()
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(C, "_step", _old_step)
+            old = Timetable(before, "Europe/Berlin", hash_key="k")
+            assert old.fixed_time == new.fixed_time
+            for start in starts:
+                assert new.next_fires(start, 60) == old.next_fires(start, 60), start
+    finally:
+        C._parse.cache_clear()
+
+
+def test_migration_0013_rewrites_steps_wider_than_their_field_to_the_field_s_range(
         db_url: str, tenant_id: int) -> None:
     from crondepot.db import connect, migrate
     from crondepot.timetable.cron import parse_cron
@@ -102,14 +146,23 @@ def test_migration_0013_rewrites_steps_wider_than_their_field_to_the_value_they_
             "INSERT INTO jobs (tenant_id, cron, tz, target) VALUES (%s, %s, 'UTC', '{}') "
             "RETURNING id", (tenant_id, cron)).fetchone()[0] for cron, _ in WIDE_STEPS]
         conn.execute("INSERT INTO job_timetables (job_id, tenant_id, cron, tz, since, until) "
-                     "VALUES (%s, %s, '*/90 * * * *', 'UTC', now(), now())",
+                     "VALUES (%s, %s, '*/90 * * nov *', 'UTC', now(), now())",
                      (ids[0], tenant_id))
         conn.execute("DROP VIEW stored_jobs, job_inserts")        # 0013 again, as on upgrade
         conn.execute("DELETE FROM crondepot_schema_migrations WHERE version = 13")
         migrate(conn)
-        crons = dict(conn.execute("SELECT id, cron FROM jobs WHERE id = ANY(%s)", (ids,)))
+        rows = {id_: (cron, version) for id_, cron, version in conn.execute(
+            "SELECT id, cron, version FROM jobs WHERE id = ANY(%s)", (ids,))}
         (past,) = conn.execute("SELECT cron FROM job_timetables").fetchone()
-    assert [crons[i] for i in ids] == [after for _, after in WIDE_STEPS]
-    assert past == "0 * * * *"
-    for cron in crons.values():            # every one readable by the bounded parser
+        audited = {int(subject) for (subject,) in conn.execute(
+            "SELECT subject FROM audit_log WHERE actor = 'migration 0013' "
+            "AND action = 'job.update'")}
+    assert audited == {i for i, (before, after) in zip(ids, WIDE_STEPS, strict=True)
+                       if before != after}
+    assert [rows[i][0] for i in ids] == [after for _, after in WIDE_STEPS]
+    # a rewritten job's ETag changes; an untouched one's does not
+    assert [rows[i][1] for i in ids] == [1 if before == after else 2
+                                         for before, after in WIDE_STEPS]
+    assert past == "*/60 * * nov *"
+    for cron, _ in rows.values():          # every one readable by the bounded parser
         parse_cron(cron, hash_key="k")

@@ -306,3 +306,41 @@ def test_the_oldest_pending_fire_is_kept_for_the_next_check(
     assert checked is not None
     (now,) = conn.execute("SELECT now()").fetchone()  # type: ignore[misc]
     assert now - checked.since > timedelta(hours=2, minutes=59)
+
+
+def test_verify_reports_a_timetable_that_no_longer_parses_and_checks_the_rest(
+        conn: psycopg.Connection[Any], t: int) -> None:
+    good = add(conn, t, at(7), key="good", cron="0 * * * *")
+    bad = add(conn, t, at(7), key="bad", cron="0 * * * *")
+    hashed = add(conn, t, at(7), key="hashed", cron="H * * * *")
+    drain(conn, at(12))
+    # rows the parser once accepted and no longer does (steps wider than their field)
+    conn.execute("UPDATE jobs SET cron = '*/90 * * * *' WHERE id = %s", (bad,))
+    conn.execute("UPDATE jobs SET cron = 'H/90 * * * *' WHERE id = %s", (hashed,))
+    report = verify(conn, since=at(8), now=at(12, 30))
+    assert not report.clean
+    assert report.fires == 5 and report.unaccounted_count == 0     # the good job, checked
+    assert [(u.cron, u.job_ids) for u in report.unreadable] == [
+        ("*/90 * * * *", (bad,)), ("H/90 * * * *", (hashed,))]
+    assert all("step 90" in u.error for u in report.unreadable)
+    assert report.document()["unreadable"][0] == {
+        "cron": "*/90 * * * *", "tz": "UTC", "error": report.unreadable[0].error,
+        "job_ids": [bad]}
+    assert good not in {i for u in report.unreadable for i in u.job_ids}
+
+
+def test_a_job_whose_stored_cron_no_longer_parses_can_still_be_edited_and_cancelled(
+        conn: psycopg.Connection[Any], t: int) -> None:
+    fixed = add(conn, t, at(7), key="fixed", cron="0 * * * *")
+    dropped = add(conn, t, at(7), key="dropped", cron="0 * * * *")
+    conn.execute("UPDATE jobs SET cron = '*/90 * * * *' WHERE id = ANY(%s)",
+                 ([fixed, dropped],))
+    drain(conn, at(9, 30))                          # both put off: their fires stay owed
+    job = get_job(conn, t, fixed)
+    update_job(conn, t, fixed, {"cron": "*/60 * * * *"}, version=job.version, now=at(9, 40))
+    cancel_job(conn, t, dropped, now=at(9, 41))
+    drain(conn, at(10, 1))
+    assert [r[0] for r in rows(conn, fixed)] == [at(10)]             # the new timetable's
+    report = verify(conn, since=at(7), now=at(10, 5))
+    assert [(u.cron, u.job_ids) for u in report.unreadable] == [
+        ("*/90 * * * *", (fixed, dropped))]

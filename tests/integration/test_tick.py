@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 from crondepot.db import connect
-from crondepot.scheduler.tick import tick
+from crondepot.scheduler.tick import UNREADABLE_RETRY, tick
+from crondepot.timetable import run_id
 from tests.support.jobs import add_job, bulk_due_jobs, counts
 
 
@@ -123,3 +126,27 @@ def test_skip_rules_write_skipped_rows_with_reasons(conn: psycopg.Connection[Any
     assert [r.skip_reason for r in result.skipped] == ["misfire_local_deadline"]
     ((_, status, reason, _, _),) = _runs(conn, renewal)
     assert (status, reason) == ("skipped", "misfire_local_deadline")
+
+
+def test_a_job_whose_stored_cron_no_longer_parses_is_put_off_not_fatal(
+        conn: psycopg.Connection[Any], tenant_id: int,
+        caplog: pytest.LogCaptureFixture) -> None:
+    now = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+    good = add_job(conn, tenant_id, key="good", cron="0 * * * *")
+    bad = add_job(conn, tenant_id, key="bad", cron="0 * * * *")
+    nominal = datetime(2026, 3, 2, 9, tzinfo=UTC)
+    for job_id in (good, bad):
+        _set_next(conn, job_id, nominal)
+    # a row the parser once accepted and no longer does (a step wider than its field)
+    conn.execute("UPDATE jobs SET cron = '*/90 * * * *' WHERE id = %s", (bad,))
+    with caplog.at_level(logging.WARNING, logger="crondepot.scheduler"):
+        result = tick(conn, batch=10, now=now)
+    assert (result.claimed, result.unreadable, len(result.queued)) == (2, [bad], 1)
+    assert [r[0] for r in _runs(conn, good)] == [run_id(good, nominal)]
+    assert _runs(conn, bad) == []
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"job {bad} " in warnings[0].getMessage()
+    next_run_at, next_nominal_at = conn.execute(
+        "SELECT next_run_at, next_nominal_at FROM jobs WHERE id = %s", (bad,)).fetchone()
+    assert (next_run_at, next_nominal_at) == (now + UNREADABLE_RETRY, nominal)  # still owed
+    assert tick(conn, batch=10, now=now + timedelta(minutes=1)).claimed == 0

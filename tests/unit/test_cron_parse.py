@@ -118,6 +118,20 @@ def test_steps_lists_and_ranges_combine() -> None:
     assert [w.minute for w in walls] == [0, 5, 10, 30, 50, 51, 52]
 
 
+@pytest.mark.parametrize(("cron", "same_as"), [
+    ("*,5 * * * *", "* * * * *"),
+    ("*/20,* * * * *", "* * * * *"),
+    ("0 0 * jan,* *", "0 0 * * *"),
+    ("0 0 * * *,1", "0 0 * * 0-6"),        # day-of-week restricted, as written: every day
+    ("0 0 1,* * *", "0 0 1-31 * *"),
+])
+def test_a_star_in_a_list_is_the_whole_field_as_in_cronie(cron: str, same_as: str) -> None:
+    spec, same = parse_cron(cron), parse_cron(same_as)
+    assert (spec.minutes, spec.hours, spec.days, spec.months, spec.weekdays) == (
+        same.minutes, same.hours, same.days, same.months, same.weekdays)
+    assert fire_days(cron, 5) == fire_days(same_as, 5)
+
+
 def test_a_step_as_wide_as_the_field_keeps_the_start() -> None:
     assert [w.minute for w in local_walls("*/60 * * * *", "UTC", 2)] == [0, 0]
     assert [w.minute for w in local_walls("10/60 * * * *", "UTC", 2)] == [10, 10]

@@ -34,6 +34,7 @@ from crondepot.api.routes import (
     tokens,
 )
 from crondepot.db import open_pool
+from crondepot.job.url import check_allow_list
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
 
@@ -44,12 +45,13 @@ field in `errors`.
 
 Bad input changes nothing and is never a 500. Limits on a job document (also each NDJSON
 import line, where a bad line is reported by number and field and the others are stored):
-bodies at most 64 KiB (imports 64 MiB), the payload at most 16 KiB of compact JSON, arrays
-and objects nested at most 32 levels in any field (the payload object is the first; the
-field named is the path to the first container too deep, or the top-level member for text
-nested beyond what the parser reads, about 1,000 levels). No string (value or object key)
-may hold a NUL (`\\u0000`) or a lone UTF-16 surrogate (`\\ud800`): PostgreSQL cannot store
-them; nor may a query or path parameter hold a NUL (`%00`).
+bodies at most 64 KiB (imports 64 MiB, each line at most a body's 64 KiB), the payload
+at most 16 KiB of compact JSON, arrays and objects nested at most 32 levels in any field
+(the payload object is the first; the field named is the path to the first container too
+deep, or the top-level member for text nested beyond what the parser reads, about 1,000
+levels). No string (value or object key) may hold a NUL (`\\u0000`) or a lone UTF-16
+surrogate (`\\ud800`): PostgreSQL cannot store them; nor may a query or path parameter
+hold a NUL (`%00`).
 """
 
 
@@ -106,7 +108,10 @@ def app_from_env() -> FastAPI:
 
 
 def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAPI:
+    """Raises ValueError for a ``CRONDEPOT_TARGET_ALLOWLIST`` that does not parse: every
+    create with a webhook target would fail on it (the worker refuses to start on it too)."""
     config = settings or ApiSettings()
+    check_allow_list()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

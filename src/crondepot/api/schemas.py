@@ -302,6 +302,13 @@ class LedgerFire(_Doc):
     rows: int = Field(description="rows in runs for this fire: 0 (unaccounted) or 2 and more")
 
 
+class LedgerUnreadable(_Doc):
+    cron: str = Field(description="a stored cron that no longer parses")
+    tz: str
+    error: str = Field(description="why it does not parse")
+    job_ids: list[int] = Field(description="the jobs it was in force for in the window")
+
+
 class LedgerReport(_Doc):
     """The ledger rule checked over a window: every fire of every job's timetable (as it was
     in force, edits and cancels included) has exactly one row in runs."""
@@ -317,8 +324,12 @@ class LedgerReport(_Doc):
     duplicated_count: int = Field(description="fires with more than one row")
     unaccounted: list[LedgerFire] = Field(description="the first 1,000 unaccounted fires")
     duplicated: list[LedgerFire]
+    unreadable: list[LedgerUnreadable] = Field(
+        description="timetables in force in the window whose cron or tz no longer parses: "
+                    "their fires cannot be checked")
     seconds: float
-    clean: bool = Field(description="no fire unaccounted or duplicated")
+    clean: bool = Field(description="no fire unaccounted or duplicated, no timetable "
+                                    "unreadable")
 
 
 class LimitDocument(_Doc):

@@ -9,6 +9,7 @@ from typing import Any
 
 from crondepot import logs
 from crondepot.cli.options import add_database, check_schema, database, int_in
+from crondepot.cli.output import fail
 
 FORWARDED_ENV = "CRONDEPOT_API_FORWARDED_ALLOW_IPS"
 
@@ -63,8 +64,13 @@ def run(args: argparse.Namespace) -> int:
 
     from crondepot.api import ApiSettings, create_app
     from crondepot.api.app import PROCESSES_ENV
+    from crondepot.job.url import check_allow_list
 
     logs.setup(as_json=args.log_json)
+    try:
+        check_allow_list()
+    except ValueError as exc:
+        return fail(str(exc))
     with database(args) as db:
         check_schema(db, "crondepot-api")
         # Proxy headers only from the proxies named: anyone else could claim https.

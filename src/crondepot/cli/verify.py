@@ -62,6 +62,13 @@ def _show(report: Report) -> None:
                          ("fires with more than one row", report.duplicated)):
         if fires:
             Console().print(_table(title, fires))
+    if report.unreadable:
+        table = Table(title="timetables that no longer parse (their fires are not checked)")
+        for column in ("cron", "tz", "jobs", "error"):
+            table.add_column(column)
+        for u in report.unreadable:
+            table.add_row(u.cron, u.tz, " ".join(str(i) for i in u.job_ids), u.error)
+        Console().print(table)
 
 
 def _table(title: str, fires: list[FireRecord]) -> Table:

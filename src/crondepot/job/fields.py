@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
 # The whitespace ``str.strip`` removes, spelled as a character class: a text field must hold
@@ -67,10 +68,12 @@ class Field:
     non_blank: bool = False        # at least one character that is not whitespace
     pattern: re.Pattern[str] | None = None     # matched whole (fullmatch)
     choices: tuple[str, ...] = ()
+    # the last part of the path ("until"), read for every field of every document: computed
+    # once, not per read
+    name: str = _field(init=False, repr=False, compare=False)
 
-    @property
-    def name(self) -> str:
-        return self.path.rsplit(".", 1)[-1]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.path.rsplit(".", 1)[-1])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -116,6 +116,8 @@ class Scheduler(Stoppable):
         metrics.jobs_claimed.observe(result.claimed)
         metrics.runs_written.observe(result.written)
         metrics.scheduler_last_tick.set_to_current_time()
+        if result.unreadable:
+            metrics.scheduler_unreadable_jobs.inc(len(result.unreadable))
         for run in result.skipped:
             metrics.runs_skipped.labels(run.skip_reason).inc()
         if result.queued and result.now is not None:
@@ -186,11 +188,13 @@ class LedgerChecker(threading.Thread):
                 continue
             fields = {"fires": report.fires, "unaccounted": report.unaccounted_count,
                       "duplicated": report.duplicated_count, "pending": report.pending,
+                      "unreadable": [u.cron for u in report.unreadable],
                       "seconds": round(report.seconds, 3),
                       "since": report.since.isoformat(), "until": report.until.isoformat()}
             if report.clean:
                 log.info("ledger check: every fire accounted for", extra=fields)
             else:
                 examples = [f.run_id for f in report.unaccounted + report.duplicated]
-                log.error("ledger check: fires unaccounted or duplicated (crondepot verify "
+                log.error("ledger check: fires unaccounted or duplicated, or timetables "
+                          "unreadable (crondepot verify "
                           "lists them)", extra=fields | {"run_ids": examples})

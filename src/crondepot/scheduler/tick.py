@@ -20,11 +20,19 @@ import psycopg
 from psycopg.rows import namedtuple_row
 
 from crondepot.db import Q
+from crondepot.errors import InvalidSchedule
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
 from crondepot.timetable import Timetable, spread_offset, uses_hash
 from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
+
+# A job whose stored cron or tz no longer reads (a parser grown stricter than the rows it
+# once accepted) is put off this long, so that it neither kills the tick nor fills every
+# batch and every log line; next_nominal_at is kept, so it fires as owed if it becomes
+# readable, and `crondepot verify` lists its timetable meanwhile (an edit or a cancel goes
+# through, without writing the fires no one can compute: job/store.py _settle).
+UNREADABLE_RETRY = timedelta(hours=1)
 
 
 @dataclass(slots=True)
@@ -38,6 +46,7 @@ class TickResult:
     now: datetime | None = None
     full: bool = False
     inserted: int = 0      # rows the insert really added; less than written on a repeat
+    unreadable: list[int] = field(default_factory=list)   # jobs put off: timetable unreadable
 
     @property
     def written(self) -> int:
@@ -83,7 +92,18 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
             return result
         result.claimed, result.full, result.now = len(rows), len(rows) >= batch, rows[0].now
         assert result.now is not None
-        plans = [(row, _plan_row(row, result.now, memo)) for row in rows]
+        plans: list[tuple[Any, Plan]] = []
+        for row in rows:
+            try:
+                plans.append((row, _plan_row(row, result.now, memo)))
+            except InvalidSchedule as exc:
+                result.unreadable.append(row.id)
+                log.warning("job %s (tenant %s): its stored timetable cannot be read, put off "
+                            "for %s: %s", row.id, row.tenant_id, UNREADABLE_RETRY, exc,
+                            extra={"job_id": row.id, "cron": row.cron, "tz": row.tz})
+        if result.unreadable:
+            conn.execute(Q.put_off_jobs, {"ids": result.unreadable, "now": now,
+                                          "seconds": UNREADABLE_RETRY.total_seconds()})
         result.inserted = _write(conn, plans, now)
     for row, job_plan in plans:
         for run in job_plan.runs:

@@ -9,14 +9,14 @@ Grammar (five fields: minute hour day-of-month month day-of-week), each field a 
     *   */n   a   a-b   a-b/n   a/n (from a to the end of the field, every n)
     H   H(a-b)   H/n   H(a-b)/n     (a stable per-job value, see below)
 
-Months take ``jan``–``dec`` and days of the week ``sun``–``sat``,
-in any case; day-of-week is 0–7 with 0 and 7 both Sunday. A step is at most the field's
-range (``*/60`` in minutes; ``*/61`` would name one value, so it is refused). The aliases
-are ``@yearly`` (``@annually``), ``@monthly``, ``@weekly``, ``@daily`` (``@midnight``) and
-``@hourly``, with their Vixie meanings. Ranges never wrap (``fri-mon`` is an error: write
-``fri-7,1`` or ``0,1,5,6``). croniter's extensions (``L``, ``W``, ``#``, ``?``, ``R``, a
-seconds or year field) are rejected with a message naming the field, so nothing is accepted
-that the docs do not describe.
+Months take ``jan``–``dec`` and days of the week ``sun``–``sat``, in any case; ``*`` in a
+list (``*,5``) is the whole field, as in cronie; day-of-week is 0–7 with 0 and 7 both
+Sunday. A step is at most the field's range (``*/60`` in minutes; ``*/61`` would name one
+value, so it is refused). The aliases are ``@yearly`` (``@annually``), ``@monthly``,
+``@weekly``, ``@daily`` (``@midnight``) and ``@hourly``, with their Vixie meanings. Ranges
+never wrap (``fri-mon`` is an error: write ``fri-7,1`` or ``0,1,5,6``). croniter's
+extensions (``L``, ``W``, ``#``, ``?``, ``R``, a seconds or year field) are rejected with a
+message naming the field, so nothing is accepted that the docs do not describe.
 
 Choices worth knowing:
 
@@ -438,10 +438,12 @@ def _library_sets(fields: list[str]) -> list[frozenset[int]]:
     """The value set of each (already validated) field, as croniter expands it."""
     text = " ".join(_EQUAL_RANGE.sub(r"\1", field) for field in fields)
     expanded, _ = croniter.expand(text)
+    # croniter says '*' for the whole field, also inside a list ("*,5" is ['*', 5]): the list
+    # is then the whole field, as cronie reads it.
     return [
         frozenset(range(field.low, field.star_high + 1))
-        if values == ["*"] else frozenset(int(v) % 7 if field is _WEEKDAY else int(v)
-                                          for v in values)
+        if "*" in values else frozenset(int(v) % 7 if field is _WEEKDAY else int(v)
+                                        for v in values)
         for values, field in zip(expanded, _FIELDS, strict=True)
     ]
 

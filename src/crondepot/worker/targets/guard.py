@@ -40,6 +40,8 @@ _CGNAT = IPv4Network("100.64.0.0/10")
 _NAT64 = IPv6Network("64:ff9b::/96")
 # A host-name label; "_" is tolerated because container service names use it.
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+# A label that reads as a number: decimal (octal with a leading 0 included) or 0x and hex.
+_NUMBER_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
 
 
 class TargetRefused(PermanentError):
@@ -181,8 +183,11 @@ def _parse_entry(entry: str) -> IPNetwork | str:
 
 def looks_like_address(text: str) -> bool:
     """Whether ``text`` is meant as an address (or CIDR), not a host name. A host name's last
-    label is never all digits (RFC 3696), so "300.1.1.1" is a mistyped address, not a name."""
-    return "/" in text or ":" in text or text.rsplit(".", 1)[-1].isdigit()
+    label is never all digits (RFC 3696), so "300.1.1.1" is a mistyped address, not a name;
+    nor, by the WHATWG URL standard's "ends in a number" rule, ``0x`` and hex digits, which
+    resolvers (glibc's inet_aton) read as a number too: ``0x7f000001``, ``127.0.0.0x1``."""
+    last = text.rsplit(".", 1)[-1]
+    return "/" in text or ":" in text or _NUMBER_LABEL.fullmatch(last) is not None
 
 
 def is_host_name(host: str) -> bool:

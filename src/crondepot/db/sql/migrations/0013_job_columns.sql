@@ -23,26 +23,33 @@ SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
 FROM jobs;
 
 -- A cron step wider than its field is refused from this version on (issue 16:
--- */999999999999999999999 was accepted and fired hourly). Such a step names one value: the
--- item's start (a, of a/N or a-b/N; the field's first value, of */N; H stays H). Crons
--- stored with one, in jobs and in the ledger's past timetables, are rewritten to that
--- value, which fires exactly as before, so the scheduler and `crondepot verify` can still
--- read them. Items are found as the cron parser splits them (blanks, then commas).
+-- */999999999999999999999 was accepted and fired hourly). Such a step names one value (the
+-- item's start), and so does the field's widest step: each is lowered to the field's range
+-- (*/90 -> */60 in minutes, 2/30 -> 2/24 in hours, H/99 -> H/60), which names the same
+-- values and keeps the '/' that CronSpec.fixed_time reads in the hour field (the DST rules
+-- depend on it). Crons stored with one, in jobs and in the ledger's past timetables, are
+-- rewritten so the scheduler and `crondepot verify` can still read them; a rewritten job's
+-- version moves on (its ETag changes) and the change is audited as the migration's.
+-- Fields are found as the cron parser finds them: Python's str.strip() (the ASCII part of
+-- its whitespace here), then split at runs of [ \t\r\n\f\v], then at commas. The regex
+-- is a plain string so that the regex engine reads \v (an E'' string has no \v: it would
+-- be the letter v), and the trim set spells vertical tab as chr(11) for the same reason.
 CREATE FUNCTION pg_temp.narrow_wide_steps(cron text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     spans constant integer[] := ARRAY[60, 24, 31, 12, 8];   -- high - low + 1 per field
-    lows constant integer[] := ARRAY[0, 0, 1, 1, 0];
+    blanks constant text := ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)
+                            || chr(28) || chr(29) || chr(30) || chr(31);
     fields text[];
     items text[];
     step text[];
     wide boolean;
     changed boolean := false;
 BEGIN
-    IF cron LIKE '@%' OR position('/' IN cron) = 0 THEN
+    IF position('/' IN cron) = 0 OR ltrim(cron, blanks) LIKE '@%' THEN
         RETURN cron;
     END IF;
-    fields := regexp_split_to_array(btrim(cron, E' \t\r\n\f\v'), E'[ \t\r\n\f\v]+');
+    fields := regexp_split_to_array(btrim(cron, blanks), '[ \t\r\n\f\v]+');
     IF cardinality(fields) <> 5 THEN
         RETURN cron;
     END IF;
@@ -53,9 +60,7 @@ BEGIN
             CONTINUE WHEN step IS NULL;
             wide := CASE WHEN length(step[2]) > 4 THEN true ELSE step[2]::integer > spans[f] END;
             CONTINUE WHEN NOT wide;
-            items[i] := CASE WHEN step[1] = '*' THEN lows[f]::text
-                             WHEN step[1] ~* '^h' THEN step[1]
-                             ELSE split_part(step[1], '-', 1) END;
+            items[i] := step[1] || '/' || spans[f];
             changed := true;
         END LOOP;
         fields[f] := array_to_string(items, ',');
@@ -63,8 +68,10 @@ BEGIN
     RETURN CASE WHEN changed THEN array_to_string(fields, ' ') ELSE cron END;
 END $$;
 
-UPDATE jobs SET cron = pg_temp.narrow_wide_steps(cron)
+SELECT set_config('crondepot.actor', 'migration 0013', true);
+UPDATE jobs SET cron = pg_temp.narrow_wide_steps(cron), version = version + 1, updated_at = now()
 WHERE cron <> pg_temp.narrow_wide_steps(cron);
+SELECT set_config('crondepot.actor', '', true);
 UPDATE job_timetables SET cron = pg_temp.narrow_wide_steps(cron)
 WHERE cron <> pg_temp.narrow_wide_steps(cron);
 DROP FUNCTION pg_temp.narrow_wide_steps(text);

@@ -45,6 +45,13 @@ FROM unnest(%(ids)b::bigint[], %(next_run_ats)b::timestamptz[],
             %(next_nominal_ats)b::timestamptz[]) AS u(id, next_run_at, next_nominal_at)
 WHERE j.id = u.id;
 
+-- name: put_off_jobs
+-- Claimed jobs whose timetable cannot be read: due again later; next_nominal_at stays, so
+-- the fires they owe stay owed (pending to the ledger) until the job is edited or readable.
+UPDATE jobs
+SET next_run_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(seconds)s)
+WHERE id = ANY(%(ids)s::bigint[]);
+
 -- name: notify_runs_queued
 -- Wake idle workers; delivered only if the tick commits.
 SELECT pg_notify('crondepot_runs', %(priorities)s);
