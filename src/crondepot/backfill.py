@@ -52,7 +52,12 @@ MAX_LISTED = 1000                  # run ids listed per kind in a result
 
 
 class BackfillRangeError(CrondepotError, ValueError):
-    """A range that cannot be backfilled: empty, reversed, in the future or too long."""
+    """A range that cannot be backfilled: empty, reversed, in the future or too long;
+    ``field`` names the bound at fault ("from" or "to")."""
+
+    def __init__(self, message: str, *, field: str = "from") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(slots=True, kw_only=True)
@@ -95,14 +100,15 @@ class Backfill:
 def check_range(since: datetime, until: datetime, now: datetime) -> None:
     for name, value in (("from", since), ("to", until)):
         if value.utcoffset() is None:
-            raise BackfillRangeError(f"{name} needs a UTC offset (Z or +HH:MM)")
+            raise BackfillRangeError(f"{name} needs a UTC offset (Z or +HH:MM)", field=name)
     if since >= until:
         raise BackfillRangeError(f"from ({since.isoformat()}) must be before to "
                                  f"({until.isoformat()})")
     if until > now:
         raise BackfillRangeError(f"to ({until.isoformat()}) is after now "
                                  f"({now.isoformat()}, the database's clock): fires still "
-                                 "to come are the scheduler's; backfill a past range")
+                                 "to come are the scheduler's; backfill a past range",
+                                 field="to")
     if until - since > MAX_RANGE:
         raise BackfillRangeError(f"the range is {until - since}; backfill at most "
                                  f"{MAX_RANGE.days} days at a time")
