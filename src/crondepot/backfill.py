@@ -23,6 +23,10 @@ Fires from the job's ``next_nominal_at`` on are the scheduler's (a paused job, a
 behind): they are *pending* and left alone; resume the job, then backfill with
 ``include_skipped`` to send the fires a pause recorded skipped.
 
+Finished runs older than the retention period are pruned, and a pruned fire cannot be told
+from a lost one: the range may not start more than ``MAX_AGE`` (the default retention, 30
+days) ago. With a shorter ``--retention`` on the workers, keep the range inside it.
+
 The job row is locked for the call (the same lock as an edit or a pause), so a tick skips
 the job meanwhile; the tick writes only fires from ``next_nominal_at`` on anyway. The range
 may span at most ``MAX_RANGE`` and must end by now; one call handles at most ``max_fires``
@@ -43,10 +47,15 @@ from crondepot.db.clock import database_now
 from crondepot.errors import CrondepotError
 from crondepot.job.store import StoredJob
 from crondepot.job.store import _lock as lock_job
+from crondepot.retention import DEFAULT_RETENTION
 from crondepot.scheduler.plan import DueJob, SkipReason, misfire_deadline
 from crondepot.timetable import Timetable, run_id, spread_offset, uses_hash
 
-MAX_RANGE = timedelta(days=31)     # as crondepot verify; runs older than 30 days are pruned
+MAX_RANGE = timedelta(days=31)     # as crondepot verify
+# Finished runs are pruned by age (the workers' --retention, 30 days by default): a pruned
+# fire looks exactly like a lost one, and backfill would send it again. So a range reaches
+# back at most this far; with a shorter --retention, keep it inside that (docs/operations.md).
+MAX_AGE = DEFAULT_RETENTION
 MAX_FIRES = 10_000                 # fires handled by one call (one transaction)
 MAX_LISTED = 1000                  # run ids listed per kind in a result
 
@@ -112,6 +121,10 @@ def check_range(since: datetime, until: datetime, now: datetime) -> None:
     if until - since > MAX_RANGE:
         raise BackfillRangeError(f"the range is {until - since}; backfill at most "
                                  f"{MAX_RANGE.days} days at a time")
+    if since < now - MAX_AGE:
+        raise BackfillRangeError(f"from ({since.isoformat()}) is more than {MAX_AGE.days} "
+                                 "days ago: finished runs that old are pruned (retention), "
+                                 "and a backfill would send them again")
 
 
 def backfill(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,

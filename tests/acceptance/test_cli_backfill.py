@@ -81,6 +81,8 @@ def test_backfill_writes_the_lost_fires_once_and_refuses_bad_input(db_url: str) 
              "after now"),
             (["--from", (start - timedelta(days=40)).isoformat(), "--to", start.isoformat()],
              "at most 31 days"),
+            (["--from", (start - timedelta(days=32)).isoformat(), "--to",
+              (start - timedelta(days=20)).isoformat()], "pruned"),
             (["--from", "yesterday", "--to", start.isoformat()], "ISO-8601"),
             (["--from", "2026-01-01T00:00", "--to", start.isoformat()], "UTC offset")):
         bad = crondepot("backfill", str(job), *args, *common)

@@ -308,6 +308,8 @@ def test_bad_input_changes_nothing(conn: psycopg.Connection[Any], t: int,
         (BackfillRangeError, {"since": at(8), "until": at(10)}, "after now"),
         (BackfillRangeError, {"since": at(9) - MAX_RANGE - timedelta(seconds=1),
                               "until": at(9)}, "at most 31 days"),
+        (BackfillRangeError, {"since": at(9) - timedelta(days=30, seconds=1),
+                              "until": at(9) - timedelta(days=29)}, "pruned"),
         (BackfillRangeError, {"since": at(8).replace(tzinfo=None), "until": at(9)},
          "UTC offset"),
     ]
