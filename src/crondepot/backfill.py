@@ -41,6 +41,7 @@ from typing import Any
 
 import psycopg
 
+from crondepot import metrics
 from crondepot.audit import record_summary, without_row_entries
 from crondepot.db import Q
 from crondepot.db.clock import database_now
@@ -157,7 +158,16 @@ def backfill(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
         planned = _judge(conn, job, fires, db_now, include_skipped, result)
         if not dry_run:
             _write(conn, tenant_id, job, db_now, planned, result, include_skipped)
+    if result.written_skipped and not dry_run:      # counted once committed, as the tick
+        metrics.labelled(metrics.runs_skipped, _skip_reason(job)).inc(
+            len(result.written_skipped))
     return result
+
+
+def _skip_reason(job: StoredJob) -> SkipReason:
+    """The tick's reason for a fire written past the job's misfire deadline."""
+    return ("misfire_deadline" if job.spec.misfire.policy == "skip_after"
+            else "misfire_local_deadline")
 
 
 def _fires(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, since: datetime,
@@ -224,8 +234,7 @@ def _judge(conn: psycopg.Connection[Any], job: StoredJob, fires: list[datetime],
 
 def _write(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, now: datetime,
            planned: Planned, result: Backfill, include_skipped: bool) -> None:
-    reason: SkipReason = ("misfire_deadline" if job.spec.misfire.policy == "skip_after"
-                          else "misfire_local_deadline")
+    reason = _skip_reason(job)
     new = [*result.written, *result.written_skipped]
     skipped = set(result.written_skipped)
     without_row_entries(conn)    # one summary entry below, not one "job.trigger" per run

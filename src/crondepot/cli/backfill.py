@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from crondepot.backfill import MAX_FIRES, MAX_RANGE, Backfill, BackfillRangeError
+from crondepot.backfill import MAX_FIRES, MAX_LISTED, MAX_RANGE, Backfill, BackfillRangeError
 from crondepot.backfill import backfill as run_backfill
 from crondepot.cli.jobs import _known, _not_found
 from crondepot.cli.options import add_database, add_json, instant, operator_connection
@@ -100,21 +100,24 @@ def _progress(total: Backfill, batches: int, next_from: str) -> None:
 
 
 def _show(report: Backfill) -> None:
+    dry = " (dry run: nothing written)" if report.dry_run else ""
     verb = "would write" if report.dry_run else "wrote"
     print(f"job {report.job_id}, {report.since.isoformat()} .. {report.until.isoformat()}: "
-          f"{report.fires} fires; {verb} {len(report.written)} queued"
-          + (f" and {len(report.written_skipped)} skipped (past their misfire deadline)"
-             if report.written_skipped else "")
-          + f"; {len(report.requeued)} skipped queued again; {report.had_row} already had a "
-            "row" + (" (dry run: nothing written)" if report.dry_run else ""))
-    if report.held_past_deadline:
-        print(f"{len(report.held_past_deadline)} skipped fires left skipped: past their "
-              "misfire deadline")
+          f"{report.fires} fires{dry}")
+    print(f"  {verb} {len(report.written)} queued (due now)")
+    if report.written_skipped:
+        print(f"  {verb} {len(report.written_skipped)} skipped (past their misfire deadline)")
+    if report.requeued or report.held_past_deadline:
+        print(f"  queued again {len(report.requeued)} skipped"
+              + (f"; left {len(report.held_past_deadline)} skipped, past their misfire "
+                 "deadline" if report.held_past_deadline else ""))
+    print(f"  {report.had_row} already had a row (left as it was)")
     if report.pending_since is not None:
-        print(f"fires from {report.pending_since.isoformat()} on are the scheduler's (the job "
-              "is paused or a scheduler is behind): not written. After a resume, backfill "
-              "with --include-skipped to send the ones the pause recorded skipped.")
+        print(f"  fires from {report.pending_since.isoformat()} on are the scheduler's (the "
+              "job is paused or a scheduler is behind): not written. After a resume, "
+              "backfill with --include-skipped to send the ones the pause recorded skipped.")
     for rid in report.written[:20]:
-        print(f"  {rid}")
+        print(f"    {rid}")
     if len(report.written) > 20:
-        print(f"  ... and {len(report.written) - 20} more")
+        print(f"    ... and {len(report.written) - 20} more (--json lists "
+              f"{MAX_LISTED})")
