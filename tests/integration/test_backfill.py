@@ -194,6 +194,30 @@ def test_an_edited_cron_is_respected(conn: psycopg.Connection[Any], t: int) -> N
                                              + [at(h, 30) for h in (3, 4, 5)])
 
 
+@pytest.mark.parametrize(("first", "then", "tz"), [
+    ("H * * * *", "H/20 * * * *", "UTC"),                    # H hashes on the job's key
+    ("*/45 * * * *", "15 */2 * * *", "Asia/Kolkata"),
+    ("0 * * * *", "30 * * * *", "America/St_Johns"),         # a half-hour offset zone
+])
+def test_the_fires_written_are_those_verify_finds_missing(
+        conn: psycopg.Connection[Any], t: int, first: str, then: str, tz: str) -> None:
+    job = add(conn, t, at(0), cron=first, tz=tz, key="k-48213")
+    drain(conn, at(2, 50))
+    version = get_job(conn, t, job).version
+    update_job(conn, t, job, {"cron": then}, version=version, now=at(2, 55))
+    drain(conn, at(7))
+    ticked = rows(conn, job)
+    conn.execute("DELETE FROM runs WHERE job_id = %s", (job,))
+    missing = unaccounted(conn, at(0), at(6, 59), at(7))
+    assert len(missing) >= 6
+
+    done = backfill(conn, t, job, since=at(0), until=at(7), now=at(7))
+    assert sorted(done.written) == missing
+    assert sorted(r[0] for r in rows(conn, job).values()) == sorted(
+        r[0] for n, r in ticked.items() if n < at(7))    # the run ids the tick wrote
+    assert unaccounted(conn, at(0), at(6, 59), at(7)) == []
+
+
 def test_fires_past_their_misfire_deadline_are_written_skipped(
         conn: psycopg.Connection[Any], t: int) -> None:
     job = add(conn, t, at(8), cron="*/10 * * * *",
