@@ -70,6 +70,12 @@ def test_backfill_writes_the_missing_fires_once(
     again = client.post(f"/v1/jobs/{job}/backfill", json=body, headers=h).json()
     assert again["written"] == 0 and again["written_run_ids"] == []
 
+    # audited once, as the token's tenant: one entry with the counts, not one per run
+    audit = client.get("/v1/audit", headers=h).json()["items"]
+    backfills = [e for e in audit if e["action"] == "job.backfill"]
+    assert [(e["subject"], e["after"]["written"]) for e in backfills] == [(str(job), 3)]
+    assert not [e for e in audit if e["action"] == "job.trigger"]
+
 
 def test_include_skipped_queues_skipped_fires_again(
         client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any]) -> None:

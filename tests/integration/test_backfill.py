@@ -247,7 +247,8 @@ def test_fires_from_next_nominal_at_on_are_left_to_the_scheduler(
     job = add(conn, t, at(8), cron="*/10 * * * *")
     drain(conn, at(8, 25))
     pause_job(conn, t, job, now=at(8, 25))
-    done = backfill(conn, t, job, since=at(8), until=at(9), now=at(9))
+    done = backfill(conn, t, job, since=at(8), now=at(9))       # until: now
+    assert done.until == at(9)
     assert done.written == [] and done.fires == 2 and done.pending_since == at(8, 30)
     assert sorted(rows(conn, job)) == [at(8, 10), at(8, 20)]
 
