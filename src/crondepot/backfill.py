@@ -155,7 +155,7 @@ def backfill(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
         result.fires = len(fires)
         if not fires:
             return result
-        planned = _judge(conn, job, fires, db_now, include_skipped, result)
+        planned = _judge(conn, tenant_id, job, fires, db_now, include_skipped, result)
         if not dry_run:
             _write(conn, tenant_id, job, db_now, planned, result, include_skipped)
     if result.written_skipped and not dry_run:      # counted once committed, as the tick
@@ -208,14 +208,15 @@ def _due_job(job: StoredJob) -> DueJob:
 Planned = dict[str, tuple[datetime, datetime | None]]   # run id: (nominal, deadline)
 
 
-def _judge(conn: psycopg.Connection[Any], job: StoredJob, fires: list[datetime],
-           now: datetime, include_skipped: bool, result: Backfill) -> Planned:
+def _judge(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
+           fires: list[datetime], now: datetime, include_skipped: bool,
+           result: Backfill) -> Planned:
     """Sort each fire: written (queued or skipped past its deadline), requeued, held, or
     left as it is; the fires to write or requeue, with their deadlines."""
     planned: Planned = {}
     ids = [run_id(job.id, at) for at in fires]
-    existing = dict(conn.execute(Q.backfill_existing_runs,
-                                 {"run_ids": ids, "job_id": job.id}).fetchall())
+    existing = dict(conn.execute(Q.backfill_existing_runs, {
+        "run_ids": ids, "job_id": job.id, "tenant_id": tenant_id}).fetchall())
     due_job = _due_job(job)
     for at, rid in zip(fires, ids, strict=True):
         deadline = misfire_deadline(due_job, at, at + due_job.spread_offset)
@@ -251,7 +252,7 @@ def _write(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, now: d
         result.had_row += len(lost)
     if result.requeued:
         rows = conn.execute(Q.backfill_requeue_skipped, {
-            "job_id": job.id, "now": now, "run_ids": result.requeued,
+            "job_id": job.id, "tenant_id": tenant_id, "now": now, "run_ids": result.requeued,
             "deadline_ats": [planned[r][1] for r in result.requeued]}).fetchall()
         requeued = {rid for (rid,) in rows}
         result.had_row += len(result.requeued) - len(requeued)

@@ -15,7 +15,8 @@ ORDER BY since;
 -- name: backfill_existing_runs
 -- The rows these fires already have (primary-key probes).
 SELECT run_id, status FROM runs
-WHERE run_id = ANY(%(run_ids)s::text[]) AND job_id = %(job_id)s::bigint;
+WHERE run_id = ANY(%(run_ids)s::text[]) AND job_id = %(job_id)s::bigint
+  AND tenant_id = %(tenant_id)s::bigint;
 
 -- name: backfill_insert_runs
 -- The missing fires: queued and due now (or skipped, past their misfire deadline, as the
@@ -42,5 +43,6 @@ SET status = 'queued', skip_reason = NULL, attempt = 0, lease_used = interval '0
     available_at = %(now)s::timestamptz, updated_at = now(), finished_at = NULL,
     last_error = NULL, error_class = NULL, deadline_at = u.deadline_at
 FROM unnest(%(run_ids)s::text[], %(deadline_ats)s::timestamptz[]) AS u(run_id, deadline_at)
-WHERE r.run_id = u.run_id AND r.job_id = %(job_id)s::bigint AND r.status = 'skipped'
+WHERE r.run_id = u.run_id AND r.job_id = %(job_id)s::bigint
+  AND r.tenant_id = %(tenant_id)s::bigint AND r.status = 'skipped'
 RETURNING r.run_id;
