@@ -24,6 +24,7 @@ from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import finish, operation_id
 from crondepot.api.routes import (
     audit,
+    backfill,
     deadletter,
     imports,
     jobs,
@@ -129,8 +130,8 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
-    for module in (jobs, runs, deadletter, imports, audit, ledger, service, ratelimits,
-                   tokens):
+    for module in (jobs, backfill, runs, deadletter, imports, audit, ledger, service,
+                   ratelimits, tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)

@@ -231,6 +231,45 @@ class ReplayResult(_Doc):
     past_deadline_run_ids: list[str]
 
 
+class BackfillRequest(_Doc):
+    """A past range of nominal times, ``from`` included, ``to`` excluded (RFC 3339, with an
+    offset); at most 31 days, ending by now."""
+
+    since: datetime = Field(alias="from", description="earliest nominal time, included")
+    until: datetime | None = Field(None, alias="to",
+                                   description="latest nominal time, excluded (default and "
+                                               "at most: now)")
+    include_skipped: bool = Field(False, description="also queue again the fires whose row "
+                                                     "is skipped (unless past their misfire "
+                                                     "deadline)")
+    dry_run: bool = Field(False, description="report what would be written; write nothing")
+
+
+class BackfillResult(_Doc):
+    job_id: int
+    from_: datetime = Field(alias="from")
+    to: datetime
+    dry_run: bool
+    fires: int = Field(description="fires handled by this call (at most 10,000)")
+    written: int = Field(description="fires without a row: written queued, due now")
+    written_skipped: int = Field(description="fires without a row past their misfire "
+                                             "deadline: written skipped, as the scheduler "
+                                             "would")
+    requeued: int = Field(description="skipped fires queued again (include_skipped)")
+    held_past_deadline: int = Field(description="skipped fires left skipped: past their "
+                                                "misfire deadline")
+    already_had_row: int = Field(description="fires with a row, left as it was")
+    pending_from: datetime | None = Field(description="fires from here on are the "
+                                                      "scheduler's (a paused job): not written")
+    next_from: datetime | None = Field(description="more fires remain: call again with this "
+                                                   "as from")
+    written_run_ids: list[str]
+    written_skipped_run_ids: list[str]
+    requeued_run_ids: list[str]
+    held_past_deadline_run_ids: list[str]
+    run_ids_listed_at_most: int
+
+
 class TriggerResult(_Doc):
     run_id: str
     created: bool = Field(description="false: a run with this id (same second) existed")

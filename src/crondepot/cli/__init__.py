@@ -14,6 +14,7 @@ import psycopg
 
 from crondepot.cli import (
     api,
+    backfill,
     db,
     dlq,
     importing,
@@ -33,7 +34,7 @@ from crondepot.cli.output import fail
 from crondepot.errors import CrondepotError
 
 _GROUPS = (up, migrate, scheduler, worker, api, tenants, jobs, runs, importing, status, dlq,
-           limits, next_fires, verify, db)
+           limits, next_fires, verify, backfill, db)
 
 
 def build_parser() -> argparse.ArgumentParser:
