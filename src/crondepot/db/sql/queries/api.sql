@@ -66,3 +66,41 @@ FROM (
 -- name: api_stats_dead
 -- Dead-letter size of one tenant; served by the partial index runs_dead.
 SELECT count(*) FROM runs WHERE tenant_id = %(tenant_id)s::bigint AND status = 'dead';
+
+-- name: api_list_runs
+-- A tenant's runs across jobs, newest first by when they ended (coalesce(finished_at,
+-- due_at): a run not ended yet counts from its due time), after an (ended, run_id) cursor.
+-- Filters are optional (NULL = any). With a status, served by runs_tenant_status_ended in
+-- its order (a range scan that stops at the limit); a job id alone by runs_job.
+SELECT r.run_id, r.job_id, j.key AS job_key, r.priority, r.status, r.nominal_at, r.due_at,
+       r.attempt, r.available_at, r.lease_owner, r.lease_expires_at, r.first_claimed_at,
+       r.started_at, r.finished_at, r.skip_reason, r.last_error, r.error_class, r.result,
+       r.created_at, r.updated_at, coalesce(r.finished_at, r.due_at) AS ended_at
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+WHERE r.tenant_id = %(tenant_id)s::bigint
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(job_id)s::bigint IS NULL OR r.job_id = %(job_id)s::bigint)
+  AND (%(error)s::text IS NULL OR r.error_class = %(error)s::text
+       OR r.last_error ILIKE '%%' || %(error)s::text || '%%')
+  AND (%(since)s::timestamptz IS NULL
+       OR coalesce(r.finished_at, r.due_at) >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL
+       OR coalesce(r.finished_at, r.due_at) < %(until)s::timestamptz)
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (coalesce(r.finished_at, r.due_at), r.run_id)
+          < (%(before_at)s::timestamptz, %(before_run_id)s::text))
+ORDER BY coalesce(r.finished_at, r.due_at) DESC, r.run_id DESC
+LIMIT %(limit)s::integer;
+
+-- name: finished_last_hour
+-- Runs that ended in the last hour, by outcome, of one tenant (or of all of them when
+-- %(tenant_id)s is NULL): one index range of runs_tenant_status_ended per tenant and
+-- outcome, so the cost is the runs counted, not the table.
+SELECT o.status, count(r.run_id) AS runs
+FROM unnest(ARRAY['succeeded', 'failed', 'dead', 'skipped']) AS o (status)
+CROSS JOIN tenants t
+JOIN runs r ON r.tenant_id = t.id AND r.status = o.status
+           AND coalesce(r.finished_at, r.due_at) >= now() - interval '1 hour'
+WHERE %(tenant_id)s::bigint IS NULL OR t.id = %(tenant_id)s::bigint
+GROUP BY o.status;
