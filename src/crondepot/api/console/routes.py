@@ -44,7 +44,7 @@ from crondepot.api.console.session import (
 )
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
-from crondepot.api.reads import get_run
+from crondepot.api.reads import RUN_STATES, RunFilter, decode_run_cursor, get_run, runs_page
 from crondepot.deadletter import DeadFilter
 from crondepot.deadletter import replay as replay_dead
 from crondepot.job.store import (
@@ -274,6 +274,43 @@ def _back(form: dict[str, list[str]], default: str) -> str:
     if re.fullmatch(r"/console(/[A-Za-z0-9_\-/]*)?(\?[A-Za-z0-9_\-=&%.+:]*)?", back):
         return re.sub(r"[?&]notice=[a-z]*|[?&]replayed=\d*", "", back)
     return default
+
+
+@router.get("/runs")
+def runs(request: Request, conn: Conn) -> HTMLResponse:
+    """The tenant's runs across jobs, newest ended first, filtered by state, time, job and
+    error (``GET /v1/runs``'s read); 50 a page, paged with its next_cursor."""
+    current = session(request, conn)
+    q = request.query_params
+    values = {name: q.get(name, "").strip()[:500]
+              for name in ("status", "job_id", "error", "since", "until")}
+    if values["status"] and values["status"] not in RUN_STATES:
+        raise ConsoleError(422, "Invalid filter", "status must be one of "
+                           + ", ".join(RUN_STATES), session=current)
+    job_id = bigint_or_none(values["job_id"]) if values["job_id"] else None
+    if values["job_id"] and job_id is None:
+        raise ConsoleError(422, "Invalid filter", "job must be a job id (a number)",
+                           session=current)
+    since, until = _when(values["since"], "since"), _when(values["until"], "until")
+    if since is not None and until is not None and since > until:
+        raise ConsoleError(422, "Invalid filter", f"since ({values['since']}) is after "
+                           f"until ({values['until']})", session=current)
+    before = None
+    if q.get("cursor"):
+        try:
+            before = decode_run_cursor(q.get("cursor", "")[:400])
+        except ValueError:
+            raise ConsoleError(422, "Invalid filter", "cursor: not a next page of this list",
+                               session=current) from None
+    where = RunFilter(status=values["status"] or None, job_id=job_id,
+                      error=values["error"] or None, since=since, until=until)
+    rows, cursor = runs_page(conn, current.who.tenant_id, where, before=before, limit=50)
+    query = urlencode({k: v for k, v in values.items() if v})
+    next_url = f"{PATH}/runs?" + urlencode({**{k: v for k, v in values.items() if v},
+                                            "cursor": cursor}) if cursor else None
+    return _page(request, current, "runs.html", nav="runs", runs=rows, filters=values,
+                 states=RUN_STATES, next_url=next_url, query=query,
+                 first_page=f"{PATH}/runs?{query}" if before else None)
 
 
 @router.get("/runs/{run_id}")
