@@ -183,3 +183,13 @@ def test_stats_count_runs_ended_in_the_last_hour_by_outcome(
                                            "skipped": 1}
     assert client.get("/v1/stats", headers=seeded["acme"]).json()["finished_last_hour"] == {
         "succeeded": 0, "failed": 1, "dead": 0, "skipped": 0}
+
+
+def test_retries_are_audited(client: TestClient, seeded: dict[str, Any]) -> None:
+    for label in ("a_f1", "b_d1"):
+        assert client.post(f"/v1/runs/{seeded['ids'][label]}/retry",
+                           headers=seeded["bank"]).status_code == 200
+    items = client.get("/v1/audit", headers=seeded["bank"]).json()["items"]
+    done = {(e["action"], e["subject"]) for e in items}
+    assert ("run.retry", seeded["ids"]["a_f1"]) in done
+    assert ("run.replay", seeded["ids"]["b_d1"]) in done
