@@ -258,7 +258,7 @@ class Executor:
         self._outcomes.submit(Success(run.run_id, run.lease_token, run.attempt, result), done)
 
     def _record(self, run: ClaimedRun, write: Callable[[Any], str | None], outcome: str, *,
-                error: str) -> None:
+                error: str | None = None) -> None:
         """Write a retry or a final failure. A database that is briefly away (a restart, a
         pooled connection that died with it) is waited out: a "dead, outcome unknown" that
         is never written would bring the run back after its lease and call the target a
