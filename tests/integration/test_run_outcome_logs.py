@@ -55,14 +55,16 @@ def pool(db_url: str) -> Any:
 
 
 def _execute_one(pool: ConnectionPool, conn: psycopg.Connection[Any],
-                 caplog: pytest.LogCaptureFixture) -> tuple[str, str, list[str]]:
+                 caplog: pytest.LogCaptureFixture, *,
+                 max_lease_seconds: int = 12 * 3600) -> tuple[str, str, list[str]]:
     """Claim the one queued run, execute it as a worker's slot does; (run id, its status
     after, the WARNING lines written meanwhile)."""
     (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
     outcomes = OutcomeWriter(pool)
     outcomes.start()
     webhooks = WebhookTarget(AddressGuard.from_env())
-    executor = Executor(pool, outcomes, RateLimiter(pool), webhooks, stopping=lambda: False)
+    executor = Executor(pool, outcomes, RateLimiter(pool), webhooks, stopping=lambda: False,
+                        max_lease_seconds=max_lease_seconds)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="crondepot"):
         try:
@@ -113,6 +115,18 @@ def test_the_last_attempt_logs_one_dead_line(
     assert status == "dead"
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"run {run_id} dead: job {_job_key(conn)}: TemporaryError: ")
+
+
+def test_a_retry_past_the_lease_time_cap_logs_one_dead_line(
+        pool: ConnectionPool, conn: psycopg.Connection[Any],
+        caplog: pytest.LogCaptureFixture) -> None:
+    _queued(conn, "test.logs.temporary")
+    run_id, status, lines = _execute_one(pool, conn, caplog, max_lease_seconds=0)
+    assert status == "dead"
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"run {run_id} dead: job {_job_key(conn)}: lease time cap "
+                               "reached; last error TemporaryError: ")
+    assert "again in" not in lines[0]
 
 
 def test_a_success_logs_no_warning(pool: ConnectionPool, conn: psycopg.Connection[Any],

@@ -236,9 +236,9 @@ class Executor:
             self._record(run, lambda conn: record_retry(
                 conn, run.run_id, run.lease_token, delay=decision.delay_seconds,
                 error=message, error_class=error_class,
-                max_lease_seconds=self._max_lease_seconds), "retry",
-                error=f"{logged} (attempt {run.attempt} of {run.max_attempts}, again in "
-                      f"{decision.delay_seconds:.1f} s)")
+                max_lease_seconds=self._max_lease_seconds), "retry", error=logged,
+                when=f" (attempt {run.attempt} of {run.max_attempts}, again in "
+                     f"{decision.delay_seconds:.1f} s)")
         else:
             status = "failed" if decision.action == "fail" else "dead"
             self._record(run, lambda conn: record_final_failure(
@@ -258,7 +258,7 @@ class Executor:
         self._outcomes.submit(Success(run.run_id, run.lease_token, run.attempt, result), done)
 
     def _record(self, run: ClaimedRun, write: Callable[[Any], str | None], outcome: str, *,
-                error: str | None = None) -> None:
+                error: str | None = None, when: str = "") -> None:
         """Write a retry or a final failure. A database that is briefly away (a restart, a
         pooled connection that died with it) is waited out: a "dead, outcome unknown" that
         is never written would bring the run back after its lease and call the target a
@@ -283,6 +283,8 @@ class Executor:
                 outcome = "skipped"
             elif written == "dead":          # a retry, but the run's lease time is used up
                 outcome, error = "dead", f"lease time cap reached; last error {error}"
+            elif outcome == "retry" and error is not None:
+                error += when                # when it comes back
             self._finished(run, outcome, recorded=True, error=error)
             return
 
