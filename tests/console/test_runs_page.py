@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.console.conftest import World, add_run, login
+from tests.console.conftest import World, add_run, login, run_status
 
 
 def _run_ids(page: str) -> list[str]:
@@ -81,3 +81,27 @@ def test_overview_counts_link_to_the_runs_they_count(client: TestClient,
 def test_runs_page_bad_filters_are_422(client: TestClient, world: World, query: str) -> None:
     login(client, world.admin)
     assert client.get(f"/console/runs?{query}").status_code == 422
+
+
+def test_a_failed_run_is_retried_from_its_page(client: TestClient, world: World,
+                                               conn: psycopg.Connection[Any]) -> None:
+    csrf = login(client, world.admin)
+    (failed,) = _run_ids(client.get("/console/runs?status=failed").text)
+    page = client.get(f"/console/runs/{failed}")
+    assert 'id="retry-one"' in page.text and "data-confirm" in page.text
+    assert client.post(f"/console/runs/{failed}/retry", data={}).status_code == 403  # no CSRF
+    done = client.post(f"/console/runs/{failed}/retry", data={"csrf": csrf})
+    assert done.status_code == 303 and "notice=retried" in done.headers["location"]
+    assert run_status(conn, failed) == "queued"
+    again = client.post(f"/console/runs/{failed}/retry", data={"csrf": csrf})
+    assert again.status_code == 409                            # queued now: not retryable
+    theirs = client.post(f"/console/runs/{world.their_dead}/retry", data={"csrf": csrf})
+    assert theirs.status_code == 404 and run_status(conn, world.their_dead) == "dead"
+
+
+def test_a_read_only_token_cannot_retry(client: TestClient, world: World,
+                                        conn: psycopg.Connection[Any]) -> None:
+    csrf = login(client, world.reader)
+    (failed,) = _run_ids(client.get("/console/runs?status=failed").text)
+    assert client.post(f"/console/runs/{failed}/retry", data={"csrf": csrf}).status_code == 403
+    assert run_status(conn, failed) == "failed"

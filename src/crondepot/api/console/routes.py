@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -45,8 +45,9 @@ from crondepot.api.console.session import (
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
 from crondepot.api.reads import RUN_STATES, RunFilter, decode_run_cursor, get_run, runs_page
-from crondepot.deadletter import DeadFilter
+from crondepot.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline
 from crondepot.deadletter import replay as replay_dead
+from crondepot.deadletter import retry as retry_run
 from crondepot.job.store import (
     JobCancelled,
     JobFilter,
@@ -83,6 +84,7 @@ NOTICES = {
     "resumed": "Job resumed from now (missed runs are not caught up).",
     "triggered": "A run due now was queued.",
     "already": "A run for this second already exists: nothing new was queued.",
+    "retried": "Run queued again: same run id (the same idempotency key), fresh attempts.",
 }
 STATIC = {"console.css": "text/css; charset=utf-8",
           "console.js": "text/javascript; charset=utf-8"}
@@ -321,6 +323,22 @@ def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
         owner = get_job(conn, current.who.tenant_id, row["job_id"])
     row["lateness"] = views.lateness(row)
     return _page(request, current, "run.html", nav="dead", run=row, job=owner)
+
+
+@router.post("/runs/{run_id}/retry")
+def retry_one(request: Request, conn: Conn, form: Form, run_id: str) -> Response:
+    """Queue a failed run again (``POST /v1/runs/{run_id}/retry``): same run id."""
+    current = session(request, conn)
+    require_csrf(current, form)
+    require_admin(current, "retry runs")
+    with _found(current):
+        try:
+            retry_run(conn, current.who.tenant_id, run_id[:100],
+                      ignore_deadline=first(form, "ignore_deadline") == "yes")
+        except (RunNotRetryable, RunPastDeadline) as exc:
+            raise ConsoleError(409, "Not retried", str(exc), session=current) from None
+    return redirect(f"{PATH}/runs/{quote(run_id[:100], safe=':')}",
+                    notice={"notice": "retried"})
 
 
 def _dead_filter(current: Session, get: Callable[[str], str], *,
