@@ -396,7 +396,9 @@ def test_import_as_a_process_from_stdin_exits_0_when_every_line_is_good(db_url: 
 
 def _shape(body: dict[str, Any]) -> None:
     # every tenant's view also says what the latest ledger check found (None: no check yet)
-    assert set(body) - {"ledger"} == {"tenant", "queue", "lag", "dead_letter"}
+    assert set(body) - {"ledger"} == {"tenant", "queue", "lag", "dead_letter",
+                                      "finished_last_hour"}
+    assert list(body["finished_last_hour"]) == ["succeeded", "failed", "dead", "skipped"]
     assert ("ledger" in body) == (body["tenant"] is None)
     assert list(body["queue"]) == ["urgent", "normal", "bulk"]
     for row in body["queue"].values():
@@ -431,6 +433,8 @@ def test_status_json_for_all_tenants_and_for_one(cli: Cli, conn: psycopg.Connect
     _shape(one)
     assert one["tenant"] == "shop7"
     assert one["queue"]["normal"]["ready"] == 0 and one["dead_letter"] == 1
+    assert one["finished_last_hour"] == {"succeeded": 0, "failed": 0, "dead": 1, "skipped": 0}
+    assert body["finished_last_hour"]["dead"] == 1
 
     table = cli("status", "--tenant", "bank42")
     assert table.code == 0 and "dead letter" in table.out and "normal" in table.out

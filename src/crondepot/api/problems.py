@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
 from crondepot.db.migrations import MigrationError
+from crondepot.deadletter import RunNotRetryable, RunPastDeadline
 from crondepot.errors import CrondepotError, DatabaseUnavailable, InvalidJob, InvalidSchedule
 from crondepot.grants import NotGranted
 from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
@@ -115,6 +116,9 @@ _DOMAIN: tuple[tuple[type[BaseException], _Kind], ...] = (
     (TokenConflict, _Kind(409, "token-conflict", "The tenant's other tokens forbid this")),
     (KeyConflict, _Kind(409, "key-conflict", "Key already used for another document")),
     (JobCancelled, _Kind(409, "job-cancelled", "Job is cancelled")),
+    (RunNotRetryable, _Kind(409, "run-not-retryable", "Only a failed or dead run can be "
+                                                      "retried")),
+    (RunPastDeadline, _Kind(409, "run-past-deadline", "Run is past its misfire deadline")),
     (VersionMismatch, _Kind(412, "version-mismatch", "Job changed since it was read")),
     (MigrationError, _Kind(503, "schema-not-current", "Database schema not current")),
     (DatabaseUnavailable, _Kind(503, "database-unavailable", "Database unavailable")),
@@ -164,6 +168,8 @@ def _domain_extra(exc: BaseException) -> dict[str, Any]:
         return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
     if isinstance(exc, KeyConflict):
         return {"key": exc.key}
+    if isinstance(exc, RunNotRetryable):
+        return {"run_status": exc.status}
     if isinstance(exc, VersionMismatch):
         return {"current_version": exc.current}
     return {}

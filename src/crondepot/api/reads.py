@@ -1,4 +1,5 @@
-"""Reads the API serves about runs: one run, a job's runs, and the tenant's stats.
+"""Reads the API serves about runs: one run, a job's runs, runs across jobs, and the
+tenant's stats.
 
 Every query is scoped by tenant; a run of another tenant is not found, exactly like an
 unknown id. The one exception, ``all_tenants_stats``, is for operators (the CLI).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,13 +19,25 @@ from psycopg.rows import dict_row
 
 from crondepot import jsontext
 from crondepot.db import Q
-from crondepot.job.store import JobNotFound
+from crondepot.deadletter import RunNotFound
 
 PRIORITY_ORDER = ("urgent", "normal", "bulk")
+RUN_STATES = ("queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled")
+OUTCOMES = ("succeeded", "failed", "dead", "skipped")
+
+__all__ = ["RunNotFound"]
 
 
-class RunNotFound(JobNotFound):
-    """No run with this id for this tenant."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFilter:
+    """Which of a tenant's runs to list (None = any): one state, one job, an error class or
+    part of the message, and a window on when the run ended (due, if it has not)."""
+
+    status: str | None = None
+    job_id: int | None = None
+    error: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
 
 
 def get_run(conn: psycopg.Connection[Any], tenant_id: int, run_id: str) -> dict[str, Any]:
@@ -44,14 +58,49 @@ def job_runs(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     }).fetchall()
 
 
+def list_runs(conn: psycopg.Connection[Any], tenant_id: int, where: RunFilter, *,
+              before: tuple[datetime, str] | None, limit: int) -> list[dict[str, Any]]:
+    """A page of the tenant's runs across jobs, newest first by ``ended_at`` (finished_at,
+    or due_at for a run not ended), strictly older than the ``before`` cursor."""
+    return conn.cursor(row_factory=dict_row).execute(Q.api_list_runs, {
+        "tenant_id": tenant_id, "status": where.status, "job_id": where.job_id,
+        "error": where.error, "since": where.since, "until": where.until, "limit": limit,
+        "before_at": before[0] if before else None,
+        "before_run_id": before[1] if before else None,
+    }).fetchall()
+
+
+def runs_page(conn: psycopg.Connection[Any], tenant_id: int, where: RunFilter, *,
+              before: tuple[datetime, str] | None,
+              limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    """``list_runs`` as a page and its ``next_cursor`` (None on the last page)."""
+    rows = list_runs(conn, tenant_id, where, before=before, limit=limit + 1)
+    page = rows[:limit]
+    cursor = encode_run_cursor(page[-1]["ended_at"], page[-1]["run_id"]) \
+        if len(rows) > limit else None
+    return page, cursor
+
+
+def finished_last_hour(conn: psycopg.Connection[Any],
+                       tenant_id: int | None) -> dict[str, int]:
+    """Runs that ended in the last hour by outcome (every tenant's when ``tenant_id`` is
+    None), in one query."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for status, count in conn.execute(Q.finished_last_hour, {"tenant_id": tenant_id}):
+        counts[status] = count
+    return counts
+
+
 def stats(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
     return _stats(conn, (Q.api_stats_queue, Q.api_stats_lag, Q.api_stats_dead),
-                  {"tenant_id": tenant_id})
+                  {"tenant_id": tenant_id}) | {
+        "finished_last_hour": finished_last_hour(conn, tenant_id)}
 
 
 def all_tenants_stats(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """``stats`` across every tenant, for operators (``crondepot status`` without --tenant)."""
-    return _stats(conn, (Q.admin_stats_queue, Q.admin_stats_lag, Q.admin_stats_dead), {})
+    return _stats(conn, (Q.admin_stats_queue, Q.admin_stats_lag, Q.admin_stats_dead),
+                  {}) | {"finished_last_hour": finished_last_hour(conn, None)}
 
 
 def _stats(conn: psycopg.Connection[Any], queries: tuple[str, str, str],
@@ -70,7 +119,8 @@ def _stats(conn: psycopg.Connection[Any], queries: tuple[str, str, str],
 
 
 def encode_run_cursor(nominal: datetime, run_id: str) -> str:
-    """The opaque cursor after a page of a job's runs (API and CLI share it)."""
+    """The opaque cursor after a page of runs (a job's: its nominal time; across jobs: its
+    ended_at); API, CLI and console share it."""
     raw = json.dumps([nominal.isoformat(), run_id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 

@@ -134,6 +134,35 @@ class RunPage(_Doc):
     next_cursor: str | None
 
 
+class ListedRun(Run):
+    """A run in the list across jobs: also its job's key and when it ended (finished_at;
+    due_at for a run that has not ended), the list's order."""
+
+    job_key: str | None
+    ended_at: datetime
+
+
+class ListedRunPage(_Doc):
+    items: list[ListedRun]
+    next_cursor: str | None
+
+
+class RetryRequest(_Doc):
+    """How to retry a failed or dead run (an empty body is the default)."""
+
+    ignore_deadline: bool = Field(
+        False, description="also retry a run past its misfire deadline (it goes without "
+                           "one); by default such a run is refused (409)")
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetryResult(_Doc):
+    run_id: str
+    previous_status: Literal["failed", "dead"]
+    run: Run
+
+
 class DeadRun(_Doc):
     run_id: str
     job_id: int
@@ -307,6 +336,9 @@ class Stats(_Doc):
     lag: LagStats = Field(description="first_claimed_at - due_at of first attempts claimed "
                                       "in the last 5 minutes")
     dead_letter: int
+    finished_last_hour: dict[str, int] = Field(
+        description="runs that ended in the last hour by outcome: succeeded, failed, dead, "
+                    "skipped")
 
 
 class FieldError(_Doc):
@@ -324,6 +356,8 @@ class Problem(_Doc):
     errors: list[FieldError] | None = None
     key: str | None = None
     current_version: int | None = None
+    run_status: str | None = Field(None, description="the run's state, when it cannot be "
+                                                     "retried in it")
     quota: str | None = Field(None, description="the quota refused (max_jobs, "
                                                 "max_urgent_jobs, urgent_allowed)")
     limit: int | None = Field(None, description="that quota's value")

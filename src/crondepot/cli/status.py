@@ -1,8 +1,10 @@
 """``crondepot status [--tenant NAME] [--watch]``: the queue at a glance.
 
 Queue depth and the age of the oldest ready run per priority, start lag p50/p99 over the last
-five minutes, and the dead-letter size: the HTTP API's stats, of one tenant or of all of
-them; for all of them also the latest ledger check (is every fire accounted for?).
+five minutes, runs that ended in the last hour by outcome (succeeded, failed, dead, skipped;
+``crondepot runs list --status failed --since 1h`` lists them), and the dead-letter size:
+the HTTP API's stats, of one tenant or of all of them; for all of them also the latest
+ledger check (is every fire accounted for?).
 ``--watch`` redraws every ``--interval`` seconds until Ctrl-C (with ``--json``: one JSON
 object per line).
 """
@@ -103,6 +105,13 @@ def render(data: dict[str, Any]) -> Group:
                         f"({lag['samples']:,} runs started)")
     else:
         summary.add_row("start lag (5 min)", "no run started")
+    done = data["finished_last_hour"]
+    finished = Text()
+    for outcome, count in done.items():
+        bad = outcome in ("failed", "dead") and count
+        finished.append(f"{outcome} {count:,}", style="bold red" if bad else None)
+        finished.append("  ")
+    summary.add_row("finished (1 h)", finished)
     dead = data["dead_letter"]
     summary.add_row("dead letter", Text(f"{dead:,}", style="bold red" if dead else "green"))
     if "ledger" in data:

@@ -12,6 +12,7 @@ it all to the dead letter.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from uuid import UUID
 import psycopg
 
 from crondepot.db import Q
+
+log = logging.getLogger("crondepot.worker")
 
 DEFAULT_MAX_LEASE_SECONDS = 12 * 3600
 SAFETY_SECONDS = 1.0   # stop starting calls this long before the lease ends
@@ -76,9 +79,13 @@ def reap_abandoned_runs(conn: psycopg.Connection[Any], *,
     """Return expired-lease runs to the queue, or to the dead letter when that was their last
     attempt or their lease time in all reached ``max_lease_seconds``; counts by new status."""
     counts = {"queued": 0, "dead": 0}
-    for _run_id, status in conn.execute(Q.reap_abandoned_runs, {
+    for run_id, status, job_id, job_key, error in conn.execute(Q.reap_abandoned_runs, {
             "now": now, "max_lease": max_lease_seconds}).fetchall():
         counts[status] += 1
+        if status == "dead":     # one WARNING line per dead run, as the worker writes
+            log.warning("run %s dead: job %s: %s", run_id, job_key or job_id, error,
+                        extra={"run_id": run_id, "job_id": job_id, "job_key": job_key,
+                               "outcome": "dead"})
     return counts
 
 

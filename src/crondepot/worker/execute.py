@@ -52,6 +52,7 @@ from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget,
 log = logging.getLogger("crondepot.worker")
 
 Kind = Literal["temporary", "permanent", "unknown"]
+LOGGED_OUTCOMES = {"retry": "retried", "failed": "failed", "dead": "dead"}
 RECORD_TRIES = 12           # about 40 s of backoff for a retry or failure write
 # A run that waited this long for a rate-limit token has its misfire deadline checked again
 # before the call (one fenced statement; the claim checked it when it was taken).
@@ -189,7 +190,7 @@ class Executor:
 
     def _refuse(self, run: ClaimedRun, error: PermanentError) -> None:
         """Fail a run without calling its target: it is not the tenant's to make."""
-        log.warning("run refused: %s", error, extra=_fields(run))
+        # no line of its own: the failure's WARNING line says why (one line per run)
         self._record_failure(run, "permanent", error, None)
 
     def _call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
@@ -229,17 +230,20 @@ class Executor:
                           retry_after=retry_after)
         message = f"{decision.reason}: {error}" if str(error) else decision.reason
         error_class = type(error).__name__
+        logged = f"{error_class}: {message}"
         if decision.action == "retry":
             metrics.retries.inc()
             self._record(run, lambda conn: record_retry(
                 conn, run.run_id, run.lease_token, delay=decision.delay_seconds,
                 error=message, error_class=error_class,
-                max_lease_seconds=self._max_lease_seconds), "retry")
+                max_lease_seconds=self._max_lease_seconds), "retry", error=logged,
+                when=f" (attempt {run.attempt} of {run.max_attempts}, again in "
+                     f"{decision.delay_seconds:.1f} s)")
         else:
             status = "failed" if decision.action == "fail" else "dead"
             self._record(run, lambda conn: record_final_failure(
                 conn, run.run_id, run.lease_token, status=status, error=message,
-                error_class=error_class), status)
+                error_class=error_class), status, error=logged)
 
     def _record_success(self, run: ClaimedRun, result: dict[str, Any] | None,
                         then: Callable[[], None]) -> None:
@@ -253,7 +257,8 @@ class Executor:
 
         self._outcomes.submit(Success(run.run_id, run.lease_token, run.attempt, result), done)
 
-    def _record(self, run: ClaimedRun, write: Callable[[Any], str | None], outcome: str) -> None:
+    def _record(self, run: ClaimedRun, write: Callable[[Any], str | None], outcome: str, *,
+                error: str | None = None, when: str = "") -> None:
         """Write a retry or a final failure. A database that is briefly away (a restart, a
         pooled connection that died with it) is waited out: a "dead, outcome unknown" that
         is never written would bring the run back after its lease and call the target a
@@ -276,7 +281,11 @@ class Executor:
             if written == "skipped":         # a retry would have come after the deadline
                 deadline_passed(run.run_id, run.job_id, run.tenant_id, when="retried")
                 outcome = "skipped"
-            self._finished(run, outcome, recorded=True)
+            elif written == "dead":          # a retry, but the run's lease time is used up
+                outcome, error = "dead", f"lease time cap reached; last error {error}"
+            elif outcome == "retry" and error is not None:
+                error += when                # when it comes back
+            self._finished(run, outcome, recorded=True, error=error)
             return
 
     def _write(self, write: Callable[[Any], str | None]) -> str | None:
@@ -284,14 +293,21 @@ class Executor:
             return write(conn)
 
     @staticmethod
-    def _finished(run: ClaimedRun, outcome: str, *, recorded: bool) -> None:
+    def _finished(run: ClaimedRun, outcome: str, *, recorded: bool,
+                  error: str | None = None) -> None:
         if not recorded:
             metrics.stale_writes.inc()
             log.warning("outcome not recorded: the run's lease was lost",
                         extra=_fields(run) | {"outcome": outcome})
             return
         metrics.labelled(metrics.runs_finished, outcome).inc()
-        if log.isEnabledFor(logging.DEBUG):
+        if outcome in LOGGED_OUTCOMES:
+            # One WARNING line per failed, retried or dead run, with what an operator greps
+            # for. The job key came with the claim: no query for it.
+            log.warning("run %s %s: job %s: %s", run.run_id, LOGGED_OUTCOMES[outcome],
+                        run.job_key or run.job_id, error or "no error text",
+                        extra=_fields(run) | {"outcome": outcome, "job_key": run.job_key})
+        elif log.isEnabledFor(logging.DEBUG):
             log.debug("run finished", extra=_fields(run) | {"outcome": outcome})
 
 

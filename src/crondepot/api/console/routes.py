@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -44,9 +44,10 @@ from crondepot.api.console.session import (
 )
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
-from crondepot.api.reads import get_run
-from crondepot.deadletter import DeadFilter
+from crondepot.api.reads import RUN_STATES, RunFilter, decode_run_cursor, get_run, runs_page
+from crondepot.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline
 from crondepot.deadletter import replay as replay_dead
+from crondepot.deadletter import retry as retry_run
 from crondepot.job.store import (
     JobCancelled,
     JobFilter,
@@ -83,6 +84,7 @@ NOTICES = {
     "resumed": "Job resumed from now (missed runs are not caught up).",
     "triggered": "A run due now was queued.",
     "already": "A run for this second already exists: nothing new was queued.",
+    "retried": "Run queued again: same run id (the same idempotency key), fresh attempts.",
 }
 STATIC = {"console.css": "text/css; charset=utf-8",
           "console.js": "text/javascript; charset=utf-8"}
@@ -276,6 +278,43 @@ def _back(form: dict[str, list[str]], default: str) -> str:
     return default
 
 
+@router.get("/runs")
+def runs(request: Request, conn: Conn) -> HTMLResponse:
+    """The tenant's runs across jobs, newest ended first, filtered by state, time, job and
+    error (``GET /v1/runs``'s read); 50 a page, paged with its next_cursor."""
+    current = session(request, conn)
+    q = request.query_params
+    values = {name: q.get(name, "").strip()[:500]
+              for name in ("status", "job_id", "error", "since", "until")}
+    if values["status"] and values["status"] not in RUN_STATES:
+        raise ConsoleError(422, "Invalid filter", "status must be one of "
+                           + ", ".join(RUN_STATES), session=current)
+    job_id = bigint_or_none(values["job_id"]) if values["job_id"] else None
+    if values["job_id"] and job_id is None:
+        raise ConsoleError(422, "Invalid filter", "job must be a job id (a number)",
+                           session=current)
+    since, until = _when(values["since"], "since"), _when(values["until"], "until")
+    if since is not None and until is not None and since > until:
+        raise ConsoleError(422, "Invalid filter", f"since ({values['since']}) is after "
+                           f"until ({values['until']})", session=current)
+    before = None
+    if q.get("cursor"):
+        try:
+            before = decode_run_cursor(q.get("cursor", "")[:400])
+        except ValueError:
+            raise ConsoleError(422, "Invalid filter", "cursor: not a next page of this list",
+                               session=current) from None
+    where = RunFilter(status=values["status"] or None, job_id=job_id,
+                      error=values["error"] or None, since=since, until=until)
+    rows, cursor = runs_page(conn, current.who.tenant_id, where, before=before, limit=50)
+    query = urlencode({k: v for k, v in values.items() if v})
+    next_url = f"{PATH}/runs?" + urlencode({**{k: v for k, v in values.items() if v},
+                                            "cursor": cursor}) if cursor else None
+    return _page(request, current, "runs.html", nav="runs", runs=rows, filters=values,
+                 states=RUN_STATES, next_url=next_url, query=query,
+                 first_page=f"{PATH}/runs?{query}" if before else None)
+
+
 @router.get("/runs/{run_id}")
 def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
     current = session(request, conn)
@@ -284,6 +323,22 @@ def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
         owner = get_job(conn, current.who.tenant_id, row["job_id"])
     row["lateness"] = views.lateness(row)
     return _page(request, current, "run.html", nav="dead", run=row, job=owner)
+
+
+@router.post("/runs/{run_id}/retry")
+def retry_one(request: Request, conn: Conn, form: Form, run_id: str) -> Response:
+    """Queue a failed run again (``POST /v1/runs/{run_id}/retry``): same run id."""
+    current = session(request, conn)
+    require_csrf(current, form)
+    require_admin(current, "retry runs")
+    with _found(current):
+        try:
+            retry_run(conn, current.who.tenant_id, run_id[:100],
+                      ignore_deadline=first(form, "ignore_deadline") == "yes")
+        except (RunNotRetryable, RunPastDeadline) as exc:
+            raise ConsoleError(409, "Not retried", str(exc), session=current) from None
+    return redirect(f"{PATH}/runs/{quote(run_id[:100], safe=':')}",
+                    notice={"notice": "retried"})
 
 
 def _dead_filter(current: Session, get: Callable[[str], str], *,

@@ -71,6 +71,9 @@ def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
     states = dict.fromkeys(STATES, 0)
     for status, count in conn.execute(Q.console_runs_by_state, {"tenant_id": tenant_id}):
         states[status] = states.get(status, 0) + count
+    # the outcomes as `crondepot status` counts them, so that each count's link to the runs
+    # page (status, since an hour ago) lists exactly the runs counted
+    states.update(stats["finished_last_hour"])
     minutes = conn.execute(Q.console_minutes, {"tenant_id": tenant_id}).fetchall()
     labels = [row[0].astimezone(UTC).strftime("%H:%M") for row in minutes]
     throughput = charts.stacked_bars(
@@ -82,7 +85,9 @@ def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
         [("average", "avg", [row[3] for row in minutes]),
          ("max", "max", [row[4] for row in minutes])])
     workers = conn.cursor(row_factory=dict_row).execute(Q.live_workers).fetchall()
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="seconds")
     return {"stats": stats, "states": states, "throughput": throughput, "lag": lag,
+            "hour_ago": hour_ago,
             "workers": workers,
             "finished_last_hour": sum(row[1] + row[2] for row in minutes)}
 

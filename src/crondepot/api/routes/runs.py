@@ -1,20 +1,38 @@
-"""Runs: the runs of a job (newest first) and one run by id."""
+"""Runs: the runs of a job (newest first), runs across jobs, one run by id, and retrying a
+failed or dead run."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Body, Query
 from fastapi.responses import JSONResponse
 
-from crondepot.api.auth import Conn, Reader
+from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
+from crondepot.api.params import MAX_BIGINT, window
 from crondepot.api.problems import Invalid
-from crondepot.api.reads import decode_run_cursor, encode_run_cursor, get_run, job_runs
+from crondepot.api.reads import (
+    RUN_STATES,
+    RunFilter,
+    decode_run_cursor,
+    encode_run_cursor,
+    get_run,
+    job_runs,
+    runs_page,
+)
 from crondepot.api.render import run_json
 from crondepot.api.routes.jobs import known_job_id
-from crondepot.api.schemas import Run, RunPage
+from crondepot.api.schemas import (
+    ListedRunPage,
+    RetryRequest,
+    RetryResult,
+    Run,
+    RunPage,
+    StorableText,
+)
+from crondepot.deadletter import retry
 from crondepot.job.store import get_job
 
 router = APIRouter(prefix="/v1", tags=["runs"])
@@ -34,10 +52,54 @@ def list_runs(who: Reader, conn: Conn, job_id: int,
     return JSONResponse({"items": [run_json(r) for r in page], "next_cursor": next_cursor})
 
 
+@router.get("/runs", summary="The tenant's runs across jobs, newest first",
+            description="Ordered by ended_at (finished_at; due_at for a run not ended yet), "
+                        "newest first; since/until bound ended_at (since inclusive). Page "
+                        "with next_cursor.",
+            responses={200: {"model": ListedRunPage}, **problems(401, 422, 429)})
+def list_all_runs(
+        who: Reader, conn: Conn,
+        status: Annotated[str | None, Query(description="one of " + ", ".join(RUN_STATES))]
+        = None,
+        job_id: Annotated[int | None, Query(ge=1, le=MAX_BIGINT)] = None,
+        error: Annotated[StorableText | None, Query(
+            min_length=1, max_length=500,
+            description="error class, or a part of the error message")] = None,
+        since: datetime | None = None, until: datetime | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Annotated[str | None, Query(max_length=400)] = None) -> JSONResponse:
+    if status is not None and status not in RUN_STATES:
+        raise Invalid(f"expected status to be one of {', '.join(RUN_STATES)}",
+                      field="status")
+    window(since, until)
+    before = _decode(cursor)
+    where = RunFilter(status=status, job_id=job_id, error=error, since=since, until=until)
+    page, next_cursor = runs_page(conn, who.tenant_id, where, before=before, limit=limit)
+    return JSONResponse({"items": [run_json(r) for r in page], "next_cursor": next_cursor})
+
+
 @router.get("/runs/{run_id}", summary="One run",
             responses={200: {"model": Run}, **problems(401, 404, 429)})
 def read_run(who: Reader, conn: Conn, run_id: str) -> JSONResponse:
     return JSONResponse(run_json(get_run(conn, who.tenant_id, run_id)))
+
+
+@router.post("/runs/{run_id}/retry", summary="Queue a failed or dead run again (same run id)",
+             description="The dead-letter replay for one run that failed (a permanent error) "
+                         "or is dead: same run id, fresh attempt budget. A run in another "
+                         "state is a 409 (run-not-retryable), as is one past its misfire "
+                         "deadline unless ignore_deadline (run-past-deadline).",
+             responses={200: {"model": RetryResult}, **problems(401, 403, 404, 409, 422, 429)})
+def retry_run(who: Writer, conn: Conn, run_id: str,
+              body: Annotated[RetryRequest | None, Body(openapi_examples={
+                  "default": {"summary": "retry (no body is the same)", "value": {}},
+                  "past_deadline": {"summary": "also past its misfire deadline",
+                                    "value": {"ignore_deadline": True}}})] = None
+              ) -> JSONResponse:
+    request = body or RetryRequest(ignore_deadline=False)
+    done = retry(conn, who.tenant_id, run_id, ignore_deadline=request.ignore_deadline)
+    return JSONResponse({"run_id": run_id, "previous_status": done.previous_status,
+                         "run": run_json(get_run(conn, who.tenant_id, run_id))})
 
 
 def _decode(cursor: str | None) -> tuple[datetime, str] | None:

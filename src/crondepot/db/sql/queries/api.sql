@@ -66,3 +66,46 @@ FROM (
 -- name: api_stats_dead
 -- Dead-letter size of one tenant; served by the partial index runs_dead.
 SELECT count(*) FROM runs WHERE tenant_id = %(tenant_id)s::bigint AND status = 'dead';
+
+-- name: api_list_runs
+-- A tenant's runs across jobs, newest first by when they ended (coalesce(finished_at,
+-- due_at): a run not ended yet counts from its due time), after an (ended, run_id) cursor.
+-- Filters are optional (NULL = any). With a status, served by runs_tenant_status_ended in
+-- its order (a range scan that stops at the limit); a job id alone by runs_job.
+SELECT r.run_id, r.job_id, j.key AS job_key, r.priority, r.status, r.nominal_at, r.due_at,
+       r.attempt, r.available_at, r.lease_owner, r.lease_expires_at, r.first_claimed_at,
+       r.started_at, r.finished_at, r.skip_reason, r.last_error, r.error_class, r.result,
+       r.created_at, r.updated_at, coalesce(r.finished_at, r.due_at) AS ended_at
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+WHERE r.tenant_id = %(tenant_id)s::bigint
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(job_id)s::bigint IS NULL OR r.job_id = %(job_id)s::bigint)
+  AND (%(error)s::text IS NULL OR r.error_class = %(error)s::text
+       OR r.last_error ILIKE '%%' || %(error)s::text || '%%')
+  AND (%(since)s::timestamptz IS NULL
+       OR coalesce(r.finished_at, r.due_at) >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL
+       OR coalesce(r.finished_at, r.due_at) < %(until)s::timestamptz)
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (coalesce(r.finished_at, r.due_at), r.run_id)
+          < (%(before_at)s::timestamptz, %(before_run_id)s::text))
+ORDER BY coalesce(r.finished_at, r.due_at) DESC, r.run_id DESC
+LIMIT %(limit)s::integer;
+
+-- name: finished_last_hour
+-- Runs that ended in the last hour, by outcome, of one tenant (or of all of them when
+-- %(tenant_id)s is NULL): one index range of runs_tenant_status_ended per tenant and
+-- outcome (the LATERAL count makes it so even where the planner would rather scan), so the
+-- cost is the runs counted, not the table.
+SELECT o.status, sum(c.runs)::bigint AS runs
+FROM tenants t
+CROSS JOIN unnest(ARRAY['succeeded', 'failed', 'dead', 'skipped']) AS o (status)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS runs
+    FROM runs r
+    WHERE r.tenant_id = t.id AND r.status = o.status
+      AND coalesce(r.finished_at, r.due_at) >= now() - interval '1 hour'
+) AS c
+WHERE %(tenant_id)s::bigint IS NULL OR t.id = %(tenant_id)s::bigint
+GROUP BY o.status;

@@ -20,13 +20,28 @@ LIMIT %(limit)s::integer;
 
 -- name: replay_dead_runs
 -- Replay: the same run id goes back to the queue with a fresh attempt budget (and lease
--- time). Conditional on status = 'dead', so a run replayed twice at once is queued once. A
+-- time). Conditional on the status the caller read (%(from_statuses)s: 'dead' for the dead
+-- letter, 'failed' or 'dead' for `runs retry`), so a run replayed twice at once is queued
+-- once. A
 -- run past its misfire deadline goes only when the caller says so (%(ignore_deadline)s),
 -- and then without its deadline, or the claim would skip it at once.
 UPDATE runs
 SET status = 'queued', attempt = 0, lease_used = interval '0', available_at = now(),
     updated_at = now(), finished_at = NULL, last_error = NULL, error_class = NULL,
     deadline_at = CASE WHEN %(ignore_deadline)s THEN NULL ELSE deadline_at END
-WHERE status = 'dead' AND run_id = ANY(%(run_ids)s::text[])
+WHERE status = ANY(%(from_statuses)s::text[]) AND run_id = ANY(%(run_ids)s::text[])
   AND (%(ignore_deadline)s OR deadline_at IS NULL OR deadline_at >= now())
 RETURNING run_id, priority;
+
+-- name: run_for_retry
+-- `runs retry`: one run of one tenant, locked, with what the retry rule needs: its state
+-- and whether its misfire deadline has passed (the dead letter's rule). Nothing for another
+-- tenant's run.
+SELECT r.run_id, r.job_id, j.key AS job_key, tn.name AS tenant, r.priority, r.nominal_at,
+       r.due_at, r.attempt, r.finished_at, r.error_class, r.last_error, r.deadline_at,
+       coalesce(r.deadline_at < now(), false) AS past_deadline, r.status
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+JOIN tenants tn ON tn.id = r.tenant_id
+WHERE r.run_id = %(run_id)s::text AND r.tenant_id = %(tenant_id)s::bigint
+FOR UPDATE OF r;

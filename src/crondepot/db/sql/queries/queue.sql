@@ -120,10 +120,11 @@ RETURNING r.run_id, r.job_id, r.tenant_id;
 -- Runs whose lease expired (their worker died, hung or lost the database) go back to the
 -- queue, or to the dead letter when that was their last attempt or their lease time in all
 -- reached max_lease seconds (a run whose calls keep hanging). SKIP LOCKED so that many
--- workers reaping at once split the work instead of waiting on each other.
+-- workers reaping at once split the work instead of waiting on each other. Returns what the
+-- WARNING line of a run sent to the dead letter names (its job's key, from the join).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 expired AS MATERIALIZED (
-    SELECT r.run_id, r.attempt >= j.max_attempts AS last,
+    SELECT r.run_id, j.key AS job_key, r.attempt >= j.max_attempts AS last,
            r.lease_used + (r.lease_expires_at - r.started_at) AS used,
            r.lease_used + (r.lease_expires_at - r.started_at)
                >= make_interval(secs => %(max_lease)s) AS capped
@@ -148,7 +149,7 @@ SET status = CASE WHEN e.last OR e.capped THEN 'dead' ELSE 'queued' END,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
 FROM expired e, clock
 WHERE r.run_id = e.run_id
-RETURNING r.run_id, r.status;
+RETURNING r.run_id, r.status, r.job_id, e.job_key, r.last_error;
 
 -- name: run_status
 SELECT status FROM runs WHERE run_id = %(run_id)s;

@@ -1,0 +1,60 @@
+"""Runs of several jobs and two tenants in every state, ended at known ages, so a listing's
+exact result (a set of run ids, in order) can be written down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from tests.support.jobs import add_job, tenant
+
+# label: (job, status, minutes since it ended (negative: due in the future), error class,
+# error). Jobs A and B are tenant bank42's, D is acme's.
+RUNS: dict[str, tuple[str, str, int, str | None, str | None]] = {
+    "a_f1": ("A", "failed", 10, "PermanentError", "permanent: 404 Not Found"),
+    "a_f2": ("A", "failed", 50, "PermanentError", "permanent: 410 Gone"),
+    "a_f3": ("A", "failed", 120, "PermanentError", "permanent: 404 Not Found"),
+    "b_f1": ("B", "failed", 20, "PermanentError", "permanent: invalid number"),
+    "a_s1": ("A", "succeeded", 5, None, None),
+    "b_s1": ("B", "succeeded", 30, None, None),
+    "b_d1": ("B", "dead", 15, "OutcomeUnknown", "timeout: the target does not drop repeats"),
+    "a_k1": ("A", "skipped", 40, None, None),
+    "a_q1": ("A", "queued", -10, None, None),
+    "d_f1": ("D", "failed", 5, "PermanentError", "permanent: 404 Not Found"),
+}
+BANK42 = [label for label, run in RUNS.items() if run[0] != "D"]
+
+
+def seed_runs(conn: psycopg.Connection[Any]) -> tuple[dict[str, str], dict[str, int]]:
+    """Insert ``RUNS`` (ages measured from the database's now()); returns run ids by label
+    and job ids by job label."""
+    bank, acme = tenant(conn, "bank42"), tenant(conn, "acme")
+    jobs = {label: add_job(conn, acme if label == "D" else bank, cron="0 9 * * *",
+                           key=f"job-{label}") for label in "ABD"}
+    ids: dict[str, str] = {}
+    for n, (label, (job, status, minutes, error_class, error)) in enumerate(RUNS.items()):
+        run_id = f"{jobs[job]}:{1_700_000_000 + 60 * n}"
+        conn.execute(
+            """
+            INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, status,
+                              attempt, available_at, finished_at, skip_reason, last_error,
+                              error_class)
+            SELECT %(run_id)s, %(job_id)s, j.tenant_id, 'normal', at, at, %(status)s,
+                   CASE WHEN %(status)s IN ('queued', 'skipped') THEN 0 ELSE 1 END, at,
+                   CASE WHEN %(status)s <> 'queued' THEN at END,
+                   CASE WHEN %(status)s = 'skipped' THEN 'deadline_passed' END,
+                   %(error)s, %(error_class)s
+            FROM jobs j, (SELECT now() - make_interval(mins => %(minutes)s) AS at) AS t
+            WHERE j.id = %(job_id)s
+            """,
+            {"run_id": run_id, "job_id": jobs[job], "status": status, "minutes": minutes,
+             "error": error, "error_class": error_class})
+        ids[label] = run_id
+    return ids, jobs
+
+
+def newest_first(labels: list[str]) -> list[str]:
+    """``labels`` in the listing's order: newest ended first (a run due in the future is
+    the newest)."""
+    return sorted(labels, key=lambda label: RUNS[label][2])
