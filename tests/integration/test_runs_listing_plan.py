@@ -1,5 +1,5 @@
 """The runs list across jobs and the finished counts read an index, not the table: EXPLAIN
-on 100k runs of two tenants (migration 0015, runs_tenant_status_ended)."""
+on 100k runs of two tenants (migration 0014, runs_tenant_status_ended)."""
 
 from __future__ import annotations
 
