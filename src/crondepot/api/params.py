@@ -9,13 +9,30 @@ It must never touch the database.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 from crondepot import jsontext
 from crondepot.api.problems import Invalid
 
 MAX_BIGINT = 2**63 - 1
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def _not_a_number(value: object) -> object:
+    """pydantic reads a number, or a string of one, as a Unix time ("0.5" is 1970-01-01);
+    an instant here is an RFC 3339 date-time, as the OpenAPI document says."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError("expected an RFC 3339 date-time, like 2026-12-01T09:00:00Z")
+    return value
+
+
+# A date-time in a query or a body: RFC 3339 only, never a Unix time.
+Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
 
 
 def ascii_digits(text: str) -> bool:

@@ -24,7 +24,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from crondepot import jsontext
-from crondepot.api.params import MAX_BIGINT
+from crondepot.api.params import MAX_BIGINT, Instant
 from crondepot.job.schema import document_schema, patch_schema, stored_schema
 
 EMI_REMINDER: dict[str, Any] = {
@@ -156,6 +156,11 @@ class RetryRequest(_Doc):
 
     model_config = ConfigDict(extra="forbid")
 
+    @field_validator("ignore_deadline", mode="before")
+    @classmethod
+    def _bool(cls, value: Any) -> Any:
+        return json_number(value, (bool,))
+
 
 class RetryResult(_Doc):
     run_id: str
@@ -211,8 +216,8 @@ class ReplayRequest(_Doc):
     error: StorableText | None = Field(None, min_length=1, max_length=500,
                                        description="error class, or a part of the error "
                                                    "message")
-    since: datetime | None = None
-    until: datetime | None = None
+    since: Instant | None = None
+    until: Instant | None = None
     limit: int = Field(1000, ge=1, le=100_000)
     dry_run: bool = False
     ignore_deadline: bool = Field(
@@ -264,14 +269,19 @@ class BackfillRequest(_Doc):
     """A past range of nominal times, ``from`` included, ``to`` excluded (RFC 3339, with an
     offset); at most 31 days, ending by now."""
 
-    since: datetime = Field(alias="from", description="earliest nominal time, included")
-    until: datetime | None = Field(None, alias="to",
+    since: Instant = Field(alias="from", description="earliest nominal time, included")
+    until: Instant | None = Field(None, alias="to",
                                    description="latest nominal time, excluded (default and "
                                                "at most: now)")
     include_skipped: bool = Field(False, description="also queue again the fires whose row "
                                                      "is skipped (unless past their misfire "
                                                      "deadline)")
     dry_run: bool = Field(False, description="report what would be written; write nothing")
+
+    @field_validator("include_skipped", "dry_run", mode="before")
+    @classmethod
+    def _bool(cls, value: Any) -> Any:
+        return json_number(value, (bool,))
 
 
 class BackfillResult(_Doc):

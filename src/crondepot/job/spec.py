@@ -195,6 +195,8 @@ def _choice(doc: dict[str, Any], spec: Field) -> Any:
 def _int(obj: dict[str, Any], spec: Field) -> int:
     value = obj.get(spec.name, spec.default)
     path = spec.path
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)      # JSON has one number type: 6.0 is the integer 6 (JSON Schema)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidJob(f"expected {path} to be an integer, got {_kind(value)}", field=path)
     low, high = int(spec.low or 0), int(spec.high or 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
@@ -14,7 +16,12 @@ from crondepot.backfill import BackfillRangeError, backfill
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-AFTER_OUTAGE = {"from": "2026-03-02T08:00:00Z", "to": "2026-03-02T09:00:00Z",
+# The hour before the last whole hour of the day the process started: a range backfill
+# accepts (it must end by now and start at most 30 days ago), which a fixed date would not
+# for long.
+_HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+AFTER_OUTAGE = {"from": _HOUR.isoformat().replace("+00:00", "Z"),
+                "to": (_HOUR + timedelta(hours=1)).isoformat().replace("+00:00", "Z"),
                 "include_skipped": False, "dry_run": True}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -10,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
-from crondepot.api.params import MAX_BIGINT, window
+from crondepot.api.params import MAX_BIGINT, Instant, window
 from crondepot.api.problems import Invalid
 from crondepot.api.render import dead_json
 from crondepot.api.schemas import DeadRunList, ReplayRequest, ReplayResult
@@ -24,7 +23,7 @@ router = APIRouter(prefix="/v1/dead-letter", tags=["dead letter"])
 def list_(who: Reader, conn: Conn,
           job_id: Annotated[int | None, Query(ge=1, le=MAX_BIGINT)] = None,
           error: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
-          since: datetime | None = None, until: datetime | None = None,
+          since: Instant | None = None, until: Instant | None = None,
           limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> JSONResponse:
     window(since, until)
     where = DeadFilter(tenant=who.tenant, job_id=job_id, error=error, since=since, until=until,

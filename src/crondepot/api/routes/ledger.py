@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -10,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader
 from crondepot.api.openapi import problems
+from crondepot.api.params import Instant
 from crondepot.api.problems import Invalid
 from crondepot.api.schemas import LedgerReport
 from crondepot.ledger import WindowError, verify
@@ -25,9 +25,9 @@ router = APIRouter(prefix="/v1", tags=["ledger"])
                         "to the 24 hours before now and may span at most 31 days.",
             responses={200: {"model": LedgerReport}, **problems(401, 422, 429)})
 def verify_ledger(who: Reader, conn: Conn,
-                  since: Annotated[datetime | None, Query(
+                  since: Annotated[Instant | None, Query(
                       description="earliest nominal time checked (RFC 3339)")] = None,
-                  until: Annotated[datetime | None, Query(
+                  until: Annotated[Instant | None, Query(
                       description="latest nominal time checked (default and at most: "
                                   "now)")] = None) -> JSONResponse:
     for name, value in (("since", since), ("until", until)):

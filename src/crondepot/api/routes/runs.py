@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
-from crondepot.api.params import MAX_BIGINT, window
+from crondepot.api.params import MAX_BIGINT, Instant, window
 from crondepot.api.problems import Invalid
 from crondepot.api.reads import (
     RUN_STATES,
@@ -59,13 +59,14 @@ def list_runs(who: Reader, conn: Conn, job_id: int,
             responses={200: {"model": ListedRunPage}, **problems(401, 422, 429)})
 def list_all_runs(
         who: Reader, conn: Conn,
-        status: Annotated[str | None, Query(description="one of " + ", ".join(RUN_STATES))]
+        status: Annotated[str | None, Query(description="one of " + ", ".join(RUN_STATES),
+                                            json_schema_extra={"enum": list(RUN_STATES)})]
         = None,
         job_id: Annotated[int | None, Query(ge=1, le=MAX_BIGINT)] = None,
         error: Annotated[StorableText | None, Query(
             min_length=1, max_length=500,
             description="error class, or a part of the error message")] = None,
-        since: datetime | None = None, until: datetime | None = None,
+        since: Instant | None = None, until: Instant | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         cursor: Annotated[str | None, Query(max_length=400)] = None) -> JSONResponse:
     if status is not None and status not in RUN_STATES:
