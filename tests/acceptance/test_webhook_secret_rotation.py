@@ -186,7 +186,9 @@ def test_after_the_overlap_only_the_new_secret_signs_and_overlap_0_ends_it_at_on
         server.answer = receiver.answer
         _add_runs(conn, bank.id, 5, server.url(), "warm-")     # the worker is up
         assert _wait_done(conn, 5) == {"succeeded": 5}
-        first = _rotate_with_the_cli(db_url, "8s")
+        # 20 s: room for 20 calls on a loaded CI machine (with 8 s, one call once came after
+        # the overlap, signed by the new secret alone, and the receiver refused it)
+        first = _rotate_with_the_cli(db_url, "20s")
         # During the overlap a receiver still on the old secret accepts every call.
         _add_runs(conn, bank.id, 20, server.url(), "during-")
         assert _wait_done(conn, 25) == {"succeeded": 25}
