@@ -36,7 +36,7 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
-from crondepot.db import POOL_WAIT_SECONDS, Q, bounded, connect, idle_check
+from crondepot.db import Q, bounded, connect, idle_check
 from crondepot.jsontext import loads_stored
 from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
@@ -107,7 +107,6 @@ class Worker(Stoppable):
         self.abandoned = 0        # calls still running when the grace period ended
         self._pool = ConnectionPool(bounded(config.url), min_size=2,
                                     max_size=min(config.concurrency, 10) + 2,
-                                    timeout=POOL_WAIT_SECONDS,
                                     kwargs={"autocommit": True,
                                             "application_name": "crondepot-worker"},
                                     configure=_configure_connection, **idle_check(), open=False)
