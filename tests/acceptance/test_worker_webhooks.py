@@ -126,7 +126,7 @@ def test_each_run_is_posted_once_signed_with_its_run_id_as_key(
         worker = _worker(db_url)
         try:
             # 2-3 s alone; in CI's parallel suite this session it twice exceeded 60 s, cause
-            # not yet found (docs/worker.md): the bound is on a hang, not on speed.
+            # not yet found: the bound is on a hang, not on speed.
             wait_until(lambda: _count(conn, "succeeded") == 200, timeout=180, message="200")
         finally:
             worker.stop()
