@@ -16,20 +16,18 @@ import pytest
 from crondepot.audit import act_as, list_audit
 from crondepot.backfill import MAX_RANGE, BackfillRangeError, backfill
 from crondepot.db import connect
-from crondepot.job import JobSpec
 from crondepot.job.store import (
     JobCancelled,
     JobNotFound,
     cancel_job,
-    create_jobs,
     get_job,
     pause_job,
     resume_job,
     update_job,
 )
 from crondepot.ledger import verify
-from crondepot.scheduler.tick import tick
 from crondepot.timetable import run_id
+from tests.integration.test_ledger import add, drain
 from tests.support.jobs import tenant
 
 DAY = datetime(2026, 3, 2, tzinfo=UTC)
@@ -37,17 +35,6 @@ DAY = datetime(2026, 3, 2, tzinfo=UTC)
 
 def at(hour: int, minute: int = 0) -> datetime:
     return DAY + timedelta(hours=hour, minutes=minute)
-
-
-def add(conn: psycopg.Connection[Any], tenant_id: int, now: datetime, **doc: Any) -> int:
-    doc = {"tz": "UTC", "target": {"type": "python", "handler": "test.noop"}, **doc}
-    (created,) = create_jobs(conn, tenant_id, [JobSpec.from_document(doc)], now=now)
-    return created.id
-
-
-def drain(conn: psycopg.Connection[Any], now: datetime) -> None:
-    while tick(conn, batch=500, now=now).full:
-        pass
 
 
 def rows(conn: psycopg.Connection[Any], job_id: int) -> dict[datetime, tuple[Any, ...]]:
