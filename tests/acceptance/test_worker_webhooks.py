@@ -59,6 +59,18 @@ def _db_clock_offset(conn: psycopg.Connection[Any]) -> tuple[float, float]:
     return float(db_now) - (before + after) / 2, (after - before) / 2
 
 
+def _where_runs_are(conn: psycopg.Connection[Any], server: TargetServer, worker: Proc) -> str:
+    """What a timed-out wait saw: runs by status and attempt, a few errors, the calls the
+    target received and the end of the worker's log."""
+    rows = conn.execute(
+        "SELECT status, attempt, count(*), min(available_at - now()), max(last_error)"
+        " FROM runs GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    log = worker.output().splitlines()[-30:]
+    return "\n".join([f"runs (status, attempt, count, min wait, an error): {rows}",
+                      f"calls received: {len(server.received)}",
+                      f"worker alive: {worker.popen.poll() is None}", "worker log tail:", *log])
+
+
 # Every claim of a run, with the worker that made it: lease_owner is cleared when the
 # outcome is written, so it is kept here, from the claim's own UPDATE (a statement trigger
 # with transition tables: one insert per claim batch, not per row).
@@ -125,9 +137,10 @@ def test_each_run_is_posted_once_signed_with_its_run_id_as_key(
         run_ids = {r[0] for r in conn.execute("SELECT run_id FROM runs")}
         worker = _worker(db_url)
         try:
-            # 2-3 s alone; in CI's parallel suite this session it twice exceeded 60 s, cause
-            # not yet found: the bound is on a hang, not on speed.
-            wait_until(lambda: _count(conn, "succeeded") == 200, timeout=180, message="200")
+            try:
+                wait_until(lambda: _count(conn, "succeeded") == 200, timeout=60, message="200")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{_where_runs_are(conn, server, worker)}") from None
         finally:
             worker.stop()
     keys = Counter(r.headers["idempotency-key"] for r in server.received)

@@ -69,6 +69,10 @@ class TargetServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5. Twenty worker slots connecting at once on a
+    # busy machine overflow it, and a connection the kernel then resets after the request was
+    # sent is, rightly, an unknown outcome to the worker: the run goes dead, not succeeded.
+    request_queue_size = 1024
     target: TargetServer
 
 
