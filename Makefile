@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: up test lint install bench-scheduler clean
+.PHONY: up test lint install schema bench-scheduler clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+
+# db/sql/schema.sql, the current schema for reading, after a migration or definition changes.
+schema: $(STAMP)
+	$(BIN)/python -m crondepot.db.schema
 
 bench-scheduler: $(STAMP)
 	$(BIN)/python bench/scheduler.py $(ARGS)
