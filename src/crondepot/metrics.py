@@ -102,6 +102,15 @@ target_duration = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 retries = Counter("crondepot_retries_total", "Runs queued again after a temporary error.")
+maintenance_leader = Gauge(
+    "crondepot_maintenance_leader",
+    "1 while this process holds the maintenance lock and runs the maintenance services.",
+)
+maintenance_turns = Counter(
+    "crondepot_maintenance_turns_total",
+    "Turns of each maintenance service (rescuer, pruner, registry, ledger_check) by outcome.",
+    ["service", "outcome"],
+)
 leases_expired = Counter(
     "crondepot_leases_expired_total",
     "Runs whose lease expired and were reaped (back to the queue or the dead letter).",

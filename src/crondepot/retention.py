@@ -1,7 +1,8 @@
 """Retention: finished runs older than the retention period are deleted in bounded passes.
 
-Workers prune as part of their maintenance (``--retention``, default 30 days); ``crondepot
-prune`` does it by hand. Dead-lettered runs are never pruned.
+The maintenance leader prunes every minute (``maintenance/pruner.py``; ``--retention-days``
+on the scheduler and worker, default 30); ``crondepot prune`` does it by hand. Dead-lettered
+runs are never pruned.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import psycopg
 from crondepot.db import Q
 
 DEFAULT_RETENTION = timedelta(days=30)
+PRUNE_BATCH = 5000   # runs deleted per statement: a short transaction, however large the backlog
 
 
-def prune_finished_runs(conn: psycopg.Connection[Any], keep: timedelta, *, limit: int = 5000,
+def prune_finished_runs(conn: psycopg.Connection[Any], keep: timedelta, *, limit: int = PRUNE_BATCH,
                         now: datetime | None = None) -> int:
     """Delete one pass (at most ``limit``) of finished runs older than ``keep``."""
     return conn.execute(Q.prune_finished_runs, {

@@ -27,6 +27,7 @@ from crondepot.job.store import (
     update_job,
 )
 from crondepot.ledger import WindowError, check_if_due, latest_check, verify
+from crondepot.maintenance import MaintenanceConfig
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 from crondepot.scheduler.tick import tick
 from crondepot.timetable import run_id, spread_offset
@@ -253,8 +254,8 @@ def test_a_running_scheduler_records_ledger_checks(db_url: str,
     conn.execute("UPDATE jobs SET next_nominal_at = date_trunc('minute', now()) + interval "
                  "'2 minutes', next_run_at = date_trunc('minute', now()) + interval "
                  "'2 minutes' WHERE id = %s", (job_id,))
-    scheduler = Scheduler(SchedulerConfig(url=db_url, tick_seconds=0.2, verify_every=0.2,
-                                          verify_window=600))
+    scheduler = Scheduler(SchedulerConfig(url=db_url, tick_seconds=0.2, maintenance=(
+        MaintenanceConfig(url=db_url, verify_every=0.2, verify_window=600))))
     thread = threading.Thread(target=scheduler.run)
     thread.start()
     try:

@@ -20,6 +20,7 @@ from crondepot.cli import (
     importing,
     jobs,
     limits,
+    maintenance,
     migrate,
     next_fires,
     runs,
@@ -34,7 +35,7 @@ from crondepot.cli.output import fail
 from crondepot.errors import CrondepotError
 
 _GROUPS = (up, migrate, scheduler, worker, api, tenants, jobs, runs, importing, status, dlq,
-           limits, next_fires, verify, backfill, db)
+           limits, next_fires, verify, backfill, maintenance, db)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from crondepot import logs, metrics
+from crondepot.cli.maintenance import add_maintenance, maintenance_config
 from crondepot.cli.options import add_database, check_schema, database
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 
@@ -43,14 +44,11 @@ def register(commands: Any) -> None:
                         help="a run's lease time over all its attempts, at most; a run that "
                              f"used it all goes to the dead letter (default "
                              f"{DEFAULT_MAX_LEASE_SECONDS} = 12 h)")
-    parser.add_argument("--retention-days", type=float,
-                        default=float(env("CRONDEPOT_RETENTION_DAYS", "30")),
-                        help="delete finished runs older than this (0 = keep; default 30; "
-                             "dead-lettered runs are always kept)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         default=int(env("CRONDEPOT_METRICS_PORT", "0")))
     parser.add_argument("--name", default=None, help="worker name (default host:pid)")
     parser.add_argument("--log-json", action="store_true", default=None)
+    add_maintenance(parser)
     parser.set_defaults(run=run)
 
 
@@ -69,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
                               urgent_only=args.urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
                               max_lease_seconds=args.max_lease,
-                              retention_days=args.retention_days,
+                              maintenance=maintenance_config(
+                                  args, db.url, f"worker-{args.name or os.getpid()}",
+                                  max_lease_seconds=args.max_lease),
                               **({"name": args.name} if args.name else {}))
         worker = Worker(config)
         worker.install_signal_handlers()

@@ -9,27 +9,26 @@ apart, so there is no leader and nothing to fail over. The loop
   dropped, and it reconnects with capped, jittered backoff;
 - on SIGTERM/SIGINT finishes the tick in hand (the transaction commits or rolls back whole)
   and exits;
-- checks the ledger every few minutes from a thread of its own (``LedgerChecker``): one copy
-  at a time, the others skip their turn; the result goes to ``ledger_checks``, whence the
-  metric ``crondepot_fires_unaccounted`` is served.
+- stands for election as the maintenance leader (``crondepot.maintenance``), as every
+  worker does: the one elected process reaps expired leases, prunes old runs and checks the
+  ledger (the result goes to ``ledger_checks``, whence the metric
+  ``crondepot_fires_unaccounted`` is served).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import random
-import threading
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 
-from crondepot import ledger, metrics
+from crondepot import metrics
 from crondepot.db import Q, connect
 from crondepot.lifecycle import Backoff, Stoppable
+from crondepot.maintenance import Maintainer, MaintenanceConfig
 from crondepot.scheduler.tick import TickResult, tick
 
 log = logging.getLogger("crondepot.scheduler")
@@ -43,11 +42,9 @@ class SchedulerConfig:
     tick_seconds: float = 2.0
     batch: int = 2000
     name: str = "scheduler"
-    # The ledger check: how often (0: never) and over how much of the recent past (and
-    # back to the oldest fire the last check found pending). The window reaches back past
-    # the interval so a check that was skipped (every copy down a while) is covered.
-    verify_every: float = 300.0
-    verify_window: float = 3600.0
+    # The maintenance services' settings, should this copy be elected to run them (None:
+    # the defaults, with this copy's database).
+    maintenance: MaintenanceConfig | None = None
 
 
 class Scheduler(Stoppable):
@@ -61,9 +58,9 @@ class Scheduler(Stoppable):
         backoff = Backoff()
         log.info("scheduler started", extra={"batch": self.config.batch,
                                              "tick_seconds": self.config.tick_seconds})
-        checker = LedgerChecker(self.config, self._stop) if self.config.verify_every else None
-        if checker is not None:
-            checker.start()
+        maintainer = Maintainer(self.config.maintenance or MaintenanceConfig(
+            url=self.config.url, name=self.config.name), self._stop)
+        maintainer.start()
         while not self._stop.is_set():
             try:
                 self._connect()
@@ -77,8 +74,7 @@ class Scheduler(Stoppable):
                 self._disconnect()
                 self._stop.wait(wait)
         self._disconnect()
-        if checker is not None:
-            checker.join(timeout=5)
+        maintainer.join()
         log.info("scheduler stopped")
 
     def _cycle(self) -> None:
@@ -151,50 +147,3 @@ class Scheduler(Stoppable):
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
         self._conn = self._listener = None
-
-
-class LedgerChecker(threading.Thread):
-    """Every ``verify_every`` seconds, take this copy's turn at the ledger check (design §4):
-    ``crondepot.ledger.check_if_due`` runs it if no copy did lately and records the result.
-    A thread with its own connection, so the ticks go on while the database works on a
-    check; its Python part (the fires of each timetable) does share the process's CPU.
-    """
-
-    def __init__(self, config: SchedulerConfig, stop: threading.Event) -> None:
-        super().__init__(name="ledger-check", daemon=True)
-        self.config = config
-        self._stopping = stop   # not _stop: threading.Thread has one
-
-    def run(self) -> None:
-        # A first check soon after start, at a random moment, so copies started together
-        # do not all ask at once; then every interval.
-        wait = min(self.config.verify_every, 30.0) * (0.5 + random.random())
-        while not self._stopping.wait(wait):
-            wait = self.config.verify_every
-            try:
-                with connect(self.config.url,
-                             application_name=f"crondepot-{self.config.name}-ledger") as conn:
-                    report = ledger.check_if_due(
-                        conn, every=timedelta(seconds=self.config.verify_every),
-                        window=timedelta(seconds=self.config.verify_window))
-            except psycopg.Error as exc:
-                log.warning("ledger check failed: %s", str(exc).strip().splitlines()[0]
-                            if str(exc).strip() else type(exc).__name__)
-                continue
-            except Exception:   # a bug must not end the checks for good: log it, go on
-                log.exception("ledger check failed")
-                continue
-            if report is None:
-                continue
-            fields = {"fires": report.fires, "unaccounted": report.unaccounted_count,
-                      "duplicated": report.duplicated_count, "pending": report.pending,
-                      "unreadable": [u.cron for u in report.unreadable],
-                      "seconds": round(report.seconds, 3),
-                      "since": report.since.isoformat(), "until": report.until.isoformat()}
-            if report.clean:
-                log.info("ledger check: every fire accounted for", extra=fields)
-            else:
-                examples = [f.run_id for f in report.unaccounted + report.duplicated]
-                log.error("ledger check: fires unaccounted or duplicated, or timetables "
-                          "unreadable (crondepot verify "
-                          "lists them)", extra=fields | {"run_ids": examples})

@@ -13,7 +13,9 @@ thing that keeps 20 calls in flight. The main thread claims; a heartbeat thread 
   for many runs.
 - Idle, the worker waits on ``LISTEN crondepot_runs`` (the scheduler notifies on commit), with
   a poll interval as the fallback (retries become available without a notification).
-- Every ``reap_seconds`` it returns runs whose lease expired to the queue.
+- It stands for election as the maintenance leader (``crondepot.maintenance``): the one
+  elected process returns runs whose lease expired to the queue, prunes old runs, and
+  checks the ledger; the others only claim and call.
 - SIGTERM/SIGINT: stop claiming; runs not yet started are released at once (the attempt
   does not count); calls in progress get ``grace_seconds`` to finish; then exit, abandoning
   any call still running (its run comes back after its lease, as after a kill).
@@ -28,7 +30,6 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -39,17 +40,15 @@ from crondepot import metrics
 from crondepot.db import Q, bounded, connect, idle_check
 from crondepot.jsontext import loads_stored
 from crondepot.lifecycle import Backoff, Stoppable
-from crondepot.queue import LostLease, WeightedOrder, claim_runs, reap_abandoned_runs, release_run
-from crondepot.queue.claim import deadline_passed
+from crondepot.maintenance import Maintainer, MaintenanceConfig
+from crondepot.queue import LostLease, WeightedOrder, claim_runs, release_run
 from crondepot.queue.lease import (
     DEFAULT_MAX_LEASE_SECONDS,
     Deadline,
     HeldLease,
     extend_acquired_leases,
-    skip_runs_past_deadline,
 )
 from crondepot.ratelimit import RateLimiter
-from crondepot.retention import DEFAULT_RETENTION, prune_finished_runs
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.slots import Slots
@@ -68,12 +67,13 @@ class WorkerConfig:
     urgent_only: int = 4
     weights: tuple[int, int, int] = (6, 3, 1)
     poll_seconds: float = 1.0
-    reap_seconds: float = 5.0
     heartbeat_seconds: float = 5.0
     grace_seconds: float = 30.0
     max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS
-    retention_days: float = DEFAULT_RETENTION.days   # 0 keeps finished runs forever
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    # The maintenance services' settings, should this process be elected to run them
+    # (None: the defaults, with this worker's database and max lease).
+    maintenance: MaintenanceConfig | None = None
 
 
 def _configure_connection(conn: psycopg.Connection[Any]) -> None:
@@ -118,6 +118,10 @@ class Worker(Stoppable):
         # Claim once this many slots are free (or after CLAIM_GATHER_SECONDS): a claim costs a
         # round trip whatever its size, and no-op runs free their slots one by one.
         self._claim_batch = max(1, config.concurrency // 4)
+        self._maintainer = Maintainer(
+            config.maintenance or MaintenanceConfig(
+                url=config.url, name="worker", max_lease_seconds=config.max_lease_seconds),
+            self._stop)
 
     def run(self) -> None:
         self._pool.open(wait=True, timeout=60)
@@ -125,6 +129,7 @@ class Worker(Stoppable):
         slots: Slots[Attempt] = Slots(self.config.concurrency, self._execute)
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeat.start()
+        self._maintainer.start()
         log.info("worker started", extra={"worker": self.config.name,
                                           "concurrency": self.config.concurrency,
                                           "urgent_only": self.config.urgent_only})
@@ -136,6 +141,7 @@ class Worker(Stoppable):
             self._done.set()
             self._beat_sooner.set()
             heartbeat.join(timeout=5)
+            self._maintainer.join()
             self._webhooks.close()
             self._pool.close()
             log.info("worker stopped", extra={"worker": self.config.name})
@@ -144,7 +150,6 @@ class Worker(Stoppable):
 
     def _claim_loop(self, slots: Slots[Attempt]) -> None:
         listener: psycopg.Connection[Any] | None = None
-        next_reap = next_prune = 0.0
         backoff = Backoff()
         while not self._stop.is_set():
             try:
@@ -152,12 +157,6 @@ class Worker(Stoppable):
                     listener = connect(self.config.url,
                                        application_name="crondepot-worker-listen")
                     listener.execute(Q.listen_runs_queued)
-                if time.monotonic() >= next_reap:
-                    self._reap()
-                    next_reap = time.monotonic() + self.config.reap_seconds
-                if self.config.retention_days and time.monotonic() >= next_prune:
-                    self._prune()
-                    next_prune = time.monotonic() + 60
                 claimed, free_general, free_urgent = self._claim_for_free_slots(slots)
                 backoff.reset()
                 if claimed:
@@ -299,24 +298,6 @@ class Worker(Stoppable):
                         extra={"run_id": attempt.run.run_id})
 
     # -- leases -----------------------------------------------------------------------------
-
-    def _reap(self) -> None:
-        with self._pool.connection() as conn:
-            reaped = reap_abandoned_runs(conn, max_lease_seconds=self.config.max_lease_seconds)
-            late = skip_runs_past_deadline(conn)
-            conn.execute(Q.forget_old_workers)
-        for run_id, job_id, tenant_id in late:
-            deadline_passed(run_id, job_id, tenant_id, when="it was still queued")
-        for status, count in reaped.items():
-            if count:
-                metrics.leases_expired.labels(status).inc(count)
-                log.warning("reaped %d runs with expired leases", count, extra={"to": status})
-
-    def _prune(self) -> None:
-        with self._pool.connection() as conn:
-            pruned = prune_finished_runs(conn, timedelta(days=self.config.retention_days))
-        if pruned:
-            log.info("pruned %d finished runs past retention", pruned)
 
     def _heartbeat_loop(self) -> None:
         # Runs until the worker is done, not merely stopping: calls finishing during the

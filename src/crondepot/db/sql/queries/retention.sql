@@ -2,7 +2,8 @@
 -- Retention: delete up to %(limit)s finished runs written before the cut-off. The BRIN index
 -- on created_at finds the old block ranges directly, and the LIMIT bounds each pass, so a
 -- pass costs the same on a table of a million runs or a billion. Dead runs are kept: a
--- person decides about them. SKIP LOCKED lets several workers prune side by side.
+-- person decides about them. SKIP LOCKED lets a manual `crondepot prune` run beside the
+-- maintenance leader's pruner.
 WITH old AS (
     SELECT run_id FROM runs
     WHERE created_at < coalesce(%(now)s::timestamptz, now())

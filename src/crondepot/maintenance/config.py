@@ -1,0 +1,23 @@
+"""The maintenance services' settings: the same on every process that may lead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
+from crondepot.retention import DEFAULT_RETENTION
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaintenanceConfig:
+    url: str
+    name: str = "crondepot"               # shown in pg_stat_activity as crondepot-NAME-maintenance
+    enabled: bool = True                  # False: never stand for election
+    elect_seconds: float = 2.0            # how often a follower asks for the lock
+    reap_seconds: float = 5.0             # rescuer
+    max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS
+    retention_days: float = DEFAULT_RETENTION.days   # pruner; 0 keeps finished runs forever
+    prune_seconds: float = 60.0
+    registry_seconds: float = 60.0
+    verify_every: float = 300.0           # ledger check; 0 turns it off
+    verify_window: float = 3600.0

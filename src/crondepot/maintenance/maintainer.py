@@ -1,0 +1,118 @@
+"""The maintainer: stands for election, and while this process leads, runs each service on
+its own interval in a thread of its own (a ledger check that takes a minute must not hold
+up the rescuer's 5-second turns)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from crondepot import metrics
+from crondepot.db import connect
+from crondepot.maintenance.config import MaintenanceConfig
+from crondepot.maintenance.leader import Leadership
+from crondepot.maintenance.ledger_check import check_ledger
+from crondepot.maintenance.pruner import prune
+from crondepot.maintenance.registry import forget_old_workers
+from crondepot.maintenance.rescuer import rescue
+
+log = logging.getLogger("crondepot.maintenance")
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    name: str
+    every: float                      # seconds between turns
+    first: float                      # seconds before the first turn after start
+    run: Callable[[psycopg.Connection[Any], MaintenanceConfig], object]
+
+
+def services(config: MaintenanceConfig) -> list[Service]:
+    """The services this configuration turns on."""
+    out = [Service("rescuer", config.reap_seconds, 0.0, rescue),
+           Service("registry", config.registry_seconds, config.registry_seconds,
+                   forget_old_workers)]
+    if config.retention_days:
+        out.append(Service("pruner", config.prune_seconds, 1.0, prune))
+    if config.verify_every:
+        # Soon after start, at a random moment, then every interval: copies started together
+        # do not all ask at once (check_if_due also skips a check made lately by anyone).
+        out.append(Service("ledger_check", config.verify_every,
+                           min(config.verify_every, 30.0) * (0.5 + random.random()),
+                           check_ledger))
+    return out
+
+
+class Maintainer:
+    """Start with ``start()``; it stops when ``stop`` is set (the process's own stop)."""
+
+    def __init__(self, config: MaintenanceConfig, stop: threading.Event) -> None:
+        self.config = config
+        self._stop = stop
+        self._leading = threading.Event()
+        self._leadership = Leadership(config.url, config.name)
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def leading(self) -> bool:
+        return self._leading.is_set()
+
+    def start(self) -> None:
+        if not self.config.enabled:
+            return
+        self._threads = [threading.Thread(target=self._elect, name="maintenance-election",
+                                          daemon=True)]
+        self._threads += [threading.Thread(target=self._serve, args=(service,), daemon=True,
+                                           name=f"maintenance-{service.name}")
+                          for service in services(self.config)]
+        for thread in self._threads:
+            thread.start()
+
+    def join(self, timeout: float = 5.0) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _elect(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if self._leadership.refresh():
+                    self._leading.set()
+                else:
+                    self._leading.clear()
+                self._stop.wait(self.config.elect_seconds)
+        finally:
+            self._leading.clear()
+            self._leadership.release()
+
+    def _serve(self, service: Service) -> None:
+        wait = service.first
+        while not self._stop.wait(wait):
+            # A follower waits for the lock, then takes its turn at once: a new leader rescues
+            # runs within seconds of the old one's death.
+            if not self._leading.wait(self.config.elect_seconds):
+                wait = 0.0   # still a follower; the wait above paced the loop
+                continue
+            self._turn(service)
+            wait = service.every
+
+    def _turn(self, service: Service) -> None:
+        try:
+            with connect(self.config.url, application_name=(
+                    f"crondepot-{self.config.name}-{service.name}")) as conn:
+                service.run(conn, self.config)
+        except psycopg.Error as exc:
+            metrics.maintenance_turns.labels(service.name, "error").inc()
+            log.warning("maintenance %s failed: %s", service.name,
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+            return
+        except Exception:   # a bug must not end the service for good: log it, go on
+            metrics.maintenance_turns.labels(service.name, "error").inc()
+            log.exception("maintenance %s failed", service.name)
+            return
+        metrics.maintenance_turns.labels(service.name, "ok").inc()

@@ -1,0 +1,32 @@
+"""The pruner: finished runs past the retention period are deleted, a bounded pass at a
+time, until a pass finds less than a full batch (dead-lettered runs are kept)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from crondepot.maintenance.config import MaintenanceConfig
+from crondepot.retention import PRUNE_BATCH, prune_finished_runs
+
+log = logging.getLogger("crondepot.maintenance")
+
+MAX_PASSES = 20   # per turn: a first prune of a large backlog goes on at the next turn
+
+
+def prune(conn: psycopg.Connection[Any], config: MaintenanceConfig) -> int:
+    if not config.retention_days:
+        return 0
+    keep = timedelta(days=config.retention_days)
+    total = 0
+    for _ in range(MAX_PASSES):
+        pruned = prune_finished_runs(conn, keep)
+        total += pruned
+        if pruned < PRUNE_BATCH:
+            break
+    if total:
+        log.info("pruned %d finished runs past retention", total)
+    return total

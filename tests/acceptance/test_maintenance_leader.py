@@ -1,0 +1,134 @@
+"""Maintenance runs in one elected process, and moves on when that process dies or stalls.
+
+Real worker processes against a real PostgreSQL; the leader is found the way an operator
+would find it, from pg_locks and pg_stat_activity.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import psycopg
+
+from crondepot.db import connect
+from crondepot.maintenance.leader import IDLE_SECONDS
+from tests.support.jobs import queued_runs
+from tests.support.processes import Proc, wait_until
+
+LOCK = 7301847220451893402   # queries/maintenance.sql: maintenance_try_lead
+
+# The application names of the sessions holding the maintenance lock in this database.
+LEADERS = """
+SELECT a.application_name
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.database = (
+      SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid::bigint = %(key)s >> 32 AND l.objid::bigint = %(key)s & 4294967295
+"""
+
+
+def _leaders(conn: psycopg.Connection[Any]) -> list[str]:
+    return [row[0] for row in conn.execute(LEADERS, {"key": LOCK})]
+
+
+def _worker(url: str, name: str, *extra: str) -> Proc:
+    return Proc("worker", "--db", url, "--import", "tests.support.handlers", "--name", name,
+                "--heartbeat", "1", "--reap-every", "1s", *extra)
+
+
+def _expired_lease(conn: psycopg.Connection[Any]) -> None:
+    """One run 'running' under a worker that is gone: only a rescuer brings it back."""
+    queued_runs(conn, 1)
+    conn.execute("UPDATE runs SET status = 'running', lease_owner = 'ghost', "
+                 "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '1s', "
+                 "started_at = now() - interval '2s', first_claimed_at = now() - interval '2s'")
+
+
+def _rescued(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("SELECT count(*) FROM runs WHERE lease_owner = 'ghost'").fetchone()
+    return row is not None and row[0] == 0
+
+
+def test_one_leader_and_a_new_one_within_seconds_of_a_kill(db_url: str) -> None:
+    workers = {name: _worker(db_url, name) for name in ("w0", "w1")}
+    with connect(db_url) as conn:
+        try:
+            wait_until(lambda: len(_leaders(conn)) == 1, timeout=30, message="a leader")
+            time.sleep(3)   # several election rounds: still exactly one
+            (leader,) = _leaders(conn)
+            dead = "w0" if "worker-w0" in leader else "w1"
+            survivor = "w1" if dead == "w0" else "w0"
+            workers[dead].kill(signal.SIGKILL)
+            killed_at = time.monotonic()
+            wait_until(lambda: _leaders(conn) == [f"crondepot-worker-{survivor}-maintenance"],
+                       timeout=15, interval=0.1, message="the survivor leads")
+            took = time.monotonic() - killed_at
+            # The new leader's rescuer works: a run abandoned by a vanished worker is
+            # returned to the queue (and then run by the survivor).
+            _expired_lease(conn)
+            wait_until(lambda: _rescued(conn), timeout=15, message="the run rescued")
+        finally:
+            codes = [w.stop() for w in workers.values() if w.popen.poll() is None]
+    assert took <= 10, took   # measured 0.1-2.1 s: the next election round after the FIN
+    assert codes == [0]
+
+
+def test_a_stalled_leader_is_replaced_and_finds_out_when_it_wakes(db_url: str) -> None:
+    workers = {name: _worker(db_url, name) for name in ("w0", "w1")}
+    with connect(db_url) as conn:
+        try:
+            wait_until(lambda: len(_leaders(conn)) == 1, timeout=30, message="a leader")
+            (leader,) = _leaders(conn)
+            stalled = "w0" if "worker-w0" in leader else "w1"
+            other = "w1" if stalled == "w0" else "w0"
+            workers[stalled].kill(signal.SIGSTOP)
+            stopped_at = time.monotonic()
+            # The server ends the silent session after IDLE_SECONDS; the other takes over.
+            wait_until(lambda: _leaders(conn) == [f"crondepot-worker-{other}-maintenance"],
+                       timeout=IDLE_SECONDS + 15, interval=0.2, message="the other leads")
+            took = time.monotonic() - stopped_at
+            workers[stalled].kill(signal.SIGCONT)
+            time.sleep(5)   # the woken one learns its session is gone; one leader still
+            assert _leaders(conn) == [f"crondepot-worker-{other}-maintenance"]
+        finally:
+            for w in workers.values():
+                w.kill(signal.SIGCONT)
+            codes = [w.stop() for w in workers.values()]
+    assert IDLE_SECONDS - 1 <= took <= IDLE_SECONDS + 10, took
+    assert codes == [0, 0]
+    log = workers[stalled].output()
+    assert "maintenance leadership lost" in log
+
+
+def test_a_process_with_no_maintenance_never_leads(db_url: str) -> None:
+    worker = _worker(db_url, "w0", "--no-maintenance")
+    with connect(db_url) as conn:
+        try:
+            _expired_lease(conn)
+            time.sleep(4)
+            assert _leaders(conn) == [] and not _rescued(conn)
+        finally:
+            worker.stop()
+
+
+def test_prune_deletes_finished_runs_past_retention_and_keeps_the_rest(
+        db_url: str, conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 6)
+    conn.execute("""
+        UPDATE runs SET status = CASE WHEN job_id % 3 = 0 THEN 'dead' ELSE 'succeeded' END,
+                        created_at = now() - CASE WHEN job_id <= 4 THEN interval '40 days'
+                                                  ELSE interval '1 day' END""")
+    done = Proc("prune", "--db", db_url, "--retention-days", "30", "--json")
+    assert done.popen.wait(timeout=60) == 0, done.output()
+    # jobs 1, 2, 4 are old and succeeded; job 3 is old but dead (kept); 5 and 6 are recent.
+    assert '"pruned": 3' in done.output()
+    left = sorted(r[0] for r in conn.execute("SELECT job_id FROM runs"))
+    assert left == [3, 5, 6]
+
+
+def test_prune_refuses_a_bad_retention_with_exit_2(db_url: str) -> None:
+    done = Proc("prune", "--db", db_url, "--retention-days", "-1")
+    assert done.popen.wait(timeout=60) == 2
+    assert "expected a number of days" in done.output() and "Traceback" not in done.output()
