@@ -9,15 +9,13 @@ The order matters:
    skipped if it passed meanwhile: "never after noon" holds for a slow rate limit too);
 3. refuse to start the call if our lease deadline has passed (we may no longer own the run:
    another worker may be calling it right now);
-4. call the target, passing the run id as the idempotency key (and, to a handler, the
-   tenant's name: ``RunContext.tenant``);
+4. call the target through its kind's ``Target`` (worker/targets/: http, python), passing
+   the run id as the idempotency key (and, to a handler, the tenant's name);
 5. record the outcome, fenced by the lease token; a refused write is counted and logged.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import time
 import traceback
@@ -26,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from crondepot import metrics
 from crondepot.errors import PermanentError, TargetError, TemporaryError
 from crondepot.grants import GrantCache, run_refusal
-from crondepot.handlers import RunContext, UnknownHandler, lookup
+from crondepot.handlers import UnknownHandler
 from crondepot.lifecycle import Backoff
 from crondepot.queue import (
     ClaimedRun,
@@ -47,7 +45,7 @@ from crondepot.ratelimit import HOLD_SECONDS, RateLimiter, UnknownLimit
 from crondepot.retry import decide
 from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.signing_keys import SigningKeys, fetch_from
-from crondepot.worker.targets import OutcomeUnknown, WebhookCall, WebhookTarget, webhook_body
+from crondepot.worker.targets import OutcomeUnknown, Targets, WebhookTarget, default_targets
 
 log = logging.getLogger("crondepot.worker")
 
@@ -73,14 +71,15 @@ class Executor:
                  webhooks: WebhookTarget, *, stopping: Callable[[], bool],
                  max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS,
                  grants: GrantCache | None = None,
-                 signing_keys: SigningKeys | None = None) -> None:
+                 signing_keys: SigningKeys | None = None,
+                 targets: Targets | None = None) -> None:
         self._pool = pool
         self._grants = grants or GrantCache(pool)
-        self._signing_keys = signing_keys or SigningKeys(fetch_from(pool))
         self._max_lease_seconds = max_lease_seconds
         self._outcomes = outcomes
         self._limiter = limiter
-        self._webhooks = webhooks
+        self._targets = targets or default_targets(
+            webhooks, signing_keys or SigningKeys(fetch_from(pool)))
         self._stopping = stopping
 
     def run(self, attempt: Attempt,
@@ -115,7 +114,7 @@ class Executor:
         error: BaseException | None = None
         result: dict[str, Any] | None = None
         try:
-            result = self._call(run, uses.tenant)
+            result = self._targets.call(run, uses.tenant)
         except OutcomeUnknown as exc:
             kind, error = "unknown", exc
         except PermanentError as exc:
@@ -192,37 +191,6 @@ class Executor:
         """Fail a run without calling its target: it is not the tenant's to make."""
         # no line of its own: the failure's WARNING line says why (one line per run)
         self._record_failure(run, "permanent", error, None)
-
-    def _call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
-        target = run.target
-        if target["type"] == "http":
-            body = webhook_body(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
-                                scheduled_at=run.nominal_at, due_at=run.due_at,
-                                attempt=run.attempt, payload=run.payload)
-            current, *previous = self._secrets(run)
-            answer = self._webhooks.call(WebhookCall(
-                url=target["url"], run_id=run.run_id, body=body, signing_secret=current,
-                also_signed_with=tuple(previous), timeout_s=float(target.get("timeout_s", 10)),
-                dedupes=bool(target.get("dedupes", False))))
-            return {"status_code": answer.status_code}
-        handler = lookup(target["handler"])
-        outcome = handler(RunContext(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
-                                     tenant=tenant, scheduled_at=run.nominal_at,
-                                     due_at=run.due_at, attempt=run.attempt,
-                                     payload=run.payload))
-        if inspect.isawaitable(outcome):
-            outcome = asyncio.run(_await(outcome))
-        return outcome if isinstance(outcome, dict) else None
-
-    def _secrets(self, run: ClaimedRun) -> tuple[str, ...]:
-        """The secrets to sign with (two during a rotation's overlap). A database that
-        cannot say is a temporary failure: nothing was sent yet."""
-        try:
-            return self._signing_keys.secrets_for(run.tenant_id, run.signing_secret,
-                                                  run.db_now)
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-            raise TemporaryError(f"cannot read the tenant's signing secrets: {exc} "
-                                 "(nothing was sent)") from None
 
     def _record_failure(self, run: ClaimedRun, kind: Kind, error: BaseException,
                         retry_after: float | None) -> None:
@@ -319,6 +287,3 @@ def _fields(run: ClaimedRun) -> dict[str, Any]:
     return {"run_id": run.run_id, "job_id": run.job_id, "attempt": run.attempt,
             "tenant_id": run.tenant_id}
 
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable

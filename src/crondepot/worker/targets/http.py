@@ -21,14 +21,20 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpcore
 import httpx
+import psycopg
+from psycopg_pool import PoolTimeout
 
 from crondepot.errors import PermanentError, TargetError, TemporaryError
+from crondepot.worker.signing_keys import SigningKeys
 from crondepot.worker.targets.guard import AddressGuard, GuardedBackend, Resolver, resolve
 from crondepot.worker.targets.signing import sign_all
+
+if TYPE_CHECKING:
+    from crondepot.queue import ClaimedRun
 
 RETRY_AFTER_CAP_SECONDS = 3600.0
 EXCERPT_CHARS = 200
@@ -332,3 +338,35 @@ def _transport_failure(exc: httpx.TransportError, call: WebhookCall, url: httpx.
         f"outcome unknown: {what}; the target may have acted and does not drop repeated "
         "Idempotency-Keys, so the run is not retried automatically"
     )
+
+
+class HttpTarget:
+    """The ``http`` target: the run as a signed webhook POST, through ``WebhookTarget``."""
+
+    kind = "http"
+
+    def __init__(self, webhooks: WebhookTarget, signing_keys: SigningKeys) -> None:
+        self._webhooks = webhooks
+        self._signing_keys = signing_keys
+
+    def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
+        target = run.target
+        body = webhook_body(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
+                            scheduled_at=run.nominal_at, due_at=run.due_at,
+                            attempt=run.attempt, payload=run.payload)
+        current, *previous = self._secrets(run)
+        answer = self._webhooks.call(WebhookCall(
+            url=target["url"], run_id=run.run_id, body=body, signing_secret=current,
+            also_signed_with=tuple(previous), timeout_s=float(target.get("timeout_s", 10)),
+            dedupes=bool(target.get("dedupes", False))))
+        return {"status_code": answer.status_code}
+
+    def _secrets(self, run: ClaimedRun) -> tuple[str, ...]:
+        """The secrets to sign with (two during a rotation's overlap). A database that
+        cannot say is a temporary failure: nothing was sent yet."""
+        try:
+            return self._signing_keys.secrets_for(run.tenant_id, run.signing_secret,
+                                                  run.db_now)
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise TemporaryError(f"cannot read the tenant's signing secrets: {exc} "
+                                 "(nothing was sent)") from None

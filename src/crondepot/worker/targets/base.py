@@ -1,0 +1,40 @@
+"""The seam between a worker and what it calls: one ``Target`` per kind of job target.
+
+A target takes a claimed run (and the name of the tenant whose job it is), makes the call,
+and returns a small result (recorded with the run) or raises: ``TemporaryError`` to be
+retried, ``PermanentError`` to fail without retry, ``OutcomeUnknown`` when the call may have
+acted. The executor (worker/execute.py) owns everything around the call — grants, rate
+limits, leases, the outcome's record — and knows no kind by name: a new kind is one new
+module here and one entry in ``Targets``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from crondepot.errors import PermanentError
+
+if TYPE_CHECKING:
+    from crondepot.queue import ClaimedRun
+
+
+class Target(Protocol):
+    kind: str
+
+    def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None: ...
+
+
+class Targets:
+    """The worker's targets, by kind (the job document's ``target.type``)."""
+
+    def __init__(self, targets: Mapping[str, Target]) -> None:
+        self._by_kind = dict(targets)
+
+    def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
+        kind = run.target.get("type")
+        target = self._by_kind.get(kind) if isinstance(kind, str) else None
+        if target is None:
+            raise PermanentError(f"no target of type {kind!r} in this worker "
+                                 f"(known: {', '.join(sorted(self._by_kind))})")
+        return target.call(run, tenant)
