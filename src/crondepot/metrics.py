@@ -187,7 +187,7 @@ class DatabaseCollector(Collector):
         # Per tenant, never per job: the label set stays as small as the tenant list.
         failing = GaugeMetricFamily(
             "crondepot_jobs_unhealthy",
-            "Active jobs whose latest failed fires in a row reached their alert threshold "
+            "Jobs (not cancelled) whose latest failed fires in a row reached their alert threshold "
             "(alert_after_failures), by tenant.", labels=["tenant"])
         for tenant, jobs in unhealthy:
             failing.add_metric([tenant], jobs)

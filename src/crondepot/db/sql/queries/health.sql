@@ -47,12 +47,14 @@ ORDER BY f.id
 LIMIT %(limit)s::integer;
 
 -- name: unhealthy_jobs_by_tenant
--- The gauge crondepot_jobs_unhealthy{tenant}: per tenant (bounded cardinality), the active
--- jobs whose failed fires in a row reached their threshold. Reads jobs_failing only.
+-- The gauge crondepot_jobs_unhealthy{tenant}: per tenant (bounded cardinality), the jobs
+-- whose failed fires in a row reached their threshold, but not cancelled ones (a cancel is
+-- the operator's answer; an alert on it could never clear). A job that ended by itself
+-- (a one-off whose only run failed) still counts. Reads jobs_failing only.
 SELECT t.name AS tenant, count(j.id) AS jobs
 FROM tenants AS t
 LEFT JOIN jobs AS j
-  ON j.tenant_id = t.id AND j.failing_fires > 0 AND j.active
+  ON j.tenant_id = t.id AND j.failing_fires > 0 AND j.cancelled_at IS NULL
  AND j.failing_fires >= coalesce(j.alert_after_failures, t.alert_after_failures)
 GROUP BY t.name;
 
