@@ -83,6 +83,13 @@ def list_unhealthy_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: Jo
     return [stored_job(row) for row in rows]
 
 
+def unhealthy_among(conn: psycopg.Connection[Any], tenant_id: int,
+                    job_ids: list[int]) -> set[int]:
+    """Which of these jobs of the tenant are unhealthy (a page's marks)."""
+    return {job_id for (job_id,) in conn.execute(
+        Q.unhealthy_among, {"tenant_id": tenant_id, "job_ids": job_ids})}
+
+
 def unhealthy_by_tenant(conn: psycopg.Connection[Any]) -> list[tuple[str, int]]:
     """(tenant name, unhealthy active jobs) for every tenant: the gauge's samples."""
     return [(tenant, jobs) for tenant, jobs in conn.execute(Q.unhealthy_jobs_by_tenant)]

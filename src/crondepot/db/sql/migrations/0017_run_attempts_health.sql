@@ -45,3 +45,23 @@ ALTER TABLE tenants ADD COLUMN alert_after_failures integer NOT NULL DEFAULT 3
 -- Failing jobs only: `jobs list --unhealthy`, the console's marks and the per-tenant gauge
 -- read this small index, never the 2.7 M healthy jobs.
 CREATE INDEX jobs_failing ON jobs (tenant_id, id) WHERE failing_fires > 0;
+
+-- alert_after_failures is a field of the job document: the store reads it through
+-- stored_jobs (appended last) and writes it through job_inserts, where it goes before
+-- created_at (the instant insert_jobs and the import's COPY write last): that view is made
+-- again, since CREATE OR REPLACE VIEW can only add columns at the end. Nothing depends on it
+-- (the import's staging table is a copy of its columns, made per session).
+CREATE OR REPLACE VIEW stored_jobs AS
+SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused,
+       target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
+       spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
+       updated_at, cancelled_at, version, timetable_since, alert_after_failures
+FROM jobs;
+
+DROP VIEW job_inserts;
+CREATE VIEW job_inserts AS
+SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
+       active, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
+       max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
+       alert_after_failures, created_at
+FROM jobs;

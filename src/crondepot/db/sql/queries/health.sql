@@ -46,6 +46,13 @@ WHERE f.tenant_id = %(tenant_id)s::bigint AND f.failing_fires > 0
 ORDER BY f.id
 LIMIT %(limit)s::integer;
 
+-- name: unhealthy_among
+-- Which jobs of a page are unhealthy: one primary-key probe per job shown.
+SELECT j.id FROM jobs AS j JOIN tenants AS t ON t.id = j.tenant_id
+WHERE j.id = ANY(%(job_ids)s::bigint[]) AND j.tenant_id = %(tenant_id)s::bigint
+  AND j.failing_fires > 0
+  AND j.failing_fires >= coalesce(j.alert_after_failures, t.alert_after_failures);
+
 -- name: unhealthy_jobs_by_tenant
 -- The gauge crondepot_jobs_unhealthy{tenant}: per tenant (bounded cardinality), the jobs
 -- whose failed fires in a row reached their threshold, but not cancelled ones (a cancel is
