@@ -105,3 +105,57 @@ def test_a_bad_unhealthy_value_is_a_422_naming_it(client: TestClient,
     response = client.get("/v1/jobs", params={"unhealthy": "sometimes"}, headers=h)
     assert response.status_code == 422 and response.headers["content-type"] == PROBLEM
     assert "unhealthy" in response.text
+
+
+def test_alert_after_failures_is_a_job_field(client: TestClient, conn: psycopg.Connection[Any],
+                                             h: dict[str, str]) -> None:
+    created = client.post("/v1/jobs", json=EMI | {"key": "a1", "alert_after_failures": 1},
+                          headers=h)
+    assert created.status_code == 201 and created.json()["alert_after_failures"] == 1
+    job = created.json()["id"]
+    plain = client.post("/v1/jobs", json=EMI | {"key": "a2"}, headers=h).json()
+    assert plain["alert_after_failures"] is None
+    read = client.get(f"/v1/jobs/{job}", headers=h).json()
+    assert read["health"]["alert_after_failures"] == 1
+    assert read["health"]["threshold_from"] == "job"
+    patched = client.patch(f"/v1/jobs/{job}", json={"alert_after_failures": 7},
+                           headers=h | {"If-Match": f'"{read["version"]}"',
+                                        "Content-Type": "application/merge-patch+json"})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["alert_after_failures"] == 7
+    assert conn.execute("SELECT alert_after_failures FROM jobs WHERE id = %s",
+                        (job,)).fetchone() == (7,)
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert "alert_after_failures" in schema["JobDocument"]["properties"]
+
+
+def test_a_bad_alert_after_failures_is_a_422_naming_it(client: TestClient,
+                                                       conn: psycopg.Connection[Any],
+                                                       h: dict[str, str]) -> None:
+    before = conn.execute("SELECT count(*) FROM jobs").fetchone()
+    for bad in (0, 10_001, "3", True, 2.5):
+        response = client.post("/v1/jobs", json=EMI | {"alert_after_failures": bad},
+                               headers=h)
+        assert response.status_code == 422, (bad, response.text)
+        assert response.headers["content-type"] == PROBLEM
+        assert "alert_after_failures" in response.text
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == before
+
+
+def test_both_insert_paths_store_alert_after_failures(conn: psycopg.Connection[Any],
+                                                      tenant_id: int) -> None:
+    from crondepot.job.spec import JobSpec
+    from crondepot.job.store import COPY_AT_LEAST, create_jobs
+
+    def specs(prefix: str, count: int) -> list[JobSpec]:
+        return [JobSpec.from_document({"key": f"{prefix}:{n}", "cron": "0 9 * * *",
+                                       "tz": "UTC", "alert_after_failures": n % 3 or None,
+                                       "target": {"type": "python", "handler": "a.b"}})
+                for n in range(count)]
+    create_jobs(conn, tenant_id, specs("one", 3))
+    create_jobs(conn, tenant_id, specs("copy", COPY_AT_LEAST))
+    rows = dict(conn.execute("SELECT key, alert_after_failures FROM jobs "
+                             "WHERE key IN ('one:1', 'one:2', 'one:3', 'copy:1', 'copy:2', "
+                             "'copy:3', 'one:0', 'copy:0')").fetchall())
+    assert rows == {"one:0": None, "one:1": 1, "one:2": 2,
+                    "copy:0": None, "copy:1": 1, "copy:2": 2, "copy:3": None}
