@@ -58,8 +58,12 @@ BEGIN
                OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
         RETURNING r.run_id, r.job_id
     ), failing AS (
+        -- `<> 0`, not `> 0` (the same: the count is never negative): `> 0` would let the
+        -- planner read the partial index jobs_failing whole and join it with the batch, a
+        -- plan kept for the session that costs a scan of every failing job per batch on
+        -- the day a gateway is down. `<> 0` leaves one probe of jobs_pkey per job.
         SELECT j.id FROM jobs AS j
-        WHERE j.id IN (SELECT done.job_id FROM done) AND j.failing_fires > 0
+        WHERE j.id IN (SELECT done.job_id FROM done) AND j.failing_fires <> 0
         ORDER BY j.id
         FOR UPDATE OF j
     ), healed AS (

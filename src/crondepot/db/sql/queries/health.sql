@@ -47,10 +47,12 @@ ORDER BY f.id
 LIMIT %(limit)s::integer;
 
 -- name: unhealthy_among
--- Which jobs of a page are unhealthy: one primary-key probe per job shown.
+-- Which jobs of a page are unhealthy: one primary-key probe per job shown (`<> 0`, not
+-- `> 0`, so that the planner cannot prefer reading the tenant's part of jobs_failing, which
+-- holds every failing job of the tenant on a bad day).
 SELECT j.id FROM jobs AS j JOIN tenants AS t ON t.id = j.tenant_id
 WHERE j.id = ANY(%(job_ids)s::bigint[]) AND j.tenant_id = %(tenant_id)s::bigint
-  AND j.failing_fires > 0
+  AND j.failing_fires <> 0
   AND j.failing_fires >= coalesce(j.alert_after_failures, t.alert_after_failures);
 
 -- name: unhealthy_jobs_by_tenant
