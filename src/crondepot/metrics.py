@@ -165,6 +165,7 @@ class DatabaseCollector(Collector):
             (lag,) = conn.execute(Q.metrics_scheduler_lag).fetchone()
             workers = conn.execute(Q.live_workers).fetchall()
             check = conn.execute(Q.metrics_ledger_check).fetchone()
+            unhealthy = conn.execute(Q.unhealthy_jobs_by_tenant).fetchall()
         depth = GaugeMetricFamily("crondepot_queue_depth", "Queued runs, by priority.",
                                   labels=["priority"])
         oldest = GaugeMetricFamily("crondepot_queue_oldest_age_seconds",
@@ -192,6 +193,14 @@ class DatabaseCollector(Collector):
             age.add_metric([name], heartbeat_age)
         yield age
         yield from _ledger_gauges(check)
+        # Per tenant, never per job: the label set stays as small as the tenant list.
+        failing = GaugeMetricFamily(
+            "crondepot_jobs_unhealthy",
+            "Jobs (not cancelled) whose latest failed fires in a row reached their alert threshold "
+            "(alert_after_failures), by tenant.", labels=["tenant"])
+        for tenant, jobs in unhealthy:
+            failing.add_metric([tenant], jobs)
+        yield failing
 
 
 def _ledger_gauges(check: tuple[Any, ...] | None) -> Iterator[GaugeMetricFamily]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 import yaml
 from fastapi.testclient import TestClient
 from prometheus_client.core import REGISTRY
@@ -84,7 +87,7 @@ def test_alert_rules_parse_and_name_only_metrics_that_exist(db_url: str) -> None
     names = {rule["alert"] for rule in alerts}
     assert {"CrondepotStartLagHigh", "CrondepotCatchupBoundHit", "CrondepotDeadLetterGrowing",
             "CrondepotRescueStorm", "CrondepotNoLiveWorkers", "CrondepotNoSchedulerProgress",
-            "CrondepotMetricsAbsent"} <= names
+            "CrondepotMetricsAbsent", "CrondepotJobsUnhealthy"} <= names
     exposed = _exposed_names(db_url)
     for rule in alerts:
         assert rule["expr"].strip() and rule["annotations"]["summary"]
@@ -105,3 +108,25 @@ def test_the_ledger_gauges_come_from_the_latest_check(conn: psycopg.Connection[A
     assert samples["crondepot_fires_duplicated[]"] == 1
     assert samples["crondepot_fires_pending[]"] == 2
     assert 119 <= samples["crondepot_ledger_check_age_seconds[]"] < 200
+
+
+def test_alert_rules_pass_promtool() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_unhealthy_jobs_gauge_counts_per_tenant(conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 3)
+    queued_runs(conn, 1, tenant_name="acme")
+    conn.execute("UPDATE jobs SET failing_fires = 3")          # the default threshold
+    conn.execute("UPDATE jobs SET alert_after_failures = 5 "
+                 "WHERE id = (SELECT min(id) FROM jobs)")       # below its own threshold
+    conn.execute("UPDATE tenants SET alert_after_failures = 4 WHERE name = 'acme'")
+    registry = metrics.database_registry(lambda: _Borrowed(conn))
+    samples = _samples(metrics.exposition(registry)[0].decode())
+    assert samples["crondepot_jobs_unhealthy[('tenant', 'bank42')]"] == 2
+    assert samples["crondepot_jobs_unhealthy[('tenant', 'acme')]"] == 0

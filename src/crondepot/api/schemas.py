@@ -129,6 +129,46 @@ class Run(_Doc):
     updated_at: datetime
 
 
+class Attempt(_Doc):
+    """One call of a run. outcome: running, succeeded, failed, dead, skipped (the last
+    attempt, as the run row records it), or retried / lease_expired (an attempt that did not
+    end the run)."""
+
+    attempt: int
+    started_at: datetime | None
+    ended_at: datetime | None
+    outcome: Literal["running", "succeeded", "failed", "dead", "skipped", "retried",
+                     "lease_expired"]
+    error: str | None
+    error_class: str | None
+    worker: str | None
+
+
+class RunDetail(Run):
+    """One run read by id: also who made its latest attempt, and every attempt."""
+
+    worker: str | None
+    attempts: list[Attempt]
+
+
+class JobHealth(_Doc):
+    """unhealthy: consecutive_failures >= alert_after_failures. consecutive_failures: the
+    job's latest fires, in the order they ended, that ended failed, dead or skipped past
+    their misfire deadline (a success resets it). threshold_from: job (its own
+    alert_after_failures) or tenant (the tenant's default)."""
+
+    unhealthy: bool
+    consecutive_failures: int
+    alert_after_failures: int
+    threshold_from: Literal["job", "tenant"]
+    last_success_at: datetime | None
+    last_success_run_id: str | None
+
+
+class JobWithHealth(Job):
+    health: JobHealth
+
+
 class RunPage(_Doc):
     items: list[Run]
     next_cursor: str | None

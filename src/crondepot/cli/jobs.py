@@ -20,11 +20,13 @@ from rich.console import Console
 from rich.table import Table
 
 from crondepot import jsontext
+from crondepot.cli.health import health_lines
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError, InvalidJob
+from crondepot.health import job_health, list_unhealthy_jobs
 from crondepot.job import store
 from crondepot.job.spec import PRIORITIES, JobSpec
 from crondepot.job.store import JobFilter, StoredJob, job_document
@@ -134,6 +136,9 @@ def register(commands: Any) -> None:
     listing.add_argument("--paused", action="store_true", default=None,
                          help="only paused jobs")
     listing.add_argument("--key-prefix", metavar="PREFIX", help="only keys starting so")
+    listing.add_argument("--unhealthy", action="store_true",
+                         help="only jobs whose latest failed fires in a row reached their "
+                              "alert threshold")
     listing.add_argument("--limit", type=int_in(1, 1000, "a limit"), default=100,
                          help="page size, 1 to 1000 (100)")
     listing.add_argument("--cursor", type=_cursor, default=0, metavar="CURSOR",
@@ -188,8 +193,9 @@ def run_add(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     where = JobFilter(priority=args.priority, paused=args.paused, key_prefix=args.key_prefix)
     with operator_connection(args) as conn:
-        jobs = store.list_jobs(conn, tenant_id(conn, args.tenant), where, after=args.cursor,
-                               limit=args.limit + 1)
+        listed = list_unhealthy_jobs if args.unhealthy else store.list_jobs
+        jobs = listed(conn, tenant_id(conn, args.tenant), where, after=args.cursor,
+                      limit=args.limit + 1)
     page = jobs[:args.limit]
     next_cursor = str(page[-1].id) if len(jobs) > args.limit else None
     if args.json:
@@ -213,10 +219,14 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
-        job = get_job(conn, tenant_id(conn, args.tenant), args.job_id)
+        tenant = tenant_id(conn, args.tenant)
+        job = get_job(conn, tenant, args.job_id)
+        health = job_health(conn, tenant, job.id)
+    assert health is not None           # the job was just read
     fires = next_fires(job, datetime.now(UTC), max(0, min(args.fires, 1000)))
     if args.json:
-        print_json({**job_json(job), "state": state(job), "next_fires": fires})
+        print_json({**job_json(job), "state": state(job), "next_fires": fires,
+                    "health": health.document()})
         return 0
     spec = job.spec
     lines = [
@@ -241,6 +251,7 @@ def run_show(args: argparse.Namespace) -> int:
     lines.append(("updated", utc_text(job.updated_at)))
     if job.cancelled_at is not None:
         lines.append(("cancelled", utc_text(job.cancelled_at)))
+    lines += health_lines(health)
     for label, value in lines:
         print(f"{label:<11} {value}")
     if fires:

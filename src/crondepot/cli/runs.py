@@ -199,22 +199,40 @@ def run_retry(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     from crondepot.api.reads import RunNotFound, get_run
+    from crondepot.attempts import run_attempts, run_worker
 
     with operator_connection(args) as conn:
         try:
             row = get_run(conn, tenant_id(conn, args.tenant), args.run_id)
         except RunNotFound:
             raise JobNotFound(f"run {args.run_id} not found") from None
+        attempts = run_attempts(conn, row)
+        worker = run_worker(conn, args.run_id)
     if args.json:
-        print_json(run_json(row))
+        print_json(run_json(row) | {"worker": worker,
+                                    "attempts": [run_json(a) for a in attempts]})
         return 0
-    for name, value in row.items():
+    for name, value in (row | {"worker": worker}).items():
         if value is None:
             continue
         text = json.dumps(value) if isinstance(value, dict | list) else \
             utc_text(value) if isinstance(value, datetime) else str(value)
         print(f"{name:<17} {text}")
+    _print_attempts(attempts)
     return 0
+
+
+def _print_attempts(attempts: list[dict[str, Any]]) -> None:
+    """The run's attempts, oldest first: one line each."""
+    if not attempts:
+        print("\nattempts: none yet")
+        return
+    print("\nattempts:")
+    for a in attempts:
+        ended = utc_text(a["ended_at"]) if a["ended_at"] else "-"
+        error = _error({"last_error": a["error"], "error_class": a["error_class"]})
+        print(f"  #{a['attempt']:<3} {a['outcome']:<13} {utc_text(a['started_at'])} -> "
+              f"{ended}  {a['worker'] or '?'}" + (f"  {error}" if error else ""))
 
 
 def run_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -66,9 +66,10 @@ def register(commands: Any) -> None:
     add_database(listing)
     add_json(listing)
     listing.set_defaults(run=run_list)
-    from crondepot.cli import grants, tokens, weights  # they import tenant_id from here
+    from crondepot.cli import grants, health, tokens, weights  # they import tenant_id
 
     grants.register(actions)
+    health.register(actions)
     tokens.register(actions)
     weights.register(actions)
 

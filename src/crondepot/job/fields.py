@@ -139,10 +139,15 @@ RATE_LIMIT = Field(path="rate_limit", type="string", nullable=True, pattern=LIMI
                    description="a rate-limit bucket granted to the tenant (lowercase "
                                "letters, digits, '.', '_' or '-')")
 ACTIVE = Field(path="active", type="boolean", default=True)
+ALERT_AFTER_FAILURES = Field(
+    path="alert_after_failures", type="integer", nullable=True, low=1, high=10_000,
+    description="the job is unhealthy (GET /v1/jobs?unhealthy=true, the gauge "
+                "crondepot_jobs_unhealthy) once this many of its latest fires in a row did "
+                "not succeed; null: the tenant's default (3 unless set)")
 
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, LEASE_SECONDS, RATE_LIMIT,
-                               ACTIVE)
+                               ACTIVE, ALERT_AFTER_FAILURES)
 REQUIRED: tuple[str, ...] = ("cron", "tz", "target")
 # Fields a PATCH may not change (cancel with DELETE; a key names the job for good).
 NOT_PATCHABLE: tuple[str, ...] = ("key", "active")

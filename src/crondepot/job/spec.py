@@ -81,6 +81,7 @@ class JobSpec:
     lease_seconds: int = F.LEASE_SECONDS.default
     rate_limit: str | None = None
     active: bool = F.ACTIVE.default
+    alert_after_failures: int | None = None
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -121,6 +122,8 @@ def _parse(doc: Any) -> JobSpec:
         lease_seconds=_int(doc, F.LEASE_SECONDS),
         rate_limit=_rate_limit(doc.get("rate_limit")),
         active=_bool(doc, F.ACTIVE),
+        alert_after_failures=None if doc.get("alert_after_failures") is None
+        else _int(doc, F.ALERT_AFTER_FAILURES),
     )
     _check_schedule(spec)
     return spec

@@ -143,10 +143,10 @@ Row = tuple[Any, ...]
 _COLUMNS = ("ids", "tenant_ids", "keys", "crons", "tzs", "next_run_ats", "next_nominal_ats",
             "priorities", "actives", "targets", "payloads", "misfire_policies",
             "misfire_seconds", "misfire_untils", "catchups", "max_catchups", "spread_seconds",
-            "spread_keys", "max_attempts", "lease_seconds", "rate_limits")
+            "spread_keys", "max_attempts", "lease_seconds", "rate_limits", "alert_afters")
 _COPY_TYPES = ("int8", "int8", "text", "text", "text", "timestamptz", "timestamptz", "text",
                "bool", "jsonb", "jsonb", "text", "int4", "time", "text", "int4", "int4", "text",
-               "int4", "int4", "text", "timestamptz")
+               "int4", "int4", "text", "int4", "timestamptz")
 
 
 def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
@@ -156,7 +156,8 @@ def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
     return [(job_id, tenant_id, s.key, s.cron, s.tz, first[1], first[0], s.priority, s.active,
              Jsonb(s.target, jsontext.dumps), Jsonb(s.payload, jsontext.dumps),
              s.misfire.policy, s.misfire.seconds, s.misfire.until, s.catchup, s.max_catchup,
-             s.spread_seconds, s.spread_key, s.max_attempts, s.lease_seconds, s.rate_limit)
+             s.spread_seconds, s.spread_key, s.max_attempts, s.lease_seconds, s.rate_limit,
+             s.alert_after_failures)
             for s, job_id, first in zip(specs, ids, firsts, strict=True)]
 
 
@@ -217,6 +218,7 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
         "catchup": spec.catchup, "max_catchup": spec.max_catchup,
         "max_attempts": spec.max_attempts, "lease_seconds": spec.lease_seconds,
         "rate_limit": spec.rate_limit, "active": spec.active,
+        "alert_after_failures": spec.alert_after_failures,
     }
     if spec.spread_seconds or spec.spread_key is not None:
         doc["spread"] = {"seconds": spec.spread_seconds}
@@ -481,6 +483,7 @@ def _stored(row: dict[str, Any]) -> StoredJob:
         spread_seconds=row["spread_seconds"], spread_key=row["spread_key"],
         max_attempts=row["max_attempts"], lease_seconds=row["lease_seconds"],
         rate_limit=row["rate_limit"], active=row["active"],
+        alert_after_failures=row["alert_after_failures"],
     )
     return StoredJob(id=row["id"], spec=spec, paused=row["paused"],
                      next_run_at=row["next_run_at"], next_nominal_at=row["next_nominal_at"],
@@ -498,6 +501,7 @@ def _document_params(spec: JobSpec) -> dict[str, Any]:
         "max_catchup": spec.max_catchup, "spread_seconds": spec.spread_seconds,
         "spread_key": spec.spread_key, "max_attempts": spec.max_attempts,
         "lease_seconds": spec.lease_seconds, "rate_limit": spec.rate_limit,
+        "alert_after_failures": spec.alert_after_failures,
     }
 
 

@@ -45,6 +45,7 @@ from crondepot.api.console.session import (
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
 from crondepot.api.reads import RUN_STATES, RunFilter, decode_run_cursor, get_run, runs_page
+from crondepot.attempts import run_attempts
 from crondepot.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline
 from crondepot.deadletter import replay as replay_dead
 from crondepot.deadletter import retry as retry_run
@@ -225,10 +226,12 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
     active = {"yes": True, "no": False}.get(q.get("active", "yes"))
     after = bigint_or_none(q.get("after", "")) or 0
     where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
+    unhealthy = q.get("health") == "unhealthy"
     rows, next_after = views.jobs_page(conn, current.who.tenant_id, where, after=after,
-                                       limit=50)
+                                       limit=50, unhealthy=unhealthy)
     filters = {"key_prefix": key_prefix or "", "priority": priority or "",
-               "paused": q.get("paused", ""), "active": q.get("active", "yes")}
+               "paused": q.get("paused", ""), "active": q.get("active", "yes"),
+               "health": "unhealthy" if unhealthy else ""}
     next_url = f"{PATH}/jobs?" + urlencode({**filters, "after": next_after}) \
         if next_after else None
     return _page(request, current, "jobs.html", nav="jobs", rows=rows, filters=filters,
@@ -322,7 +325,8 @@ def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
         row = get_run(conn, current.who.tenant_id, run_id[:100])
         owner = get_job(conn, current.who.tenant_id, row["job_id"])
     row["lateness"] = views.lateness(row)
-    return _page(request, current, "run.html", nav="dead", run=row, job=owner)
+    return _page(request, current, "run.html", nav="dead", run=row, job=owner,
+                 attempts=run_attempts(conn, row))
 
 
 @router.post("/runs/{run_id}/retry")

@@ -19,6 +19,7 @@ from crondepot.api import reads
 from crondepot.api.console import charts
 from crondepot.db import Q
 from crondepot.deadletter import DeadFilter, DeadRun, list_dead
+from crondepot.health import job_health, list_unhealthy_jobs, unhealthy_among
 from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
 from crondepot.timetable import Fire
 
@@ -47,6 +48,7 @@ class JobRow:
     job: StoredJob
     fires: list[FireView]
     last: dict[str, Any] | None
+    unhealthy: bool = False
 
     @property
     def state(self) -> str:
@@ -93,15 +95,18 @@ def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
 
 
 def jobs_page(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *,
-              after: int, limit: int) -> tuple[list[JobRow], int | None]:
-    """A page of jobs with their next 3 fires and their newest run; and the next cursor."""
-    found = list_jobs(conn, tenant_id, where, after=after, limit=limit + 1)
+              after: int, limit: int, unhealthy: bool = False) -> tuple[list[JobRow], int | None]:
+    """A page of jobs with their next 3 fires, their newest run and whether they are
+    unhealthy; and the next cursor. ``unhealthy``: only the unhealthy ones."""
+    listed = list_unhealthy_jobs if unhealthy else list_jobs
+    found = listed(conn, tenant_id, where, after=after, limit=limit + 1)
     page = found[:limit]
     last = {row["job_id"]: row for row in conn.cursor(row_factory=dict_row).execute(
         Q.console_last_runs, {"tenant_id": tenant_id, "job_ids": [j.id for j in page]})}
     now = datetime.now(UTC)
-    rows = [JobRow(job=j, fires=fires(j, 3, now=now) if j.active else [], last=last.get(j.id))
-            for j in page]
+    failing = unhealthy_among(conn, tenant_id, [j.id for j in page])
+    rows = [JobRow(job=j, fires=fires(j, 3, now=now) if j.active else [], last=last.get(j.id),
+                   unhealthy=j.id in failing) for j in page]
     return rows, (page[-1].id if len(found) > limit else None)
 
 
@@ -112,7 +117,8 @@ def job_detail(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
     for run in history:
         run["lateness"] = lateness(run)
     return {"job": job, "fires": fires(job, 10) if job.active else [], "runs": history,
-            "target": target_summary(job.spec.target)}
+            "target": target_summary(job.spec.target),
+            "health": job_health(conn, tenant_id, job_id)}
 
 
 def lateness(run: dict[str, Any]) -> timedelta | None:

@@ -23,8 +23,10 @@ from crondepot.api.schemas import (
     JobDocument,
     JobPage,
     JobPatch,
+    JobWithHealth,
     TriggerResult,
 )
+from crondepot.health import job_health, list_unhealthy_jobs
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
     JobFilter,
@@ -77,21 +79,29 @@ def list_(who: Reader, conn: Conn,
           priority: Annotated[str | None, Query(pattern="^(urgent|normal|bulk)$")] = None,
           paused: bool | None = None, active: bool | None = None,
           key_prefix: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+          unhealthy: Annotated[bool | None, Query(
+              description="true: only jobs whose latest failed fires in a row reached "
+                          "their alert threshold (see the job's health)")] = None,
           ) -> JSONResponse:
     after = _cursor(cursor)
     where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
-    jobs = list_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1)
+    jobs = list_unhealthy_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1) \
+        if unhealthy else list_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1)
     page = jobs[:limit]
     next_cursor = str(page[-1].id) if len(jobs) > limit else None
     return JSONResponse({"items": [job_json(j) for j in page], "next_cursor": next_cursor})
 
 
-@router.get("/{job_id}", summary="Get a job",
-            responses={200: {"model": Job, "headers": etag(),
+@router.get("/{job_id}", summary="Get a job, with its health",
+            responses={200: {"model": JobWithHealth, "headers": etag(),
                              "links": job_links("$response.body#")},
                        **problems(401, 404, 429)})
 def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
-    return _job_response(get_job(conn, who.tenant_id, known_job_id(job_id)))
+    job = get_job(conn, who.tenant_id, known_job_id(job_id))
+    health = job_health(conn, who.tenant_id, job.id)
+    assert health is not None        # the job was just read
+    return JSONResponse(job_json(job) | {"health": health.document()},
+                        headers={"ETag": f'"{job.version}"'})
 
 
 @router.patch("/{job_id}", summary="Change a job (If-Match: its version)",

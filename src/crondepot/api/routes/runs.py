@@ -28,10 +28,11 @@ from crondepot.api.schemas import (
     ListedRunPage,
     RetryRequest,
     RetryResult,
-    Run,
+    RunDetail,
     RunPage,
     StorableText,
 )
+from crondepot.attempts import run_attempts, run_worker
 from crondepot.deadletter import retry
 from crondepot.job.store import get_job
 
@@ -79,10 +80,16 @@ def list_all_runs(
     return JSONResponse({"items": [run_json(r) for r in page], "next_cursor": next_cursor})
 
 
-@router.get("/runs/{run_id}", summary="One run",
-            responses={200: {"model": Run}, **problems(401, 404, 429)})
+@router.get("/runs/{run_id}", summary="One run, with its attempts",
+            description="attempts: every call of the run, oldest first (start, end, "
+                        "outcome, error, worker); worker: who made the latest one.",
+            responses={200: {"model": RunDetail}, **problems(401, 404, 429)})
 def read_run(who: Reader, conn: Conn, run_id: str) -> JSONResponse:
-    return JSONResponse(run_json(get_run(conn, who.tenant_id, run_id)))
+    row = get_run(conn, who.tenant_id, run_id)
+    attempts = run_attempts(conn, row)
+    return JSONResponse(run_json(row) | {
+        "worker": run_worker(conn, run_id),
+        "attempts": [run_json(a) for a in attempts]})
 
 
 @router.post("/runs/{run_id}/retry", summary="Queue a failed or dead run again (same run id)",

@@ -66,6 +66,9 @@ CREATE TABLE public.jobs (
     cancelled_at timestamp with time zone,
     version integer DEFAULT 1 NOT NULL,
     timetable_since timestamp with time zone,
+    failing_fires integer DEFAULT 0 NOT NULL,
+    alert_after_failures integer,
+    CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((misfire_policy <> 'skip_after_local_time'::text) OR (misfire_until IS NOT NULL))),
@@ -479,16 +482,32 @@ DECLARE
 BEGIN
     SELECT array_agg(e ->> 'run_id') INTO ids FROM jsonb_array_elements(p_successes) AS e;
     RETURN QUERY
-    UPDATE runs AS r
-    SET status = 'succeeded', finished_at = now(), updated_at = now(), result = s.result,
-        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-        last_error = NULL, error_class = NULL
-    FROM jsonb_to_recordset(p_successes)
-         AS s(run_id text, token uuid, attempt integer, result jsonb)
-    WHERE r.run_id = ANY (ids) AND r.run_id = s.run_id
-      AND ((r.status = 'running' AND r.lease_token = s.token)
-           OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
-    RETURNING r.run_id;
+    WITH done AS (
+        UPDATE runs AS r
+        SET status = 'succeeded', finished_at = now(), updated_at = now(), result = s.result,
+            worker = coalesce(r.lease_owner, r.worker),
+            lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+            last_error = NULL, error_class = NULL
+        FROM jsonb_to_recordset(p_successes)
+             AS s(run_id text, token uuid, attempt integer, result jsonb)
+        WHERE r.run_id = ANY (ids) AND r.run_id = s.run_id
+          AND ((r.status = 'running' AND r.lease_token = s.token)
+               OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
+        RETURNING r.run_id, r.job_id
+    ), failing AS (
+        -- `<> 0`, not `> 0` (the same: the count is never negative): `> 0` would let the
+        -- planner read the partial index jobs_failing whole and join it with the batch, a
+        -- plan kept for the session that costs a scan of every failing job per batch on
+        -- the day a gateway is down. `<> 0` leaves one probe of jobs_pkey per job.
+        SELECT j.id FROM jobs AS j
+        WHERE j.id IN (SELECT done.job_id FROM done) AND j.failing_fires <> 0
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ), healed AS (
+        UPDATE jobs AS j SET failing_fires = 0
+        FROM failing WHERE j.id = failing.id
+    )
+    SELECT done.run_id FROM done;
 END
 $$;
 
@@ -622,6 +641,7 @@ CREATE VIEW public.job_inserts AS
     max_attempts,
     lease_seconds,
     rate_limit,
+    alert_after_failures,
     created_at
    FROM public.jobs;
 
@@ -709,6 +729,22 @@ CREATE TABLE public.rate_limits (
 );
 
 --
+-- Name: run_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_attempts (
+    run_id text NOT NULL,
+    attempt integer NOT NULL,
+    started_at timestamp with time zone,
+    ended_at timestamp with time zone NOT NULL,
+    outcome text NOT NULL,
+    error text,
+    error_class text,
+    worker text,
+    CONSTRAINT run_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['retried'::text, 'lease_expired'::text, 'failed'::text, 'dead'::text])))
+);
+
+--
 -- Name: runs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -736,6 +772,7 @@ CREATE TABLE public.runs (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     lease_used interval DEFAULT '00:00:00'::interval NOT NULL,
     deadline_at timestamp with time zone,
+    worker text,
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))
@@ -772,7 +809,8 @@ CREATE VIEW public.stored_jobs AS
     updated_at,
     cancelled_at,
     version,
-    timetable_since
+    timetable_since,
+    alert_after_failures
    FROM public.jobs;
 
 --
@@ -792,6 +830,8 @@ CREATE TABLE public.tenants (
     previous_signing_secret text,
     previous_secret_until timestamp with time zone,
     claim_weight integer DEFAULT 1 NOT NULL,
+    alert_after_failures integer DEFAULT 3 NOT NULL,
+    CONSTRAINT tenants_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT tenants_claim_weight_check CHECK (((claim_weight >= 1) AND (claim_weight <= 1000))),
     CONSTRAINT tenants_max_jobs_check CHECK ((max_jobs >= 0)),
     CONSTRAINT tenants_max_urgent_jobs_check CHECK ((max_urgent_jobs >= 0)),
@@ -975,6 +1015,18 @@ CREATE INDEX job_timetables_until ON public.job_timetables USING btree (until);
 --
 
 CREATE INDEX jobs_due ON public.jobs USING btree (next_run_at) WHERE (active AND (NOT paused));
+
+--
+-- Name: jobs_failing; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failing ON public.jobs USING btree (tenant_id, id) WHERE (failing_fires > 0);
+
+--
+-- Name: run_attempts_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_attempts_run ON public.run_attempts USING btree (run_id, ended_at);
 
 --
 -- Name: runs_created_brin; Type: INDEX; Schema: public; Owner: -

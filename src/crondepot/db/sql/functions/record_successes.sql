@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- crondepot_record_successes: the outcome writer's successes, many runs in one statement
 -- and one commit (queue/outcome.py through queue.sql's record_successes). This file is the
 -- function's one home; `crondepot migrate` re-applies it whenever its text changes.
@@ -25,6 +25,13 @@
 -- per batch row for an unanalyzed one. With the batch's run ids as an array, `run_id =
 -- ANY (ids)` is an index condition on the primary key whatever the statistics say, and the
 -- other scans are switched off so nothing else can look cheaper.
+--
+-- Revision 2 (issue 17): the run row keeps the name of the worker that made its last attempt
+-- (`worker`; the lease owner, which the outcome clears; after a reap the reaper already
+-- copied it), and the job's health is healed: a success sets its jobs.failing_fires back to
+-- 0. Only a job that was failing is written (and locked, in id order so that two batches
+-- healing the same jobs cannot deadlock); a healthy job's success costs one probe of the
+-- jobs primary key and no write. A first-attempt success writes no run_attempts row.
 CREATE OR REPLACE FUNCTION crondepot_record_successes(p_successes jsonb)
 RETURNS TABLE (run_id text)
 LANGUAGE plpgsql
@@ -38,15 +45,31 @@ DECLARE
 BEGIN
     SELECT array_agg(e ->> 'run_id') INTO ids FROM jsonb_array_elements(p_successes) AS e;
     RETURN QUERY
-    UPDATE runs AS r
-    SET status = 'succeeded', finished_at = now(), updated_at = now(), result = s.result,
-        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-        last_error = NULL, error_class = NULL
-    FROM jsonb_to_recordset(p_successes)
-         AS s(run_id text, token uuid, attempt integer, result jsonb)
-    WHERE r.run_id = ANY (ids) AND r.run_id = s.run_id
-      AND ((r.status = 'running' AND r.lease_token = s.token)
-           OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
-    RETURNING r.run_id;
+    WITH done AS (
+        UPDATE runs AS r
+        SET status = 'succeeded', finished_at = now(), updated_at = now(), result = s.result,
+            worker = coalesce(r.lease_owner, r.worker),
+            lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+            last_error = NULL, error_class = NULL
+        FROM jsonb_to_recordset(p_successes)
+             AS s(run_id text, token uuid, attempt integer, result jsonb)
+        WHERE r.run_id = ANY (ids) AND r.run_id = s.run_id
+          AND ((r.status = 'running' AND r.lease_token = s.token)
+               OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
+        RETURNING r.run_id, r.job_id
+    ), failing AS (
+        -- `<> 0`, not `> 0` (the same: the count is never negative): `> 0` would let the
+        -- planner read the partial index jobs_failing whole and join it with the batch, a
+        -- plan kept for the session that costs a scan of every failing job per batch on
+        -- the day a gateway is down. `<> 0` leaves one probe of jobs_pkey per job.
+        SELECT j.id FROM jobs AS j
+        WHERE j.id IN (SELECT done.job_id FROM done) AND j.failing_fires <> 0
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ), healed AS (
+        UPDATE jobs AS j SET failing_fires = 0
+        FROM failing WHERE j.id = failing.id
+    )
+    SELECT done.run_id FROM done;
 END
 $$;

@@ -25,13 +25,31 @@ LIMIT %(limit)s::integer;
 -- once. A
 -- run past its misfire deadline goes only when the caller says so (%(ignore_deadline)s),
 -- and then without its deadline, or the claim would skip it at once.
-UPDATE runs
-SET status = 'queued', attempt = 0, lease_used = interval '0', available_at = now(),
-    updated_at = now(), finished_at = NULL, last_error = NULL, error_class = NULL,
-    deadline_at = CASE WHEN %(ignore_deadline)s THEN NULL ELSE deadline_at END
-WHERE status = ANY(%(from_statuses)s::text[]) AND run_id = ANY(%(run_ids)s::text[])
-  AND (%(ignore_deadline)s OR deadline_at IS NULL OR deadline_at >= now())
-RETURNING run_id, priority;
+-- The run's ended attempt (its row is about to be the next attempt's) is kept in
+-- run_attempts, as 'failed' or 'dead'. The rows are locked first (FOR UPDATE re-checks the
+-- status after a wait, so the second of two replays at once finds nothing).
+WITH ended AS (
+    SELECT run_id, attempt, started_at, finished_at, status, last_error, error_class, worker
+    FROM runs
+    WHERE status = ANY(%(from_statuses)s::text[]) AND run_id = ANY(%(run_ids)s::text[])
+      AND (%(ignore_deadline)s OR deadline_at IS NULL OR deadline_at >= now())
+    FOR UPDATE
+), done AS (
+    UPDATE runs AS r
+    SET status = 'queued', attempt = 0, lease_used = interval '0', available_at = now(),
+        updated_at = now(), finished_at = NULL, last_error = NULL, error_class = NULL,
+        deadline_at = CASE WHEN %(ignore_deadline)s THEN NULL ELSE r.deadline_at END
+    FROM ended WHERE r.run_id = ended.run_id
+    RETURNING r.run_id, r.priority
+), kept AS (
+    INSERT INTO run_attempts (run_id, attempt, started_at, ended_at, outcome, error,
+                              error_class, worker)
+    SELECT e.run_id, e.attempt, e.started_at, coalesce(e.finished_at, now()), e.status,
+           e.last_error, e.error_class, e.worker
+    FROM ended AS e JOIN done AS d ON d.run_id = e.run_id
+    WHERE e.attempt > 0
+)
+SELECT run_id, priority FROM done;
 
 -- name: run_for_retry
 -- `runs retry`: one run of one tenant, locked, with what the retry rule needs: its state

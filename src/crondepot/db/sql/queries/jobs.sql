@@ -17,7 +17,7 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
 -- format: psycopg would otherwise quote every element in Python. created_at is the instant
 -- the first fire was computed from (the job's timetable is in force after it). The arrays
--- are job_inserts's columns in order (migration 0013), the instant last.
+-- are job_inserts's columns in order (migrations 0013, 0017), the instant last.
 INSERT INTO job_inserts
 OVERRIDING SYSTEM VALUE
 SELECT *, %(now)s::timestamptz FROM unnest(
@@ -27,7 +27,7 @@ SELECT *, %(now)s::timestamptz FROM unnest(
     %(misfire_policies)b::text[], %(misfire_seconds)b::integer[], %(misfire_untils)b::time[],
     %(catchups)b::text[], %(max_catchups)b::integer[], %(spread_seconds)b::integer[],
     %(spread_keys)b::text[], %(max_attempts)b::integer[], %(lease_seconds)b::integer[],
-    %(rate_limits)b::text[])
+    %(rate_limits)b::text[], %(alert_afters)b::integer[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
@@ -101,7 +101,8 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     catchup = %(catchup)s, max_catchup = %(max_catchup)s,
     spread_seconds = %(spread_seconds)s, spread_key = %(spread_key)s,
     max_attempts = %(max_attempts)s, lease_seconds = %(lease_seconds)s,
-    rate_limit = %(rate_limit)s, next_run_at = %(next_run_at)s,
+    rate_limit = %(rate_limit)s, alert_after_failures = %(alert_after_failures)s,
+    next_run_at = %(next_run_at)s,
     next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint

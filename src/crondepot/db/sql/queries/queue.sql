@@ -41,39 +41,64 @@ SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 -- misfire deadline is not queued: the run is recorded skipped, reason 'deadline_passed'
 -- (design §5; "never after noon" holds for retries too). The attempt row is read first (same
 -- token: same attempt, and neither lease_used nor started_at changes within one), so the
--- total is computed once. Returns the status written.
+-- total is computed once. A queued-again run's ended attempt is kept in run_attempts (the
+-- next claim overwrites the run row's); a run that ends here (dead, skipped) keeps it in its
+-- row, with the worker's name, and counts as a failed fire of its job (jobs.failing_fires).
+-- Returns the status written.
 WITH attempt AS (
-    SELECT run_id, lease_used + (now() - started_at) AS used,
+    SELECT run_id, job_id, attempt, started_at, lease_owner,
+           lease_used + (now() - started_at) AS used,
            lease_used + (now() - started_at) >= make_interval(secs => %(max_lease)s) AS capped,
            coalesce(deadline_at < now() + make_interval(secs => %(delay)s), false) AS late
     FROM runs
     WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+), done AS (
+    UPDATE runs AS r
+    SET status = CASE WHEN a.capped THEN 'dead' WHEN a.late THEN 'skipped' ELSE 'queued' END,
+        skip_reason = CASE WHEN a.late AND NOT a.capped THEN 'deadline_passed' END,
+        available_at = now() + make_interval(secs => %(delay)s),
+        finished_at = CASE WHEN a.capped OR a.late THEN now() END,
+        lease_used = a.used,
+        updated_at = now(),
+        last_error = CASE
+            WHEN a.capped
+            THEN 'lease time cap reached: leased ' || date_trunc('second', a.used)::text
+                 || ' in all; last error: ' || %(error)s::text
+            ELSE %(error)s::text END,
+        error_class = CASE WHEN a.capped THEN 'LeaseCapReached' ELSE %(error_class)s::text END,
+        worker = r.lease_owner,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+    FROM attempt AS a
+    WHERE r.run_id = a.run_id AND r.lease_token = %(token)s AND r.status = 'running'
+    RETURNING r.run_id, r.job_id, r.status
+), kept AS (
+    INSERT INTO run_attempts (run_id, attempt, started_at, ended_at, outcome, error,
+                              error_class, worker)
+    SELECT a.run_id, a.attempt, a.started_at, now(), 'retried', %(error)s::text,
+           %(error_class)s::text, a.lease_owner
+    FROM attempt AS a JOIN done AS d ON d.run_id = a.run_id
+    WHERE d.status = 'queued'
+), failing AS (
+    UPDATE jobs AS j SET failing_fires = j.failing_fires + 1
+    FROM done AS d WHERE j.id = d.job_id AND d.status <> 'queued'
 )
-UPDATE runs AS r
-SET status = CASE WHEN a.capped THEN 'dead' WHEN a.late THEN 'skipped' ELSE 'queued' END,
-    skip_reason = CASE WHEN a.late AND NOT a.capped THEN 'deadline_passed' END,
-    available_at = now() + make_interval(secs => %(delay)s),
-    finished_at = CASE WHEN a.capped OR a.late THEN now() END,
-    lease_used = a.used,
-    updated_at = now(),
-    last_error = CASE
-        WHEN a.capped
-        THEN 'lease time cap reached: leased ' || date_trunc('second', a.used)::text
-             || ' in all; last error: ' || %(error)s::text
-        ELSE %(error)s::text END,
-    error_class = CASE WHEN a.capped THEN 'LeaseCapReached' ELSE %(error_class)s::text END,
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-FROM attempt AS a
-WHERE r.run_id = a.run_id AND r.lease_token = %(token)s AND r.status = 'running'
-RETURNING r.status;
+SELECT status FROM done;
 
 -- name: record_final_failure
--- 'failed' (permanent error) or 'dead' (out of attempts, outcome unknown): no automatic retry.
-UPDATE runs
-SET status = %(status)s::text, finished_at = now(), updated_at = now(), last_error = %(error)s,
-    error_class = %(error_class)s, lease_owner = NULL, lease_token = NULL,
-    lease_expires_at = NULL
-WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+-- 'failed' (permanent error) or 'dead' (out of attempts, outcome unknown): no automatic
+-- retry. The run row keeps the worker's name; the fire counts as failed for its job's health.
+WITH done AS (
+    UPDATE runs
+    SET status = %(status)s::text, finished_at = now(), updated_at = now(),
+        last_error = %(error)s, error_class = %(error_class)s, worker = lease_owner,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+    RETURNING job_id
+), failing AS (
+    UPDATE jobs AS j SET failing_fires = j.failing_fires + 1
+    FROM done WHERE j.id = done.job_id
+)
+SELECT job_id FROM done;
 
 -- name: release_run
 -- Shutdown: give back a run that was claimed but not started; the attempt does not count,
@@ -86,20 +111,28 @@ WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
 -- name: skip_past_deadline
 -- A claimed run whose call has not started, checked again against its misfire deadline (it
 -- waited long for a rate-limit token): past it, the run is recorded skipped and its lease
--- let go; the attempt does not count (no call was made). Fenced by the lease token.
+-- let go; the attempt does not count (no call was made). Fenced by the lease token. The fire
+-- counts as failed for its job's health (jobs.failing_fires).
+WITH done AS (
 UPDATE runs
 SET status = 'skipped', skip_reason = 'deadline_passed', attempt = attempt - 1,
     finished_at = now(), updated_at = now(),
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
   AND deadline_at < now()
-RETURNING run_id;
+RETURNING run_id, job_id
+), failing AS (
+    UPDATE jobs AS j SET failing_fires = j.failing_fires + 1
+    FROM done WHERE j.id = done.job_id
+)
+SELECT run_id FROM done;
 
 -- name: skip_runs_past_deadline
 -- Queued runs past their misfire deadline (design §5: never sent late): the claim passes
 -- over them; this sweep records them skipped, 'deadline_passed', in bounded passes run with
 -- the reaper, found on the partial index runs_queued_deadline (only runs with a deadline).
--- SKIP LOCKED: a run a claim holds this instant is its business.
+-- SKIP LOCKED: a run a claim holds this instant is its business. Each counts as a failed
+-- fire of its job (jobs.failing_fires).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 late AS MATERIALIZED (
     SELECT r.run_id
@@ -108,13 +141,25 @@ late AS MATERIALIZED (
     ORDER BY r.deadline_at
     LIMIT 1000
     FOR UPDATE OF r SKIP LOCKED
+), done AS (
+    UPDATE runs AS r
+    SET status = 'skipped', skip_reason = 'deadline_passed', finished_at = clock.now,
+        updated_at = clock.now
+    FROM late, clock
+    WHERE r.run_id = late.run_id
+    RETURNING r.run_id, r.job_id, r.tenant_id
+), counted AS (
+    -- the jobs' rows locked in id order: two passes counting the same jobs cannot deadlock
+    SELECT j.id, c.fires FROM jobs AS j
+    JOIN (SELECT job_id, count(*) AS fires FROM done WHERE true GROUP BY job_id) AS c
+      ON c.job_id = j.id
+    ORDER BY j.id
+    FOR UPDATE OF j
+), failing AS (
+    UPDATE jobs AS j SET failing_fires = j.failing_fires + counted.fires
+    FROM counted WHERE j.id = counted.id
 )
-UPDATE runs AS r
-SET status = 'skipped', skip_reason = 'deadline_passed', finished_at = clock.now,
-    updated_at = clock.now
-FROM late, clock
-WHERE r.run_id = late.run_id
-RETURNING r.run_id, r.job_id, r.tenant_id;
+SELECT run_id, job_id, tenant_id FROM done;
 
 -- name: reap_abandoned_runs
 -- Runs whose lease expired (their worker died, hung or lost the database) go back to the
@@ -122,9 +167,13 @@ RETURNING r.run_id, r.job_id, r.tenant_id;
 -- reached max_lease seconds (a run whose calls keep hanging). SKIP LOCKED so that many
 -- workers reaping at once split the work instead of waiting on each other. Returns what the
 -- WARNING line of a run sent to the dead letter names (its job's key, from the join).
+-- A run queued again keeps its lost attempt in run_attempts ('lease_expired', ended when
+-- its lease did, with the lost worker's name); a dead one keeps it in its row (worker) and
+-- counts as a failed fire of its job (jobs.failing_fires).
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 expired AS MATERIALIZED (
     SELECT r.run_id, j.key AS job_key, r.attempt >= j.max_attempts AS last,
+           r.attempt, r.started_at, r.lease_owner, r.lease_expires_at,
            r.lease_used + (r.lease_expires_at - r.started_at) AS used,
            r.lease_used + (r.lease_expires_at - r.started_at)
                >= make_interval(secs => %(max_lease)s) AS capped
@@ -133,23 +182,43 @@ expired AS MATERIALIZED (
     ORDER BY r.lease_expires_at
     LIMIT 1000
     FOR UPDATE OF r SKIP LOCKED
+), done AS (
+    UPDATE runs AS r
+    SET status = CASE WHEN e.last OR e.capped THEN 'dead' ELSE 'queued' END,
+        available_at = clock.now, updated_at = clock.now,
+        finished_at = CASE WHEN e.last OR e.capped THEN clock.now END,
+        lease_used = e.used,
+        last_error = CASE
+            WHEN e.capped AND NOT e.last
+            THEN 'lease time cap reached: leased ' || date_trunc('second', e.used)::text
+                 || ' in all; last worker ' || coalesce(r.lease_owner, '?')
+            ELSE 'lease expired: worker ' || coalesce(r.lease_owner, '?') || ' was lost' END,
+        error_class = CASE WHEN e.capped AND NOT e.last THEN 'LeaseCapReached'
+                           ELSE 'LeaseExpired' END,
+        worker = r.lease_owner,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+    FROM expired e, clock
+    WHERE r.run_id = e.run_id
+    RETURNING r.run_id, r.status, r.job_id, e.job_key, r.last_error, r.error_class
+), kept AS (
+    INSERT INTO run_attempts (run_id, attempt, started_at, ended_at, outcome, error,
+                              error_class, worker)
+    SELECT e.run_id, e.attempt, e.started_at, e.lease_expires_at, 'lease_expired',
+           d.last_error, d.error_class, e.lease_owner
+    FROM expired AS e JOIN done AS d ON d.run_id = e.run_id
+    WHERE d.status = 'queued'
+), counted AS (
+    -- the jobs' rows locked in id order: two passes counting the same jobs cannot deadlock
+    SELECT j.id, c.fires FROM jobs AS j
+    JOIN (SELECT job_id, count(*) AS fires FROM done WHERE status = 'dead' GROUP BY job_id) AS c
+      ON c.job_id = j.id
+    ORDER BY j.id
+    FOR UPDATE OF j
+), failing AS (
+    UPDATE jobs AS j SET failing_fires = j.failing_fires + counted.fires
+    FROM counted WHERE j.id = counted.id
 )
-UPDATE runs AS r
-SET status = CASE WHEN e.last OR e.capped THEN 'dead' ELSE 'queued' END,
-    available_at = clock.now, updated_at = clock.now,
-    finished_at = CASE WHEN e.last OR e.capped THEN clock.now END,
-    lease_used = e.used,
-    last_error = CASE
-        WHEN e.capped AND NOT e.last
-        THEN 'lease time cap reached: leased ' || date_trunc('second', e.used)::text
-             || ' in all; last worker ' || coalesce(r.lease_owner, '?')
-        ELSE 'lease expired: worker ' || coalesce(r.lease_owner, '?') || ' was lost' END,
-    error_class = CASE WHEN e.capped AND NOT e.last THEN 'LeaseCapReached'
-                       ELSE 'LeaseExpired' END,
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-FROM expired e, clock
-WHERE r.run_id = e.run_id
-RETURNING r.run_id, r.status, r.job_id, e.job_key, r.last_error;
+SELECT run_id, status, job_id, job_key, last_error FROM done;
 
 -- name: run_status
 SELECT status FROM runs WHERE run_id = %(run_id)s;
