@@ -58,13 +58,12 @@ def checked(kind: str, name: str) -> tuple[Kind, str]:
     raise InvalidJob(f"expected kind rate_limit or host, got {kind!r}", field="kind")
 
 
-def hold(conn: psycopg.Connection[Any], tenant_id: int, kind: str, name: str, *,
-         actor: str = "") -> bool:
+def hold(conn: psycopg.Connection[Any], tenant_id: int, kind: str, name: str) -> bool:
     """Hold the tenant's runs of ``name``; False if it was held already (nothing changes)."""
     kind, name = checked(kind, name)
     with conn.transaction():
         row = conn.execute(Q.insert_hold, {"tenant_id": tenant_id, "kind": kind,
-                                           "name": name, "actor": actor}).fetchone()
+                                           "name": name}).fetchone()
         if row is not None:
             record_summary(conn, tenant_id, f"{kind}.pause", name, {"held": True})
     return row is not None

@@ -25,6 +25,7 @@ from crondepot.api.schemas import (
     JobPatch,
     TriggerResult,
 )
+from crondepot.bulk import parse_label
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
     JobFilter,
@@ -77,9 +78,14 @@ def list_(who: Reader, conn: Conn,
           priority: Annotated[str | None, Query(pattern="^(urgent|normal|bulk)$")] = None,
           paused: bool | None = None, active: bool | None = None,
           key_prefix: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+          label: Annotated[list[str] | None, Query(
+              max_length=16, description="key=value: jobs with this label (repeat: all of "
+                                         "them)", examples=["bank=42"])] = None,
           ) -> JSONResponse:
     after = _cursor(cursor)
-    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
+    labels = dict(parse_label(text) for text in label or ())
+    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix,
+                      labels=labels or None)
     jobs = list_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1)
     page = jobs[:limit]
     next_cursor = str(page[-1].id) if len(jobs) > limit else None

@@ -1,7 +1,9 @@
 -- name: insert_hold
--- A new hold (holds.py); an existing one is left as it was (no row returned).
+-- A new hold (holds.py); an existing one is left as it was (no row returned). created_by is
+-- the session's actor (audit.py: the API's token, the CLI's user).
 INSERT INTO holds (tenant_id, kind, name, created_by)
-VALUES (%(tenant_id)s::bigint, %(kind)s::text, %(name)s::text, %(actor)s::text)
+VALUES (%(tenant_id)s::bigint, %(kind)s::text, %(name)s::text,
+        coalesce(current_setting('crondepot.actor', true), ''))
 ON CONFLICT (tenant_id, kind, name) DO NOTHING
 RETURNING name;
 
