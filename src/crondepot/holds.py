@@ -31,11 +31,17 @@ HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9_.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hold:
+    tenant: str             # its name
     kind: str
     name: str
     created_at: datetime
     created_by: str
     queued: int             # queued runs it holds now
+
+    def document(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "kind": self.kind, "name": self.name,
+                "queued": self.queued, "created_at": self.created_at.isoformat(),
+                "created_by": self.created_by}
 
 
 def checked_host(host: str) -> str:

@@ -142,3 +142,20 @@ def test_limits_and_hosts_pause_and_resume(db_url: str, jobs: tuple[int, list[in
     assert "no holds" in crondepot(db_url, "hosts", "holds").stdout
     bad = crondepot(db_url, "hosts", "pause", "a/b")
     assert bad.returncode == 2 and "expected host" in bad.stderr
+
+
+def test_status_shows_the_holds_and_the_runs_they_hold(db_url: str,
+                                                       conn: psycopg.Connection[Any],
+                                                       jobs: tuple[int, list[int]]) -> None:
+    from crondepot.scheduler.tick import tick
+    conn.execute("UPDATE jobs SET next_run_at = now() - interval '1 minute', "
+                 "next_nominal_at = now() - interval '1 minute'")
+    tick(conn, batch=100)
+    assert crondepot(db_url, "hosts", "pause", "sms.example.com").returncode == 0
+    done = crondepot(db_url, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    (held,) = json.loads(done.stdout)["holds"]
+    assert (held["tenant"], held["kind"], held["name"], held["queued"]) == (
+        "bank42", "host", "sms.example.com", 3)
+    done = crondepot(db_url, "status")
+    assert "host sms.example.com of bank42: 3 queued runs" in done.stdout

@@ -77,9 +77,7 @@ def run_list(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         found = holds.list_holds(conn, tenant_id(conn, args.tenant))
     if args.json:
-        print_json({"items": [{"kind": h.kind, "name": h.name, "queued": h.queued,
-                               "created_at": h.created_at.isoformat(),
-                               "created_by": h.created_by} for h in found]})
+        print_json({"items": [h.document() for h in found]})
         return 0
     if not found:
         print("no holds")

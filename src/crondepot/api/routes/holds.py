@@ -47,8 +47,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {200: {"model": HoldChange},
             responses={200: {"model": HoldList}, **problems(401, 429)})
 def list_(who: Reader, conn: Conn) -> JSONResponse:
     return JSONResponse({"items": [
-        {"kind": h.kind, "name": h.name, "created_at": h.created_at.isoformat(),
-         "created_by": h.created_by, "queued": h.queued}
+        {k: v for k, v in h.document().items() if k != "tenant"}
         for h in holds.list_holds(conn, who.tenant_id)]})
 
 
