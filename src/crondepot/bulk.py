@@ -118,6 +118,12 @@ def parse_label(text: str) -> tuple[str, str]:
     return key, value
 
 
+def parse_labels(text: str) -> dict[str, str] | None:
+    """``bank=42, kind=emi`` (the console's label box) as labels; None for none."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    return dict(parse_label(part) for part in parts) or None
+
+
 def preview(conn: psycopg.Connection[Any], tenant_id: int, action: Action,
             where: BulkFilter, *, sample: int = SAMPLE) -> Preview:
     """What ``apply`` would change now (a dry run): a count and the first keys."""
