@@ -159,3 +159,20 @@ def test_status_shows_the_holds_and_the_runs_they_hold(db_url: str,
         "bank42", "host", "sms.example.com", 3)
     done = crondepot(db_url, "status")
     assert "host sms.example.com of bank42: 3 queued runs" in done.stdout
+
+
+def test_jobs_add_file_takes_labels_and_show_prints_them(db_url: str, tmp_path: Any,
+                                                         jobs: tuple[int, list[int]]) -> None:
+    doc = tmp_path / "job.json"
+    doc.write_text(json.dumps({"key": "filed", "cron": "0 9 * * *", "tz": "UTC",
+                               "target": SMS, "labels": {"bank": "42", "kind": "emi"}}))
+    added = crondepot(db_url, "jobs", "add", "--file", str(doc), "--json")
+    assert added.returncode == 0, added.stderr
+    job_id = str(json.loads(added.stdout)["id"])
+    assert json.loads(added.stdout)["labels"] == {"bank": "42", "kind": "emi"}
+    shown = crondepot(db_url, "jobs", "show", job_id)
+    assert "labels      bank=42, kind=emi" in shown.stdout
+    doc.write_text(json.dumps({"cron": "0 9 * * *", "tz": "UTC", "target": SMS,
+                               "labels": {"bank": "4 2"}}))
+    bad = crondepot(db_url, "jobs", "add", "--file", str(doc))
+    assert bad.returncode == 2 and "labels.bank" in bad.stderr

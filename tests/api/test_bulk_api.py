@@ -112,3 +112,30 @@ def test_holds_on_a_limit_and_a_host_are_per_tenant(
     assert client.post("/v1/limits/sms-gateway/resume", headers=h).json()["changed"] is True
     assert client.post("/v1/hosts/a:b/pause", headers=h).status_code == 422
     assert client.post("/v1/limits/Bad%20Name/pause", headers=h).status_code == 422
+
+
+@pytest.mark.parametrize("lines", [3, 150])      # one INSERT, and the COPY path (>= 100)
+def test_an_import_stores_labels_and_a_bulk_action_finds_them(
+        client: TestClient, h: dict[str, str], lines: int) -> None:
+    import json
+    body = "\n".join(json.dumps({**EMI, "key": f"imp:{i}", "labels": {"batch": "7"}})
+                     for i in range(lines))
+    response = client.post("/v1/import", content=body.encode(),
+                           headers={**h, "Content-Type": "application/x-ndjson"})
+    assert response.status_code == 200, response.text
+    listed = client.get("/v1/jobs?label=batch=7&limit=1000", headers=h).json()["items"]
+    assert len(listed) == lines and listed[0]["labels"] == {"batch": "7"}
+    dry = client.post("/v1/jobs/bulk/cancel", json={"labels": {"batch": "7"}, "dry_run": True},
+                      headers=h)
+    assert dry.json()["count"] == lines
+
+
+def test_bulk_actions_are_audited_per_job_and_summarised(
+        client: TestClient, h: dict[str, str]) -> None:
+    a = _add(client, h, "emi:a", labels={"bank": "42"})
+    client.post("/v1/jobs/bulk/pause", json={"labels": {"bank": "42"}}, headers=h)
+    items = client.get("/v1/audit", headers=h).json()["items"]
+    actions = [(i["action"], i["subject"]) for i in items]
+    assert ("job.pause", str(a)) in actions
+    summary = next(i for i in items if i["action"] == "job.bulk_pause")
+    assert summary["after"] == {"filter": {"labels": {"bank": "42"}}, "changed": 1}
