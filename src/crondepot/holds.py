@@ -24,9 +24,9 @@ from crondepot.errors import InvalidJob
 from crondepot.job.fields import LIMIT_NAME
 
 Kind = Literal["rate_limit", "host"]
-# A host as crondepot_host_of (functions/host_of.sql) reads it from a URL: a
-# lowercase name or address, or an IPv6 address in brackets.
-HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9_.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\]")
+# A host as crondepot_host_of (functions/host_of.sql) reads it from a URL: a name or
+# address, or an IPv6 address in brackets; compared lowercase.
+HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,11 +46,10 @@ class Hold:
 
 def checked_host(host: str) -> str:
     """A host as the claim compares it (lowercase), or InvalidJob naming ``host``."""
-    name = host.strip().lower()
-    if not HOST_NAME.fullmatch(name):
+    if not HOST_NAME.fullmatch(host):
         raise InvalidJob(f"expected host to be a host name like sms.example.com (no scheme, "
                          f"port or path), got {host!r}", field="host")
-    return name
+    return host.lower()
 
 
 def checked(kind: str, name: str) -> tuple[Kind, str]:

@@ -7,37 +7,76 @@ read as ``/v1/jobs/{job_id}/pause`` with a job id of "bulk".
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from crondepot import bulk
 from crondepot.api.auth import Conn, Writer
 from crondepot.api.openapi import problems, request_body
 from crondepot.bulk import Action, BulkFilter
+from crondepot.holds import HOST_NAME
+from crondepot.job import fields as F
+from crondepot.job.schema import field_schema
+from crondepot.job.spec import PRIORITIES
 
 router = APIRouter(prefix="/v1/jobs/bulk", tags=["jobs"])
 
 GATEWAY_DOWN = {"rate_limit": "sms-gateway", "labels": {"bank": "42"}, "dry_run": True}
 
 
+def request_schema() -> dict[str, Any]:
+    """BulkRequest's JSON Schema, written out: each criterion may be absent or null, and at
+    least one must be given (a non-empty string, or labels with one label at least), which
+    the generated schema of the model could not say."""
+    criteria: dict[str, Any] = {
+        "key_prefix": {"type": "string", "minLength": 1, "maxLength": 200,
+                       "description": "jobs whose key begins with this"},
+        "labels": {**field_schema(F.LABELS), "description": "jobs that carry every one of "
+                                                             "these labels"},
+        "host": {"type": "string", "pattern": f"^(?:{HOST_NAME.pattern})$",
+                 "description": "jobs whose http target calls this host (compared "
+                                "lowercase)"},
+        "rate_limit": {"type": "string", "pattern": f"^(?:{F.LIMIT_NAME.pattern})$",
+                       "description": "jobs that use this rate limit"},
+        "priority": {"type": "string", "enum": list(PRIORITIES)},
+    }
+    for schema in criteria.values():
+        schema.pop("default", None)
+    properties: dict[str, Any] = {name: {"anyOf": [schema, {"type": "null"}]}
+                  for name, schema in criteria.items()}
+    properties["dry_run"] = {"type": "boolean", "default": False,
+                             "description": "count the jobs (and list a few keys); change "
+                                            "nothing"}
+    given = {"labels": {"type": "object", "minProperties": 1}}
+    return {"title": "BulkRequest", "type": "object", "properties": properties,
+            "additionalProperties": False,
+            "description": "Which jobs: every criterion given must hold; at least one is "
+                           "required.",
+            "anyOf": [{"required": [name],
+                       "properties": {name: given.get(name, {"type": "string"})}}
+                      for name in criteria]}
+
+
 class BulkRequest(BaseModel):
-    """Which jobs: every criterion given must hold (at least one is required)."""
+    """Which jobs (see request_schema); the criteria are checked by BulkFilter.checked."""
 
     model_config = ConfigDict(extra="forbid")
-    key_prefix: str | None = Field(None, min_length=1, max_length=200,
-                                   description="jobs whose key begins with this")
-    labels: dict[str, str] | None = Field(None, description="jobs that carry every one of "
-                                                            "these labels")
-    host: str | None = Field(None, max_length=253,
-                             description="jobs whose http target calls this host")
-    rate_limit: str | None = Field(None, max_length=63,
-                                   description="jobs that use this rate limit")
+    key_prefix: str | None = Field(None, min_length=1, max_length=200)
+    labels: dict[str, str] | None = None
+    host: str | None = None
+    rate_limit: str | None = None
     priority: Literal["urgent", "normal", "bulk"] | None = None
-    dry_run: bool = Field(False, description="count the jobs (and list a few keys); change "
-                                             "nothing")
+    dry_run: bool = False
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return request_schema()
 
 
 class BulkResult(BaseModel):

@@ -26,6 +26,7 @@ from crondepot.api.schemas import (
     TriggerResult,
 )
 from crondepot.bulk import parse_label
+from crondepot.job import fields as F
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
     JobFilter,
@@ -41,6 +42,7 @@ from crondepot.job.store import (
 )
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+LABEL_FILTER = f"^(?:{F.LABEL_KEY.pattern})=(?:{F.LABEL_VALUE.pattern})$"
 Body = Annotated[Any, Depends(json_body)]
 MAX_JOB_ID = MAX_BIGINT
 
@@ -80,10 +82,15 @@ def list_(who: Reader, conn: Conn,
           key_prefix: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
           label: Annotated[list[str] | None, Query(
               max_length=16, description="key=value: jobs with this label (repeat: all of "
-                                         "them)", examples=["bank=42"])] = None,
+                                         "them)", examples=["bank=42"],
+              json_schema_extra={"items": {"type": "string", "pattern": LABEL_FILTER}})
+          ] = None,
           ) -> JSONResponse:
     after = _cursor(cursor)
-    labels = dict(parse_label(text) for text in label or ())
+    labels: dict[str, str] = {}
+    for key, value in map(parse_label, label or ()):
+        if labels.setdefault(key, value) != value:       # bank=42 and bank=7: no job has both
+            return JSONResponse({"items": [], "next_cursor": None})
     where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix,
                       labels=labels or None)
     jobs = list_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1)
