@@ -71,7 +71,7 @@ class BulkRequest(BaseModel):
     host: str | None = None
     rate_limit: str | None = None
     priority: Literal["urgent", "normal", "bulk"] | None = None
-    dry_run: bool = False
+    dry_run: bool = Field(False, strict=True)   # not "true" or 1: the schema says boolean
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
