@@ -110,6 +110,11 @@ def test_holds_on_a_limit_and_a_host_are_per_tenant(
         ("host", "hooks.example.com", 0), ("rate_limit", "sms-gateway", 0)]
     assert client.get("/v1/holds", headers=other).json()["items"] == []
     assert client.post("/v1/limits/sms-gateway/resume", headers=h).json()["changed"] is True
+    audited = [(i["action"], i["subject"]) for i in client.get("/v1/audit", headers=h)
+               .json()["items"]]
+    assert audited[:3] == [("rate_limit.resume", "sms-gateway"),
+                           ("host.pause", "hooks.example.com"),
+                           ("rate_limit.pause", "sms-gateway")]
     assert client.post("/v1/hosts/a:b/pause", headers=h).status_code == 422
     assert client.post("/v1/limits/Bad%20Name/pause", headers=h).status_code == 422
 
