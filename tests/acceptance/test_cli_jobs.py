@@ -397,7 +397,7 @@ def test_import_as_a_process_from_stdin_exits_0_when_every_line_is_good(db_url: 
 def _shape(body: dict[str, Any]) -> None:
     # every tenant's view also says what the latest ledger check found (None: no check yet)
     assert set(body) - {"ledger"} == {"tenant", "queue", "lag", "dead_letter",
-                                      "finished_last_hour"}
+                                      "finished_last_hour", "holds"}
     assert list(body["finished_last_hour"]) == ["succeeded", "failed", "dead", "skipped"]
     assert ("ledger" in body) == (body["tenant"] is None)
     assert list(body["queue"]) == ["urgent", "normal", "bulk"]

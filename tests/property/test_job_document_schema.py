@@ -84,6 +84,13 @@ def from_schema(schema: JsonSchema, path: str = "") -> st.SearchStrategy[Any]:
 
 
 def _object(schema: JsonSchema, keywords: set[str], path: str) -> st.SearchStrategy[Any]:
+    if "propertyNames" in schema:            # labels: a map of names to strings
+        assert keywords == {"type", "maxProperties", "propertyNames",
+                            "additionalProperties"}, keywords
+        return st.dictionaries(_string({"type": "string", **schema["propertyNames"]},
+                                       {"type", *schema["propertyNames"]}),
+                               from_schema(schema["additionalProperties"], f"{path}.*"),
+                               max_size=schema["maxProperties"])
     assert keywords <= {"type", "properties", "required", "additionalProperties"}, keywords
     if "properties" not in schema:          # payload: any JSON object
         return st.dictionaries(st.text(TEXT, max_size=8), _JSON, max_size=4)

@@ -25,7 +25,9 @@ from crondepot.api.openapi import finish, operation_id
 from crondepot.api.routes import (
     audit,
     backfill,
+    bulk,
     deadletter,
+    holds,
     imports,
     jobs,
     ledger,
@@ -130,7 +132,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
-    for module in (jobs, backfill, runs, deadletter, imports, audit, ledger, service,
+    for module in (bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger, service,
                    ratelimits, tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)

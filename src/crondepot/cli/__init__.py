@@ -17,6 +17,7 @@ from crondepot.cli import (
     backfill,
     db,
     dlq,
+    holds,
     importing,
     jobs,
     limits,
@@ -35,7 +36,7 @@ from crondepot.cli.output import fail
 from crondepot.errors import CrondepotError
 
 _GROUPS = (up, migrate, scheduler, worker, api, tenants, jobs, runs, importing, status, dlq,
-           limits, next_fires, verify, backfill, maintenance, db)
+           limits, holds, next_fires, verify, backfill, maintenance, db)
 
 
 def build_parser() -> argparse.ArgumentParser:

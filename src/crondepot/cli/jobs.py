@@ -1,4 +1,4 @@
-"""``crondepot jobs add|list|show|pause|resume|cancel|trigger``: a tenant's jobs.
+"""``crondepot jobs add|list|show|pause|resume|cancel|trigger|bulk``: a tenant's jobs.
 
 The same code as the HTTP API (``crondepot.job.store``): a document is checked by
 ``JobSpec.from_document`` before anything is written, so a bad one changes nothing and the
@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from crondepot import jsontext
+from crondepot.cli import bulk as cli_bulk
 from crondepot.cli.health import health_lines
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
@@ -139,6 +140,7 @@ def register(commands: Any) -> None:
     listing.add_argument("--unhealthy", action="store_true",
                          help="only jobs whose latest failed fires in a row reached their "
                               "alert threshold")
+    cli_bulk.add_label(listing)
     listing.add_argument("--limit", type=int_in(1, 1000, "a limit"), default=100,
                          help="page size, 1 to 1000 (100)")
     listing.add_argument("--cursor", type=_cursor, default=0, metavar="CURSOR",
@@ -158,6 +160,7 @@ def register(commands: Any) -> None:
         changing = _action(actions, name, text)
         changing.add_argument("job_id", type=int, metavar="ID")
         changing.set_defaults(run=run_change, change=name)
+    cli_bulk.register(actions)
 
 
 def _action(actions: Any, name: str, text: str) -> argparse.ArgumentParser:
@@ -191,7 +194,8 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    where = JobFilter(priority=args.priority, paused=args.paused, key_prefix=args.key_prefix)
+    where = JobFilter(priority=args.priority, paused=args.paused, key_prefix=args.key_prefix,
+                      labels=dict(args.label) if args.label else None)
     with operator_connection(args) as conn:
         listed = list_unhealthy_jobs if args.unhealthy else store.list_jobs
         jobs = listed(conn, tenant_id(conn, args.tenant), where, after=args.cursor,
@@ -206,10 +210,12 @@ def run_list(args: argparse.Namespace) -> int:
     table.add_column("key", overflow="fold")
     for column in ("cron", "tz", "priority", "state"):
         table.add_column(column)
+    table.add_column("labels", overflow="fold")
     table.add_column("next run (UTC)", no_wrap=True)
     for job in page:
         table.add_row(str(job.id), job.spec.key or "", job.spec.cron, job.spec.tz,
                       job.spec.priority, state(job),
+                      ",".join(f"{k}={v}" for k, v in job.spec.labels.items()),
                       utc_text(job.next_run_at) if job.active and not job.paused else "-")
     console().print(table)
     if next_cursor is not None:
@@ -244,6 +250,8 @@ def run_show(args: argparse.Namespace) -> int:
                                 + (f" on key {spec.spread_key!r}" if spec.spread_key else "")))
     if spec.rate_limit:
         lines.append(("rate limit", spec.rate_limit))
+    if spec.labels:
+        lines.append(("labels", ", ".join(f"{k}={v}" for k, v in spec.labels.items())))
     payload = json.dumps(spec.payload)
     lines.append(("payload", payload if len(payload) <= 200 else payload[:197] + "..."))
     lines.append(("next run", utc_text(job.next_run_at) if job.active and not job.paused else "-"))

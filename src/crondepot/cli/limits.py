@@ -1,4 +1,4 @@
-"""``crondepot limits set|list``: named rate limits shared by every worker.
+"""``crondepot limits set|list|pause|resume``: named rate limits shared by every worker.
 
 A bucket made here is shared: a tenant's jobs may name it once it is granted to the tenant
 (``crondepot tenants grant TENANT --limit NAME``). A tenant makes buckets of its own with
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from crondepot.cli import holds
 from crondepot.cli.options import add_database, add_json, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.db import Q
@@ -31,6 +32,7 @@ def register(commands: Any) -> None:
     add_database(listing)
     add_json(listing)
     listing.set_defaults(run=run_list)
+    holds.register_limits(actions)
 
 
 def run_set(args: argparse.Namespace) -> int:

@@ -4,7 +4,8 @@ Queue depth and the age of the oldest ready run per priority, start lag p50/p99 
 five minutes, runs that ended in the last hour by outcome (succeeded, failed, dead, skipped;
 ``crondepot runs list --status failed --since 1h`` lists them), and the dead-letter size:
 the HTTP API's stats, of one tenant or of all of them; for all of them also the latest
-ledger check (is every fire accounted for?).
+ledger check (is every fire accounted for?), and the active holds (``limits pause``,
+``hosts pause``) with the queued runs each holds.
 ``--watch`` redraws every ``--interval`` seconds until Ctrl-C (with ``--json``: one JSON
 object per line).
 """
@@ -26,6 +27,7 @@ from crondepot.cli.jobs import console
 from crondepot.cli.options import add_database, add_json, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
+from crondepot.holds import list_holds
 from crondepot.ledger import latest_check
 
 
@@ -46,14 +48,21 @@ def read_status(conn: psycopg.Connection[Any], tenant: str | None) -> dict[str, 
     from crondepot.api.reads import all_tenants_stats, stats  # crondepot.api loads FastAPI
 
     if tenant:
-        return {"tenant": tenant, **stats(conn, tenant_id(conn, tenant))}
+        tenant_of = tenant_id(conn, tenant)
+        return {"tenant": tenant, **stats(conn, tenant_of), "holds": _holds(conn, tenant_of)}
     check = latest_check(conn)
     ledger = None if check is None else {
         "checked_at": check.checked_at.isoformat(), "since": check.since.isoformat(),
         "until": check.until.isoformat(), "fires": check.fires,
         "unaccounted": check.unaccounted, "duplicated": check.duplicated,
         "pending": check.pending}
-    return {"tenant": None, **all_tenants_stats(conn), "ledger": ledger}
+    return {"tenant": None, **all_tenants_stats(conn), "ledger": ledger,
+            "holds": _holds(conn, None)}
+
+
+def _holds(conn: psycopg.Connection[Any], tenant: int | None) -> list[dict[str, Any]]:
+    """Active holds (crondepot.holds) and the queued runs each holds."""
+    return [h.document() for h in list_holds(conn, tenant)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,6 +125,10 @@ def render(data: dict[str, Any]) -> Group:
     summary.add_row("dead letter", Text(f"{dead:,}", style="bold red" if dead else "green"))
     if "ledger" in data:
         summary.add_row("ledger check", _ledger(data["ledger"]))
+    for hold in data.get("holds", ()):
+        noun = "rate limit" if hold["kind"] == "rate_limit" else "host"
+        summary.add_row("held", Text(f"{noun} {hold['name']} of {hold['tenant']}: "
+                                     f"{hold['queued']:,} queued runs", style="yellow"))
     summary.add_row("at", time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     return Group(queue, summary)
 

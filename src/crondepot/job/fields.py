@@ -102,6 +102,10 @@ class Tagged:
 
 LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 HANDLER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+# Labels, Kubernetes-like (issue 17): a filter spells one as key=value, so neither has '='.
+LABEL_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")
+MAX_LABELS = 16
 LOCAL_TIME = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")   # ASCII digits only
 
 # --- the document -------------------------------------------------------------------------
@@ -145,9 +149,15 @@ ALERT_AFTER_FAILURES = Field(
                 "crondepot_jobs_unhealthy) once this many of its latest fires in a row did "
                 "not succeed; null: the tenant's default (3 unless set)")
 
+LABELS = Field(path="labels", type="object", default={},
+               description="names for filters and bulk actions, like {\"bank\": \"42\"}: "
+                           "at most 16; a key is 1-63 letters, digits, '_', '.', '-' or '/', "
+                           "beginning and ending with a letter or digit; a value is the same "
+                           "without '/', or empty (as Kubernetes labels)")
+
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, LEASE_SECONDS, RATE_LIMIT,
-                               ACTIVE, ALERT_AFTER_FAILURES)
+                               ACTIVE, LABELS, ALERT_AFTER_FAILURES)
 REQUIRED: tuple[str, ...] = ("cron", "tz", "target")
 # Fields a PATCH may not change (cancel with DELETE; a key names the job for good).
 NOT_PATCHABLE: tuple[str, ...] = ("key", "active")

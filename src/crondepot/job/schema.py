@@ -58,6 +58,12 @@ def field_schema(field: Field) -> JsonSchema:
         schema = _tagged(F.MISFIRES)
     elif field is F.SPREAD:
         schema = _object(F.SPREAD_FIELDS, (), title="Spread")
+    elif field is F.LABELS:
+        schema = {"type": "object", "maxProperties": F.MAX_LABELS,
+                  "propertyNames": {"pattern": f"^(?:{F.LABEL_KEY.pattern})$"},
+                  "additionalProperties": {"type": "string",
+                                           "pattern": f"^(?:{F.LABEL_VALUE.pattern})$"},
+                  "examples": [{"bank": "42", "product": "emi"}]}
     else:
         schema = _leaf(field)
     if field is F.URL:

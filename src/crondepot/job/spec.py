@@ -81,6 +81,7 @@ class JobSpec:
     lease_seconds: int = F.LEASE_SECONDS.default
     rate_limit: str | None = None
     active: bool = F.ACTIVE.default
+    labels: dict[str, str] = field(default_factory=dict)
     alert_after_failures: int | None = None
 
     @classmethod
@@ -122,6 +123,7 @@ def _parse(doc: Any) -> JobSpec:
         lease_seconds=_int(doc, F.LEASE_SECONDS),
         rate_limit=_rate_limit(doc.get("rate_limit")),
         active=_bool(doc, F.ACTIVE),
+        labels=labels(doc.get("labels")),
         alert_after_failures=None if doc.get("alert_after_failures") is None
         else _int(doc, F.ALERT_AFTER_FAILURES),
     )
@@ -371,6 +373,26 @@ def _rate_limit(value: Any) -> str | None:
         raise InvalidJob("expected rate_limit to be a limit name (lowercase letters, digits, "
                          f"'.', '_' or '-'), got {json.dumps(value)}", field="rate_limit")
     return str(value)
+
+
+def labels(value: Any) -> dict[str, str]:
+    """The labels of a document (issue 17), checked by the field table's patterns."""
+    if value is None:
+        return {}
+    found = _object(value, "labels")
+    if len(found) > F.MAX_LABELS:
+        raise InvalidJob(f"expected at most {F.MAX_LABELS} labels, got {len(found)}",
+                         field="labels")
+    for key, text in found.items():
+        if not F.LABEL_KEY.fullmatch(key):
+            raise InvalidJob("expected a label key of 1-63 letters, digits, '_', '.', '-' or "
+                             "'/' that begins and ends with a letter or digit, got "
+                             f"{json.dumps(key)}", field=f"labels.{key}")
+        if not isinstance(text, str) or not F.LABEL_VALUE.fullmatch(text):
+            raise InvalidJob(f"expected labels.{key} to be empty or 1-63 letters, digits, "
+                             "'_', '.' or '-' that begin and end with a letter or digit, got "
+                             f"{json.dumps(text)}", field=f"labels.{key}")
+    return dict(sorted(found.items()))
 
 
 # -- text PostgreSQL can store, and bounded nesting ---------------------------------------

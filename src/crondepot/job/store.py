@@ -143,10 +143,11 @@ Row = tuple[Any, ...]
 _COLUMNS = ("ids", "tenant_ids", "keys", "crons", "tzs", "next_run_ats", "next_nominal_ats",
             "priorities", "actives", "targets", "payloads", "misfire_policies",
             "misfire_seconds", "misfire_untils", "catchups", "max_catchups", "spread_seconds",
-            "spread_keys", "max_attempts", "lease_seconds", "rate_limits", "alert_afters")
+            "spread_keys", "max_attempts", "lease_seconds", "rate_limits", "labels",
+            "alert_afters")
 _COPY_TYPES = ("int8", "int8", "text", "text", "text", "timestamptz", "timestamptz", "text",
                "bool", "jsonb", "jsonb", "text", "int4", "time", "text", "int4", "int4", "text",
-               "int4", "int4", "text", "int4", "timestamptz")
+               "int4", "int4", "text", "jsonb", "int4", "timestamptz")
 
 
 def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
@@ -157,7 +158,7 @@ def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
              Jsonb(s.target, jsontext.dumps), Jsonb(s.payload, jsontext.dumps),
              s.misfire.policy, s.misfire.seconds, s.misfire.until, s.catchup, s.max_catchup,
              s.spread_seconds, s.spread_key, s.max_attempts, s.lease_seconds, s.rate_limit,
-             s.alert_after_failures)
+             Jsonb(s.labels, jsontext.dumps), s.alert_after_failures)
             for s, job_id, first in zip(specs, ids, firsts, strict=True)]
 
 
@@ -202,6 +203,7 @@ class JobFilter:
     paused: bool | None = None
     active: bool | None = None
     key_prefix: str | None = None
+    labels: dict[str, str] | None = None      # every one must match (containment)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,7 +219,7 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
         "target": spec.target, "payload": spec.payload, "misfire": spec.misfire.document(),
         "catchup": spec.catchup, "max_catchup": spec.max_catchup,
         "max_attempts": spec.max_attempts, "lease_seconds": spec.lease_seconds,
-        "rate_limit": spec.rate_limit, "active": spec.active,
+        "rate_limit": spec.rate_limit, "active": spec.active, "labels": spec.labels,
         "alert_after_failures": spec.alert_after_failures,
     }
     if spec.spread_seconds or spec.spread_key is not None:
@@ -275,6 +277,7 @@ def list_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *
     rows = conn.cursor(row_factory=dict_row).execute(Q.list_tenant_jobs, {
         "tenant_id": tenant_id, "after": after, "limit": limit, "priority": where.priority,
         "paused": where.paused, "active": where.active, "key_prefix": where.key_prefix,
+        "labels": Jsonb(where.labels) if where.labels else None,
     }).fetchall()
     return [_stored(row) for row in rows]
 
@@ -367,6 +370,14 @@ def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
     job's catch-up and misfire rules, with its due time as it was (spread included, even if
     still ahead); or ``skipped``/``paused`` for a paused job. The caller then moves the job
     on from ``now``. Returns the runs written (a repeated run id is left as it was)."""
+    runs = owed_runs(job, now)
+    if runs:
+        insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
+    return runs
+
+
+def owed_runs(job: StoredJob, now: datetime) -> list[PlannedRun]:
+    """The runs ``_settle`` writes for ``job`` (bulk actions write many jobs' at once)."""
     if job.next_nominal_at is None or job.next_run_at is None or job.next_nominal_at > now:
         return []
     due_job = _due_job(job)
@@ -390,7 +401,6 @@ def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
                 for fire in _fires_through(timetable, job.next_nominal_at, now)]
     else:
         runs = plan(due_job, now, next_fire, owed=True).runs
-    insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
     return runs
 
 
@@ -482,7 +492,7 @@ def _stored(row: dict[str, Any]) -> StoredJob:
         catchup=row["catchup"], max_catchup=row["max_catchup"],
         spread_seconds=row["spread_seconds"], spread_key=row["spread_key"],
         max_attempts=row["max_attempts"], lease_seconds=row["lease_seconds"],
-        rate_limit=row["rate_limit"], active=row["active"],
+        rate_limit=row["rate_limit"], active=row["active"], labels=row["labels"],
         alert_after_failures=row["alert_after_failures"],
     )
     return StoredJob(id=row["id"], spec=spec, paused=row["paused"],
@@ -501,6 +511,7 @@ def _document_params(spec: JobSpec) -> dict[str, Any]:
         "max_catchup": spec.max_catchup, "spread_seconds": spec.spread_seconds,
         "spread_key": spec.spread_key, "max_attempts": spec.max_attempts,
         "lease_seconds": spec.lease_seconds, "rate_limit": spec.rate_limit,
+        "labels": Jsonb(spec.labels),
         "alert_after_failures": spec.alert_after_failures,
     }
 

@@ -4,6 +4,17 @@
 functions as the API and the CLI.
 """
 
-from crondepot.api.console.routes import install, router
+from fastapi import FastAPI
+
+from crondepot.api.console import bulk
+from crondepot.api.console.routes import install as _install_pages
+from crondepot.api.console.routes import router
+
+
+def install(app: FastAPI) -> None:
+    """Mount the console: the bulk form first (``/console/jobs/bulk`` is not a job id)."""
+    app.include_router(bulk.router)
+    _install_pages(app)
+
 
 __all__ = ["install", "router"]

@@ -46,9 +46,13 @@ from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
 from crondepot.api.reads import RUN_STATES, RunFilter, decode_run_cursor, get_run, runs_page
 from crondepot.attempts import run_attempts
+from crondepot.bulk import ACTIONS as ACTIONS_BY_FILTER
+from crondepot.bulk import parse_labels
 from crondepot.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline
 from crondepot.deadletter import replay as replay_dead
 from crondepot.deadletter import retry as retry_run
+from crondepot.errors import InvalidJob
+from crondepot.holds import list_holds
 from crondepot.job.store import (
     JobCancelled,
     JobFilter,
@@ -213,7 +217,16 @@ def logout(request: Request, conn: Conn, form: Form) -> Response:
 def overview(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
     data = views.overview(conn, current.who.tenant_id)
-    return _page(request, current, "overview.html", nav="overview", **data)
+    return _page(request, current, "overview.html", nav="overview",
+                 holds=list_holds(conn, current.who.tenant_id), **data)
+
+
+def _bulk_notice(query: Any) -> str | None:
+    """The notice after a bulk action (console/bulk.py redirects with ``bulk=pause:123``)."""
+    action, _, count = str(query.get("bulk", "")).partition(":")
+    if action in ACTIONS_BY_FILTER and count.isdigit():
+        return f"{action}: {int(count)} job(s) changed."
+    return None
 
 
 @router.get("/jobs")
@@ -225,17 +238,25 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
     paused = {"yes": True, "no": False}.get(q.get("paused", ""))
     active = {"yes": True, "no": False}.get(q.get("active", "yes"))
     after = bigint_or_none(q.get("after", "")) or 0
-    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
+    label = q.get("label", "").strip()[:500]
+    try:
+        labels = parse_labels(label)
+    except InvalidJob as exc:
+        raise ConsoleError(422, "Invalid filter", f"{exc.field}: {exc}",
+                           session=current) from None
+    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix,
+                      labels=labels)
     unhealthy = q.get("health") == "unhealthy"
     rows, next_after = views.jobs_page(conn, current.who.tenant_id, where, after=after,
                                        limit=50, unhealthy=unhealthy)
     filters = {"key_prefix": key_prefix or "", "priority": priority or "",
                "paused": q.get("paused", ""), "active": q.get("active", "yes"),
-               "health": "unhealthy" if unhealthy else ""}
+               "health": "unhealthy" if unhealthy else "",
+               "label": label}
     next_url = f"{PATH}/jobs?" + urlencode({**filters, "after": next_after}) \
         if next_after else None
     return _page(request, current, "jobs.html", nav="jobs", rows=rows, filters=filters,
-                 next_url=next_url, back=str(request.url.path) + (
+                 next_url=next_url, bulk_notice=_bulk_notice(q), back=str(request.url.path) + (
                      "?" + request.url.query if request.url.query else ""))
 
 

@@ -26,7 +26,9 @@ from crondepot.api.schemas import (
     JobWithHealth,
     TriggerResult,
 )
+from crondepot.bulk import parse_label
 from crondepot.health import job_health, list_unhealthy_jobs
+from crondepot.job import fields as F
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
     JobFilter,
@@ -42,6 +44,7 @@ from crondepot.job.store import (
 )
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+LABEL_FILTER = f"^(?:{F.LABEL_KEY.pattern})=(?:{F.LABEL_VALUE.pattern})$"
 Body = Annotated[Any, Depends(json_body)]
 MAX_JOB_ID = MAX_BIGINT
 
@@ -82,9 +85,19 @@ def list_(who: Reader, conn: Conn,
           unhealthy: Annotated[bool | None, Query(
               description="true: only jobs whose latest failed fires in a row reached "
                           "their alert threshold (see the job's health)")] = None,
+          label: Annotated[list[str] | None, Query(
+              max_length=16, description="key=value: jobs with this label (repeat: all of "
+                                         "them)", examples=["bank=42"],
+              json_schema_extra={"items": {"type": "string", "pattern": LABEL_FILTER}})
+          ] = None,
           ) -> JSONResponse:
     after = _cursor(cursor)
-    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix)
+    labels: dict[str, str] = {}
+    for key, value in map(parse_label, label or ()):
+        if labels.setdefault(key, value) != value:       # bank=42 and bank=7: no job has both
+            return JSONResponse({"items": [], "next_cursor": None})
+    where = JobFilter(priority=priority, paused=paused, active=active, key_prefix=key_prefix,
+                      labels=labels or None)
     jobs = list_unhealthy_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1) \
         if unhealthy else list_jobs(conn, who.tenant_id, where, after=after, limit=limit + 1)
     page = jobs[:limit]

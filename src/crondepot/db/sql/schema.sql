@@ -66,6 +66,7 @@ CREATE TABLE public.jobs (
     cancelled_at timestamp with time zone,
     version integer DEFAULT 1 NOT NULL,
     timetable_since timestamp with time zone,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     failing_fires integer DEFAULT 0 NOT NULL,
     alert_after_failures integer,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
@@ -74,6 +75,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_check1 CHECK (((misfire_policy <> 'skip_after_local_time'::text) OR (misfire_until IS NOT NULL))),
     CONSTRAINT jobs_check2 CHECK (((next_run_at IS NULL) = (next_nominal_at IS NULL))),
     CONSTRAINT jobs_key_check CHECK (((length(key) >= 1) AND (length(key) <= 200))),
+    CONSTRAINT jobs_labels_check CHECK ((jsonb_typeof(labels) = 'object'::text)),
     CONSTRAINT jobs_lease_seconds_check CHECK (((lease_seconds >= 5) AND (lease_seconds <= 43200))),
     CONSTRAINT jobs_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT jobs_max_catchup_check CHECK (((max_catchup >= 1) AND (max_catchup <= 100000))),
@@ -185,10 +187,10 @@ BEGIN
 END $$;
 
 --
--- Name: crondepot_claim_fair(text, bigint[], integer, timestamp with time zone, text[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: crondepot_claim_fair(text, bigint[], integer, timestamp with time zone, text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.crondepot_claim_fair(p_priority text, p_tenants bigint[], p_want integer, p_clock timestamp with time zone, p_taken text[]) RETURNS text[]
+CREATE FUNCTION public.crondepot_claim_fair(p_priority text, p_tenants bigint[], p_want integer, p_clock timestamp with time zone, p_taken text[], p_held bigint[] DEFAULT NULL::bigint[]) RETURNS text[]
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -230,6 +232,8 @@ BEGIN
               AND r.tenant_id = s.tenant_id AND r.available_at <= p_clock
               AND r.run_id <> ALL (p_taken) AND r.run_id <> ALL (got)
               AND NOT coalesce(r.deadline_at < p_clock, false)   -- never a late run
+              AND (p_held IS NULL OR r.tenant_id <> ALL (p_held)
+                   OR NOT crondepot_run_held(r.tenant_id, r.job_id))
             ORDER BY r.available_at
             LIMIT s.n
             FOR UPDATE SKIP LOCKED) AS q
@@ -282,7 +286,10 @@ DECLARE
     loan_u   integer;
     loan_b   integer;
     lim      integer;
+    held     bigint[];          -- tenants with a hold (NULL: none)
 BEGIN
+    SELECT array_agg(DISTINCT h.tenant_id) INTO held FROM holds AS h;
+
     -- The (priority, tenant) pairs with a run ready: a loose index scan of runs_queued,
     -- backwards, each step one descent to the previous pair's last (newest) entry. Backwards
     -- because the dead entries of runs claimed moments before sit at the front of each
@@ -343,11 +350,13 @@ BEGIN
                   WHERE r.status = 'queued' AND r.priority = queues[i]
                     AND r.tenant_id = ready[1] AND r.available_at <= clock
                     AND NOT coalesce(r.deadline_at < clock, false)
+                    AND (held IS NULL OR r.tenant_id <> ALL (held)
+                         OR NOT crondepot_run_held(r.tenant_id, r.job_id))
                   ORDER BY r.available_at
                   LIMIT lim
                   FOR UPDATE SKIP LOCKED) AS q;
         ELSE
-            batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken);
+            batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken, held);
         END IF;
         found := cardinality(batch);
         taken := taken || batch;
@@ -396,12 +405,16 @@ BEGIN
                         AND r.tenant_id = ready[1] AND r.available_at <= clock
                         AND r.run_id <> ALL (taken)
                         AND NOT coalesce(r.deadline_at < clock, false)
+                        AND (held IS NULL OR r.tenant_id <> ALL (held)
+                             OR NOT crondepot_run_held(r.tenant_id, r.job_id))
+                    AND (held IS NULL OR r.tenant_id <> ALL (held)
+                         OR NOT crondepot_run_held(r.tenant_id, r.job_id))
                       ORDER BY r.available_at
                       LIMIT wanted[borrower]
                       FOR UPDATE SKIP LOCKED) AS q;
             ELSE
                 batch := crondepot_claim_fair(queues[borrower], ready, wanted[borrower],
-                                              clock, taken);
+                                              clock, taken, held);
             END IF;
             taken := taken || batch;
             found := cardinality(batch);
@@ -467,6 +480,17 @@ BEGIN
 END $$;
 
 --
+-- Name: crondepot_host_of(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_host_of(p_target jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT lower(substring(p_target ->> 'url'
+                           FROM '^[A-Za-z][A-Za-z0-9+.-]*://(\[[^]]*\]|[^:/?#]+)'))
+$$;
+
+--
 -- Name: crondepot_record_successes(jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -509,6 +533,22 @@ BEGIN
     )
     SELECT done.run_id FROM done;
 END
+$$;
+
+--
+-- Name: crondepot_run_held(bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_run_held(p_tenant_id bigint, p_job_id bigint) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT EXISTS (
+        SELECT FROM jobs AS j
+        JOIN holds AS h
+          ON h.tenant_id = p_tenant_id
+         AND ((h.kind = 'rate_limit' AND h.name = j.rate_limit)
+              OR (h.kind = 'host' AND h.name = crondepot_host_of(j.target)))
+        WHERE j.id = p_job_id)
 $$;
 
 --
@@ -616,6 +656,20 @@ CREATE TABLE public.handler_grants (
 );
 
 --
+-- Name: holds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.holds (
+    tenant_id bigint NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text DEFAULT ''::text NOT NULL,
+    CONSTRAINT holds_kind_check CHECK ((kind = ANY (ARRAY['rate_limit'::text, 'host'::text]))),
+    CONSTRAINT holds_name_check CHECK (((length(name) >= 1) AND (length(name) <= 253)))
+);
+
+--
 -- Name: job_inserts; Type: VIEW; Schema: public; Owner: -
 --
 
@@ -641,6 +695,7 @@ CREATE VIEW public.job_inserts AS
     max_attempts,
     lease_seconds,
     rate_limit,
+    labels,
     alert_after_failures,
     created_at
    FROM public.jobs;
@@ -810,6 +865,7 @@ CREATE VIEW public.stored_jobs AS
     cancelled_at,
     version,
     timetable_since,
+    labels,
     alert_after_failures
    FROM public.jobs;
 
@@ -917,6 +973,13 @@ ALTER TABLE ONLY public.handler_grants
     ADD CONSTRAINT handler_grants_pkey PRIMARY KEY (tenant_id, handler);
 
 --
+-- Name: holds holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.holds
+    ADD CONSTRAINT holds_pkey PRIMARY KEY (tenant_id, kind, name);
+
+--
 -- Name: job_timetables job_timetables_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1021,6 +1084,12 @@ CREATE INDEX jobs_due ON public.jobs USING btree (next_run_at) WHERE (active AND
 --
 
 CREATE INDEX jobs_failing ON public.jobs USING btree (tenant_id, id) WHERE (failing_fires > 0);
+
+--
+-- Name: jobs_labels; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_labels ON public.jobs USING gin (labels jsonb_path_ops);
 
 --
 -- Name: run_attempts_run; Type: INDEX; Schema: public; Owner: -
@@ -1162,6 +1231,13 @@ ALTER TABLE ONLY public.console_sessions
 
 ALTER TABLE ONLY public.handler_grants
     ADD CONSTRAINT handler_grants_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE;
+
+--
+-- Name: holds holds_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.holds
+    ADD CONSTRAINT holds_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
 
 --
 -- Name: jobs jobs_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

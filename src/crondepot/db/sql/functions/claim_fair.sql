@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- crondepot_claim_fair: the claim's take from one priority when several tenants have runs
 -- ready in it (functions/claim_runs.sql calls it; design §6 "Tenants", migration 0012).
 -- Locks and returns the ids of up to p_want queued runs of p_priority, ready at p_clock and
@@ -26,7 +26,7 @@
 -- scans), which are repeated here so a plan made by a direct call is the same.
 CREATE OR REPLACE FUNCTION crondepot_claim_fair(p_priority text, p_tenants bigint[],
                                                 p_want integer, p_clock timestamptz,
-                                                p_taken text[])
+                                                p_taken text[], p_held bigint[] DEFAULT NULL)
 RETURNS text[]
 LANGUAGE plpgsql
 SET enable_seqscan = off
@@ -69,6 +69,8 @@ BEGIN
               AND r.tenant_id = s.tenant_id AND r.available_at <= p_clock
               AND r.run_id <> ALL (p_taken) AND r.run_id <> ALL (got)
               AND NOT coalesce(r.deadline_at < p_clock, false)   -- never a late run
+              AND (p_held IS NULL OR r.tenant_id <> ALL (p_held)
+                   OR NOT crondepot_run_held(r.tenant_id, r.job_id))
             ORDER BY r.available_at
             LIMIT s.n
             FOR UPDATE SKIP LOCKED) AS q

@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- crondepot_claim_runs: a worker's claim in one call (queue/claim.py calls it through
 -- queue.sql's claim_runs). This file is the function's one home: `crondepot migrate`
 -- re-applies it whenever its text changes (db/migrations.py, "definitions"); the migrations
@@ -47,6 +47,12 @@
 -- (queue.sql: skip_runs_past_deadline). The result columns are those of the first release:
 -- workers of the previous release keep claiming while a new one migrates.
 --
+-- Holds (issue 17, holds.py, migration 0016): a run whose job's rate limit or target host
+-- its tenant holds is passed over, like a late one. The claim reads the tenants with a hold
+-- once (one probe of the holds table's primary key, empty in the common case); each scan
+-- asks crondepot_run_held only for the runs of those tenants, so without a hold the scans
+-- are the plans they were (the extra condition is a test of a NULL array).
+--
 -- Settings: plans are made once per session, perhaps while runs is nearly empty, and kept
 -- after it has grown; a plan made then would seq-scan it (12 ms a claim over 40,000 runs),
 -- so seq scans are off. With LIMIT from a parameter the plan cache chose a custom plan on
@@ -86,7 +92,10 @@ DECLARE
     loan_u   integer;
     loan_b   integer;
     lim      integer;
+    held     bigint[];          -- tenants with a hold (NULL: none)
 BEGIN
+    SELECT array_agg(DISTINCT h.tenant_id) INTO held FROM holds AS h;
+
     -- The (priority, tenant) pairs with a run ready: a loose index scan of runs_queued,
     -- backwards, each step one descent to the previous pair's last (newest) entry. Backwards
     -- because the dead entries of runs claimed moments before sit at the front of each
@@ -147,11 +156,13 @@ BEGIN
                   WHERE r.status = 'queued' AND r.priority = queues[i]
                     AND r.tenant_id = ready[1] AND r.available_at <= clock
                     AND NOT coalesce(r.deadline_at < clock, false)
+                    AND (held IS NULL OR r.tenant_id <> ALL (held)
+                         OR NOT crondepot_run_held(r.tenant_id, r.job_id))
                   ORDER BY r.available_at
                   LIMIT lim
                   FOR UPDATE SKIP LOCKED) AS q;
         ELSE
-            batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken);
+            batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken, held);
         END IF;
         found := cardinality(batch);
         taken := taken || batch;
@@ -200,12 +211,16 @@ BEGIN
                         AND r.tenant_id = ready[1] AND r.available_at <= clock
                         AND r.run_id <> ALL (taken)
                         AND NOT coalesce(r.deadline_at < clock, false)
+                        AND (held IS NULL OR r.tenant_id <> ALL (held)
+                             OR NOT crondepot_run_held(r.tenant_id, r.job_id))
+                    AND (held IS NULL OR r.tenant_id <> ALL (held)
+                         OR NOT crondepot_run_held(r.tenant_id, r.job_id))
                       ORDER BY r.available_at
                       LIMIT wanted[borrower]
                       FOR UPDATE SKIP LOCKED) AS q;
             ELSE
                 batch := crondepot_claim_fair(queues[borrower], ready, wanted[borrower],
-                                              clock, taken);
+                                              clock, taken, held);
             END IF;
             taken := taken || batch;
             found := cardinality(batch);

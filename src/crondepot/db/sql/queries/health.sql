@@ -43,6 +43,7 @@ WHERE f.tenant_id = %(tenant_id)s::bigint AND f.failing_fires > 0
   AND (%(paused)s::boolean IS NULL OR j.paused = %(paused)s::boolean)
   AND (%(active)s::boolean IS NULL OR j.active = %(active)s::boolean)
   AND (%(key_prefix)s::text IS NULL OR starts_with(j.key, %(key_prefix)s::text))
+  AND (%(labels)s::jsonb IS NULL OR f.labels @> %(labels)s::jsonb)
 ORDER BY f.id
 LIMIT %(limit)s::integer;
 

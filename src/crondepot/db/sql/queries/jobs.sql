@@ -27,7 +27,7 @@ SELECT *, %(now)s::timestamptz FROM unnest(
     %(misfire_policies)b::text[], %(misfire_seconds)b::integer[], %(misfire_untils)b::time[],
     %(catchups)b::text[], %(max_catchups)b::integer[], %(spread_seconds)b::integer[],
     %(spread_keys)b::text[], %(max_attempts)b::integer[], %(lease_seconds)b::integer[],
-    %(rate_limits)b::text[], %(alert_afters)b::integer[])
+    %(rate_limits)b::text[], %(labels)b::jsonb[], %(alert_afters)b::integer[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
@@ -88,6 +88,7 @@ WHERE tenant_id = %(tenant_id)s::bigint
   AND (%(paused)s::boolean IS NULL OR paused = %(paused)s::boolean)
   AND (%(active)s::boolean IS NULL OR active = %(active)s::boolean)
   AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))
+  AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
 ORDER BY id
 LIMIT %(limit)s::integer;
 
@@ -101,8 +102,8 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     catchup = %(catchup)s, max_catchup = %(max_catchup)s,
     spread_seconds = %(spread_seconds)s, spread_key = %(spread_key)s,
     max_attempts = %(max_attempts)s, lease_seconds = %(lease_seconds)s,
-    rate_limit = %(rate_limit)s, alert_after_failures = %(alert_after_failures)s,
-    next_run_at = %(next_run_at)s,
+    rate_limit = %(rate_limit)s, labels = %(labels)s,
+    alert_after_failures = %(alert_after_failures)s, next_run_at = %(next_run_at)s,
     next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint

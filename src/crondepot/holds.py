@@ -1,0 +1,92 @@
+"""Holds: a tenant's queued runs of one rate limit or one target host are not claimed while
+the hold lasts (issue 17: "the SMS gateway is down"). Jobs are not touched: the scheduler
+goes on writing their fires, which wait queued; after the resume the workers take them, and
+a run whose misfire deadline passed meanwhile is recorded skipped, never sent (design §5).
+
+The claim (functions/claim_runs.sql, claim_fair.sql) reads the ``holds`` table (migration
+0016) once per call; a tenant without a hold pays nothing more. This module only writes and
+reads that table; it never changes a run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import psycopg
+from psycopg.rows import class_row
+
+from crondepot.audit import record_summary
+from crondepot.db import Q
+from crondepot.errors import InvalidJob
+from crondepot.job.fields import LIMIT_NAME
+
+Kind = Literal["rate_limit", "host"]
+# A host as crondepot_host_of (functions/host_of.sql) reads it from a URL: a name or
+# address, or an IPv6 address in brackets; compared lowercase.
+HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hold:
+    tenant: str             # its name
+    kind: str
+    name: str
+    created_at: datetime
+    created_by: str
+    queued: int             # queued runs it holds now
+
+    def document(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "kind": self.kind, "name": self.name,
+                "queued": self.queued, "created_at": self.created_at.isoformat(),
+                "created_by": self.created_by}
+
+
+def checked_host(host: str) -> str:
+    """A host as the claim compares it (lowercase), or InvalidJob naming ``host``."""
+    if not HOST_NAME.fullmatch(host):
+        raise InvalidJob(f"expected host to be a host name like sms.example.com (no scheme, "
+                         f"port or path), got {host!r}", field="host")
+    return host.lower()
+
+
+def checked(kind: str, name: str) -> tuple[Kind, str]:
+    if kind == "host":
+        return "host", checked_host(name)
+    if kind == "rate_limit":
+        if not LIMIT_NAME.fullmatch(name):
+            raise InvalidJob(f"expected a rate limit name (lowercase letters, digits, '.', "
+                             f"'_' or '-'), got {name!r}", field="name")
+        return "rate_limit", name
+    raise InvalidJob(f"expected kind rate_limit or host, got {kind!r}", field="kind")
+
+
+def hold(conn: psycopg.Connection[Any], tenant_id: int, kind: str, name: str) -> bool:
+    """Hold the tenant's runs of ``name``; False if it was held already (nothing changes)."""
+    kind, name = checked(kind, name)
+    with conn.transaction():
+        row = conn.execute(Q.insert_hold, {"tenant_id": tenant_id, "kind": kind,
+                                           "name": name}).fetchone()
+        if row is not None:
+            record_summary(conn, tenant_id, f"{kind}.pause", name, {"held": True})
+    return row is not None
+
+
+def release(conn: psycopg.Connection[Any], tenant_id: int, kind: str, name: str) -> bool:
+    """End the hold; False if there was none. Wakes the workers: the runs are ready."""
+    kind, name = checked(kind, name)
+    with conn.transaction():
+        row = conn.execute(Q.delete_hold, {"tenant_id": tenant_id, "kind": kind,
+                                           "name": name}).fetchone()
+        if row is not None:
+            record_summary(conn, tenant_id, f"{kind}.resume", name, {"held": False})
+            conn.execute(Q.notify_runs_queued, {"priorities": "urgent,normal,bulk"})
+    return row is not None
+
+
+def list_holds(conn: psycopg.Connection[Any], tenant_id: int | None) -> list[Hold]:
+    """A tenant's holds (every tenant's for None), each with the queued runs it holds."""
+    with conn.cursor(row_factory=class_row(Hold)) as cur:
+        return cur.execute(Q.list_holds, {"tenant_id": tenant_id}).fetchall()
