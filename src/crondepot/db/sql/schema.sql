@@ -8,6 +8,8 @@
 -- PostgreSQL database dump
 --
 
+SET check_function_bodies = false;
+
 --
 -- Name: crondepot_audit_append_only(); Type: FUNCTION; Schema: public; Owner: -
 --
