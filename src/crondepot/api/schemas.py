@@ -94,6 +94,13 @@ class Job(_Doc):
     created_at: datetime
     updated_at: datetime
     cancelled_at: datetime | None
+    fire_count: int = Field(description="fires written so far (runs and skipped rows; "
+                                        "max_runs counts them)")
+    ended_at: datetime | None = Field(description="when the job ended by its schedule: its "
+                                                  "last fire's nominal time")
+    ended_reason: Literal["completed", "end_at", "max_runs"] | None = Field(
+        description="why the job ended by itself: completed (its at run), end_at (its "
+                    "window closed) or max_runs; null while it runs, or when cancelled")
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
