@@ -84,7 +84,7 @@ def _refuse_passed(conn: psycopg.Connection[Any], specs: Sequence[JobSpec],
             moment = spec.at if spec.at is not None else spec.end_at
             assert moment is not None
             results[i] = InvalidJob(
-                f"{field}: no fire is left after now ({now.isoformat()}): {field} is "
+                f"no fire is left after now ({now.isoformat()}): {field} is "
                 f"{moment.isoformat()}" + ("" if spec.at is not None else
                                            ", and the schedule has no fire before it"),
                 field=field)

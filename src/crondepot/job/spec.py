@@ -172,12 +172,12 @@ def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(f"{value[:10]}T{value[11:]}".replace("z", "Z"))
     except ValueError:
-        raise InvalidJob(f"{spec.path}: {json.dumps(value)} is not a real date-time "
+        raise InvalidJob(f"{spec.path} {json.dumps(value)} is not a real date-time "
                          f"({example})", field=spec.path) from None
     try:
         return parsed.astimezone(UTC)
     except OverflowError:
-        raise InvalidJob(f"{spec.path}: {json.dumps(value)} is out of range",
+        raise InvalidJob(f"{spec.path} {json.dumps(value)} is out of range",
                          field=spec.path) from None
 
 

@@ -434,12 +434,12 @@ def _refuse_no_fire(spec: JobSpec, nominal: datetime | None, fires: int) -> None
     """A change must leave the job a fire to come: an ``at`` or ``end_at`` already passed,
     or a ``max_runs`` already reached, is refused (cancel the job instead)."""
     if spec.max_runs is not None and fires >= spec.max_runs:
-        raise InvalidJob(f"max_runs: the job has had {fires} fires already; give more than "
+        raise InvalidJob(f"the job has had {fires} fires already; give max_runs more than "
                          f"{fires}, or cancel it", field="max_runs")
     if nominal is None:
         field = "at" if spec.at is not None else "end_at"
-        raise InvalidJob(f"{field}: no fire of the schedule is left after now; the job would "
-                         "never fire again (cancel it instead)", field=field)
+        raise InvalidJob(f"no fire of the schedule is left after now (see {field}); the job "
+                         "would never fire again (cancel it instead)", field=field)
 
 
 def _end_if_done(conn: psycopg.Connection[Any], job: StoredJob, settled: list[PlannedRun],
