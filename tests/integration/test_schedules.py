@@ -168,3 +168,26 @@ def test_a_patch_may_not_leave_the_job_without_a_fire(
                    version=job.version)
     assert refused.value.field == "end_at"
     assert conn.execute("SELECT version, end_at FROM jobs").fetchone() == before
+
+
+def test_an_import_batch_large_enough_for_copy_stores_the_schedule_fields(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    from crondepot.job.store import COPY_AT_LEAST, import_batch
+
+    at = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0)
+    specs = [JobSpec.from_document({"key": f"bill:{n}", "at": at.isoformat(), "tz": "UTC",
+                                    "target": TARGET}) for n in range(COPY_AT_LEAST)]
+    specs.append(JobSpec.from_document({"key": "emi", "cron": "0 9 L * *", "tz": "UTC",
+                                        "target": TARGET, "max_runs": 12,
+                                        "start_at": "2030-01-01T00:00:00Z",
+                                        "end_at": "2031-01-01T00:00:00Z"}))
+    specs.append(JobSpec.from_document({"key": "late", "at": "2020-01-01T00:00:00Z",
+                                        "tz": "UTC", "target": TARGET}))
+    results = import_batch(conn, tenant_id, specs)
+    assert isinstance(results[-1], InvalidJob) and results[-1].field == "at"
+    assert all(not isinstance(r, InvalidJob) for r in results[:-1])
+    rows = conn.execute("SELECT count(*) FILTER (WHERE at = %s AND cron IS NULL), "
+                        "count(*) FILTER (WHERE max_runs = 12 AND start_at IS NOT NULL "
+                        "AND end_at IS NOT NULL AND next_nominal_at = '2030-01-31T09:00Z') "
+                        "FROM jobs", (at,)).fetchone()
+    assert rows == (COPY_AT_LEAST, 1)
