@@ -159,7 +159,7 @@ def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
         "fires": [len(p.runs) for _, p in plans],
         "ended_reasons": [p.ended for _, p in plans],
         # a plan that ends its job wrote its last fire (a claimed job is due: one at least)
-        "ended_ats": [p.runs[-1].nominal_at if p.ended and p.runs else row.now
+        "ended_ats": [None if not p.ended else p.runs[-1].nominal_at if p.runs else row.now
                       for row, p in plans],
     })
     return inserted
