@@ -111,8 +111,12 @@ def test_a_pause_past_an_at_settles_its_fire_and_ends_the_job(
         conn: psycopg.Connection[Any], tenant_id: int) -> None:
     at = utc(2026, 5, 1, 9)
     job_id = add(conn, tenant_id, utc(2026, 5, 1), at="2026-05-01T09:00:00Z")
+    conn.execute("SELECT set_config('crondepot.actor', 'token:ops', false)")   # as the API
     job = pause_job(conn, tenant_id, job_id, now=at + timedelta(minutes=5))
     assert (job.active, job.ended_reason, job.fire_count) == (False, "completed", 1)
+    actions = [row[0] for row in conn.execute(
+        "SELECT action FROM audit_log WHERE subject = %s ORDER BY id", (str(job_id),))]
+    assert actions == ["job.pause", "job.end"]
     assert [(r[1], r[2]) for r in runs(conn, job_id)] == [(at, "queued")]
     with pytest.raises(JobCancelled):
         resume_job(conn, tenant_id, job_id)

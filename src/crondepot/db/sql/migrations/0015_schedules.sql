@@ -42,37 +42,8 @@ SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
        at, start_at, end_at, max_runs, created_at
 FROM jobs;
 
--- The audit of jobs: a job that ends by its schedule inside an audited change (a pause or
--- an edit that settles its last fire) is 'job.end', not 'job.cancel'; the fire counter
--- moves with every fire and is bookkeeping, like next_run_at.
-CREATE OR REPLACE FUNCTION crondepot_audit_job_row(j jobs) RETURNS jsonb LANGUAGE sql
-IMMUTABLE AS $$
-    SELECT to_jsonb(j) - 'next_run_at' - 'next_nominal_at' - 'updated_at' - 'fire_count'
-$$;
-
-CREATE OR REPLACE FUNCTION crondepot_audit_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    action text;
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        action := 'job.create';
-    ELSIF OLD.active AND NOT NEW.active THEN
-        action := CASE WHEN NEW.ended_reason IS NOT NULL THEN 'job.end' ELSE 'job.cancel' END;
-    ELSIF NEW.paused AND NOT OLD.paused THEN
-        action := 'job.pause';
-    ELSIF OLD.paused AND NOT NEW.paused THEN
-        action := 'job.resume';
-    ELSIF NEW.version <> OLD.version THEN
-        action := 'job.update';
-    ELSE
-        RETURN NULL;
-    END IF;
-    INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
-    VALUES (NEW.tenant_id, current_setting('crondepot.actor'), action, NEW.id::text,
-            CASE WHEN TG_OP = 'UPDATE' THEN crondepot_audit_job_row(OLD) END,
-            crondepot_audit_job_row(NEW));
-    RETURN NULL;
-END $$;
+-- The jobs audit trigger's functions now live in functions/audit_jobs.sql (revision 1):
+-- an end by the schedule is 'job.end', and fire_count is left out like next_run_at.
 
 -- `crondepot verify` finds the at jobs whose one fire is in its window here: few rows (only
 -- at jobs), and no scan of the other millions.
