@@ -195,3 +195,44 @@ def test_an_import_batch_large_enough_for_copy_stores_the_schedule_fields(
                         "AND end_at IS NOT NULL AND next_nominal_at = '2030-01-31T09:00Z') "
                         "FROM jobs", (at,)).fetchone()
     assert rows == (COPY_AT_LEAST, 1)
+
+
+def test_verify_flags_a_lost_fire_inside_the_window_and_backfill_writes_only_that(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    from crondepot.backfill import backfill
+
+    job_id = add(conn, tenant_id, utc(2026, 1, 1), cron="0 * * * *",
+                 start_at="2026-01-01T01:30:00Z", end_at="2026-01-01T09:00:00Z", max_runs=5)
+    tick(conn, batch=10, now=utc(2026, 1, 1, 4, 15))
+    assert [r[1].hour for r in runs(conn, job_id)] == [2, 3, 4]
+    conn.execute("DELETE FROM runs WHERE run_id = %s", (run_id(job_id, utc(2026, 1, 1, 3)),))
+    report = verify(conn, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 4, 15),
+                    now=utc(2026, 1, 1, 4, 15))
+    assert report.fires == 3 and [f.nominal_at for f in report.unaccounted] == [
+        utc(2026, 1, 1, 3)]
+    done = backfill(conn, tenant_id, job_id, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 4, 15),
+                    now=utc(2026, 1, 1, 4, 15))
+    assert done.written == [run_id(job_id, utc(2026, 1, 1, 3))]   # not 00:00 or 01:00
+    assert verify(conn, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 4, 15),
+                  now=utc(2026, 1, 1, 4, 15)).clean
+    # max_runs 5: the 05:00 and 06:00 fires end it; 07:00-09:00 are inside the window but
+    # after its end, owed nothing.
+    tick(conn, batch=10, now=utc(2026, 1, 1, 10))
+    job = get_job(conn, tenant_id, job_id)
+    assert (job.ended_reason, job.ended_at, job.fire_count) == ("max_runs", utc(2026, 1, 1, 6), 5)
+    report = verify(conn, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 12), now=utc(2026, 1, 2))
+    assert report.clean and report.fires == 5
+    conn.execute("DELETE FROM runs WHERE run_id = %s", (run_id(job_id, utc(2026, 1, 1, 6)),))
+    report = verify(conn, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 12), now=utc(2026, 1, 2))
+    assert [f.nominal_at for f in report.unaccounted] == [utc(2026, 1, 1, 6)]
+
+
+def test_verify_flags_an_at_job_whose_one_run_was_lost(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    at = utc(2026, 7, 1, 12)
+    job_id = add(conn, tenant_id, utc(2026, 6, 1), at="2026-07-01T12:00:00Z")
+    tick(conn, batch=10, now=at + timedelta(minutes=1))
+    conn.execute("DELETE FROM runs WHERE job_id = %s", (job_id,))
+    report = verify(conn, since=at - timedelta(hours=1), until=at + timedelta(hours=1),
+                    now=at + timedelta(hours=1))
+    assert [(f.job_id, f.nominal_at, f.rows) for f in report.unaccounted] == [(job_id, at, 0)]
