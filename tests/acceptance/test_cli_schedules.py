@@ -100,3 +100,36 @@ def test_a_bad_schedule_exits_2_naming_the_field_and_adds_nothing(
             or f"crondepot: error: {field}: no fire is left after now" in result.err), result.err
     assert "Traceback" not in result.err
     assert _count(cli.db_url, "SELECT count(*) FROM jobs") == 0
+
+
+@pytest.mark.slow
+def test_two_scheduler_processes_fire_an_at_job_once_and_end_a_max_runs_job(
+        cli: Cli) -> None:
+    import signal
+
+    from tests.support.processes import Proc, wait_until
+
+    _tenant(cli, "bank42")
+    at = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+    once = cli("jobs", "add", "--tenant", "bank42", json.dumps(
+        {"key": "once", "at": at.isoformat(), "tz": "UTC", "target": TARGET}), "--json")
+    twice = cli("jobs", "add", "--tenant", "bank42", json.dumps(
+        {"key": "twice", "cron": "* * * * *", "tz": "UTC", "max_runs": 2, "target": TARGET}),
+        "--json")
+    assert once.code == 0 and twice.code == 0, (once.err, twice.err)
+    ids = (once.json()["id"], twice.json()["id"])
+    copies = [Proc("scheduler", "--db", cli.db_url, "--name", f"copy{i}") for i in range(2)]
+    try:
+        wait_until(lambda: _count(cli.db_url, "SELECT count(*) FROM jobs WHERE NOT active") == 2,
+                   timeout=150, message="both jobs ended")
+    finally:
+        for proc in copies:
+            proc.kill(signal.SIGTERM)
+        for proc in copies:
+            proc.stop()
+    with connect(cli.db_url) as conn:
+        rows = conn.execute("SELECT job_id, count(*), count(DISTINCT nominal_at) FROM runs "
+                            "GROUP BY job_id ORDER BY job_id").fetchall()
+        ended = conn.execute("SELECT id, ended_reason, fire_count FROM jobs ORDER BY id")
+        assert [tuple(r) for r in ended] == [(ids[0], "completed", 1), (ids[1], "max_runs", 2)]
+    assert [tuple(r) for r in rows] == [(ids[0], 1, 1), (ids[1], 2, 2)]
