@@ -67,6 +67,8 @@ def test_a_window_and_max_runs_round_trip_through_the_stored_document() -> None:
     ({"at": "2026-12-05T24:00:00Z"}, "at", "is not a real date-time"),
     ({"at": "２０２６-12-05T09:00:00Z"}, "at", "RFC 3339"),
     ({"at": 1764900000}, "at", "expected at to be an RFC 3339 date-time string"),
+    ({"at": None, "cron": "0 9 * * *"}, "at", "got null"),
+    ({"cron": None, "at": "2026-12-05T09:00:00Z"}, "cron", "non-empty string, got null"),
     ({"at": ""}, "at", "RFC 3339"),
     ({"at": "9999-12-31T23:59:59-01:00"}, "at", "out of range"),
     ({"cron": "0 9 * * *", "start_at": "soon"}, "start_at", "RFC 3339"),

@@ -127,7 +127,12 @@ def _parse(doc: Any) -> JobSpec:
         raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {allowed}",
                          field=str(unknown[0]))
     key = _optional_str(doc, F.KEY)
-    cron = _optional_str(doc, F.CRON)
+    # Present means a value: null is refused here as the schema refuses it (a PATCH resets
+    # either with null, and store._patched drops the nulls before the merged document).
+    cron = _required_str(doc, F.CRON) if "cron" in doc else None
+    if "at" in doc and doc["at"] is None:
+        raise InvalidJob("expected at to be an RFC 3339 date-time string, got null",
+                         field="at")
     at = _instant(doc, F.AT)
     if (cron is None) == (at is None):
         raise InvalidJob("give cron (a repeating schedule) or at (one run at an instant), "
