@@ -50,7 +50,7 @@ from crondepot.job.store import StoredJob
 from crondepot.job.store import _lock as lock_job
 from crondepot.retention import DEFAULT_RETENTION
 from crondepot.scheduler.plan import DueJob, SkipReason, misfire_deadline
-from crondepot.timetable import Timetable, run_id, spread_offset, uses_hash
+from crondepot.timetable import Schedule, run_id, schedule, spread_offset, uses_hash
 
 MAX_RANGE = timedelta(days=31)     # as crondepot verify
 # Finished runs are pruned by age (the workers' --retention, 30 days by default): a pruned
@@ -177,12 +177,16 @@ def _fires(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, since:
     if until <= since:
         return []
     hash_key = job.spec.hash_key(job.id)
-    segments: list[tuple[Timetable, datetime, datetime | None]] = [
-        (Timetable(cron, tz, hash_key=hash_key if uses_hash(cron) else None), start, stop)
+    # The job's window bounds the fires of all its timetables, as `crondepot verify` reads it.
+    window = {"start_at": job.spec.start_at, "end_at": job.spec.end_at}
+    segments: list[tuple[Schedule, datetime, datetime | None]] = [
+        (schedule(cron, tz, hash_key=hash_key if uses_hash(cron) else None, **window),
+         start, stop)
         for cron, tz, start, stop in conn.execute(Q.backfill_job_timetables, {
             "job_id": job.id, "tenant_id": tenant_id, "since": since, "until": until})]
     if job.timetable_since < until:
-        segments.append((job.spec.timetable(job.id), job.timetable_since, job.cancelled_at))
+        segments.append((job.spec.timetable(job.id), job.timetable_since,
+                         job.cancelled_at or job.ended_at))
     found: set[datetime] = set()
     for timetable, start, stop in segments:     # in force in (start, stop]
         after = max(start, since - timedelta(microseconds=1))

@@ -34,6 +34,7 @@ from crondepot.job.store import (
     FirstFires,
     StoredJob,
     _count_skipped,
+    _end_if_done,
     _stored,
     first_run,
     owed_runs,
@@ -164,6 +165,9 @@ def _change(conn: psycopg.Connection[Any], tenant_id: int, action: Action,
     owed = [(job, owed_runs(job, now)) for job in jobs]
     insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)
                        for job, runs in owed if runs], now)
+    for job, runs in owed:      # max_runs counts settled fires as the tick's (few jobs)
+        if runs:
+            conn.execute(Q.count_fires, {"id": job.id, "fires": len(runs)})
     ids = [job.id for job in jobs]
     if action == "cancel":
         conn.execute(Q.bulk_cancel_jobs, {"ids": ids, "tenant_id": tenant_id, "now": now})
@@ -174,6 +178,10 @@ def _change(conn: psycopg.Connection[Any], tenant_id: int, action: Action,
             "ids": ids, "tenant_id": tenant_id,
             "next_nominal_ats": [first[0] for first in firsts],
             "next_run_ats": [first[1] for first in firsts]})
+        # A job whose settled fires were its last (max_runs), or with no fire left after now
+        # (at, end_at), ends here as a single pause or resume would end it.
+        for (job, runs), (nominal, _) in zip(owed, firsts, strict=True):
+            _end_if_done(conn, job, runs, now, nominal)
         if action == "resume":
             conn.execute(Q.notify_jobs_changed)
     return [run for _, runs in owed for run in runs]

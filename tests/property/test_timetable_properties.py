@@ -131,14 +131,15 @@ def _table(cron: str, tz: str) -> Timetable:
 
 
 def reference_matcher(cron: str) -> Callable[[datetime], bool]:
-    """Matches by croniter's field sets and the documented OR rule (restricted = not '*')."""
+    """Matches by croniter's field sets and the documented OR rule (restricted: the field
+    does not begin with '*', as cronie reads it)."""
     expanded, _ = croniter.expand(cron)
     sets = [
         set(range(low, high + 1)) if values == ["*"] else {int(v) for v in values}
         for values, (low, high) in zip(expanded, BOUNDS, strict=True)
     ]
     fields = cron.split()
-    either = fields[2] != "*" and fields[4] != "*"
+    either = not fields[2].startswith("*") and not fields[4].startswith("*")
 
     def matches(wall: datetime) -> bool:
         if wall.minute not in sets[0] or wall.hour not in sets[1] or wall.month not in sets[3]:
@@ -154,8 +155,9 @@ def brute_force(
 ) -> dict[datetime, tuple[str | None, datetime]]:
     """Every fire in (after, until], found by visiting each UTC minute and applying the rules."""
     matches = reference_matcher(cron)
-    hour_field = cron.split()[1]
-    fixed = "*" not in hour_field and "/" not in hour_field
+    minute_field, hour_field = cron.split()[:2]
+    fixed = (not minute_field.startswith("*")
+             and "*" not in hour_field and "/" not in hour_field)
     found: dict[datetime, tuple[str | None, datetime]] = {}
     moment = after.replace(second=0, microsecond=0) + MINUTE
     previous = (moment - MINUTE).astimezone(zone).utcoffset()
@@ -283,7 +285,7 @@ def test_naive_matches_equal_croniter(cron: str, start: datetime) -> None:
         assume(False)
         raise
     ours = list(islice(spec.matches_from(start), 15))
-    theirs = croniter(_normalised(cron), start - timedelta(microseconds=1), day_or=True)
+    theirs = croniter(_normalised(cron), start - timedelta(microseconds=1), day_or=spec.day_or)
     assert ours == [theirs.get_next(datetime) for _ in range(15)]
 
 

@@ -36,7 +36,7 @@ def _take(table: Timetable, after: datetime, count: int) -> list[Fire]:
     [
         ("30 2 * * *", "30 2 * * *", True),
         ("0 9,17 * * *", "0 9,17 * * *", True),
-        ("* 2 * * *", "* 2 * * *", True),
+        ("* 2 * * *", "* 2 * * *", False),   # cronie: a minute beginning with * is wildcard
         ("0 1-5 * * *", "0 1-5 * * *", True),
         ("*/15 * * * *", "*/15 * * * *", False),
         ("30 * * * *", "30 * * * *", False),
@@ -153,16 +153,28 @@ def test_croniter_default_agrees_on_the_or_rule() -> None:
     assert ours == [theirs.get_next(datetime) for _ in range(10)]
 
 
-def test_vixie_star_prefix_quirk_is_not_followed() -> None:
-    # Vixie treats "*/2" as unrestricted and would AND it with Monday; we keep OR,
-    # as croniter's default does: odd days and Mondays both fire.
+def test_a_day_field_beginning_with_star_is_unrestricted_as_in_cronie() -> None:
+    # cronie's entry.c sets DOM_STAR from the field's first character, and find_jobs ANDs
+    # the day sets when it is set: "*/2" with Monday is odd-numbered Mondays.
     days = fire_days("0 0 */2 * mon", 12)
-    assert date(2026, 1, 3) in days  # odd day, a Saturday
-    assert date(2026, 1, 12) in days  # even day, a Monday
-    theirs = croniter("0 0 */2 * mon", datetime(2026, 1, 1), day_or=True)
+    assert all(day.day % 2 == 1 and day.isoweekday() == 1 for day in days)
+    assert days[:3] == [date(2026, 1, 5), date(2026, 1, 19), date(2026, 2, 9)]
+    theirs = croniter("0 0 */2 * mon", datetime(2026, 1, 1), day_or=False)
     assert [datetime.combine(d, datetime.min.time()) for d in days] == [
         theirs.get_next(datetime) for _ in range(12)
     ]
+
+
+def test_a_weekday_field_beginning_with_star_is_unrestricted_too() -> None:
+    # "*/7" in day-of-week is Sunday (0 and 7), but it begins with '*': AND with the 13th.
+    days = fire_days("0 0 13 * */7", 3)
+    assert all(day.day == 13 and day.isoweekday() == 7 for day in days)
+
+
+def test_an_and_of_the_day_fields_that_no_day_meets_is_refused() -> None:
+    with pytest.raises(InvalidSchedule, match="would never fire") as caught:
+        Timetable("0 0 31 2 */2", "UTC")
+    assert caught.value.field == "day-of-month"
 
 
 def test_one_restricted_day_field_alone_decides() -> None:
@@ -317,11 +329,18 @@ INVALID = [
     ("** * * * *", "minute", "minute field: '**' is not a number or name"),
     ("0 ９ * * *", "hour", "hour field: '９' is not a number or name"),  # a full-width 9
     # croniter extensions we do not document
-    ("0 0 L * *", "day-of-month", "day-of-month field: 'L' (last day syntax, L) is not supported"),
     ("0 0 LW * *", "day-of-month", "(last day syntax, L) is not supported"),
     ("0 0 15W * *", "day-of-month", "'15W' (nearest weekday syntax, W) is not supported"),
     ("0 0 * * 5L", "day-of-week", "day-of-week field: '5L' (last day syntax, L) is not supported"),
-    ("0 0 * * 1#2", "day-of-week", "day-of-week field: '#' (nth weekday of the month"),
+    ("0 0 * * L", "day-of-week", "day-of-week field: 'L' (last day syntax, L) is not supported"),
+    ("0 0 1#2 * *", "day-of-month", "'#' (nth weekday of the month, in '1#2') is only allowed"),
+    ("0 0 * * 1#6", "day-of-week", "day-of-week field: '1#6': n in D#n must be 1 to 5, got 6"),
+    ("0 0 * * 1#0", "day-of-week", "n in D#n must be 1 to 5, got 0"),
+    ("0 0 * * 8#1", "day-of-week", "day-of-week field: 8 is out of range 0–7"),
+    ("0 0 * * 1#", "day-of-week", "'1#' is not valid nth-weekday syntax; expected D#n"),
+    ("0 0 * * 1#2#3", "day-of-week", "'1#2#3' is not valid nth-weekday syntax"),
+    ("0 0 * * #1", "day-of-week", "'#1' is not valid nth-weekday syntax"),
+    ("0 0 L/2 * *", "day-of-month", "day-of-month field: 'L' is not a number or name"),
     ("0 0 ? * 1", "day-of-month", "day-of-month field: '?' is not supported; use '*'"),
     ("0 0 1 * ?", "day-of-week", "day-of-week field: '?' is not supported"),
     ("R * * * *", "minute", "minute field: 'R' (random syntax, R) is not supported; use H"),
@@ -418,3 +437,54 @@ def test_uses_hash_spots_h_fields_in_either_case_but_not_in_names() -> None:
 
     assert uses_hash("H 9 * * *") and uses_hash("h 9 * * *") and uses_hash("0 H(0-5) * * *")
     assert not uses_hash("0 9 * * THU") and not uses_hash("0 9 * * thu,sat")
+
+
+# --- L and D#n ----------------------------------------------------------------------
+
+
+def test_l_is_the_last_day_of_every_month() -> None:
+    assert fire_days("0 9 L * *", 14) == [
+        date(2026, 1, 31), date(2026, 2, 28), date(2026, 3, 31), date(2026, 4, 30),
+        date(2026, 5, 31), date(2026, 6, 30), date(2026, 7, 31), date(2026, 8, 31),
+        date(2026, 9, 30), date(2026, 10, 31), date(2026, 11, 30), date(2026, 12, 31),
+        date(2027, 1, 31), date(2027, 2, 28)]
+
+
+def test_l_in_february_of_a_leap_year_is_the_29th() -> None:
+    assert fire_days("0 9 L 2 *", 3) == [date(2026, 2, 28), date(2027, 2, 28), date(2028, 2, 29)]
+
+
+def test_l_mixes_with_plain_days_in_a_list() -> None:
+    assert fire_days("0 9 15,l * *", 4) == [date(2026, 1, 15), date(2026, 1, 31),
+                                           date(2026, 2, 15), date(2026, 2, 28)]
+
+
+def test_l_with_a_weekday_follows_the_or_rule() -> None:
+    days = fire_days("0 9 L * fri", 10)
+    last = [d for d in days if (d + timedelta(days=1)).day == 1]
+    assert all(d.isoweekday() == 5 or d in last for d in days)
+    assert date(2026, 1, 31) in days and date(2026, 1, 2) in days
+
+
+def test_nth_weekday_is_the_nth_such_day_of_the_month() -> None:
+    assert fire_days("0 9 * * 1#1", 4) == [date(2026, 1, 5), date(2026, 2, 2),
+                                          date(2026, 3, 2), date(2026, 4, 6)]
+    assert fire_days("0 9 * * mon#2,fri#1", 4) == [date(2026, 1, 2), date(2026, 1, 12),
+                                                  date(2026, 2, 6), date(2026, 2, 9)]
+
+
+def test_a_fifth_weekday_fires_only_in_the_months_that_have_one() -> None:
+    days = fire_days("30 10 * * fri#5", 4)
+    assert days == [date(2026, 1, 30), date(2026, 5, 29), date(2026, 7, 31), date(2026, 10, 30)]
+
+
+def test_sunday_as_7_in_nth_weekday() -> None:
+    assert fire_days("0 0 * * 7#1", 3) == fire_days("0 0 * * 0#1", 3) == fire_days(
+        "0 0 * * sun#1", 3)
+
+
+def test_l_and_nth_weekday_agree_with_croniter() -> None:
+    for cron in ("0 9 L * *", "0 9 * * 1#1", "15 8 * * 5#3", "0 9 L 2 *"):
+        ours = [m.replace(tzinfo=None) for m in next_fires(cron, "UTC", AFTER, 24)]
+        theirs = croniter(cron, datetime(2026, 1, 1))
+        assert ours == [theirs.get_next(datetime) for _ in range(24)], cron

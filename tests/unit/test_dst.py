@@ -127,8 +127,19 @@ def test_wildcard_fires_in_both_passes_of_the_repeated_hour() -> None:
     assert all(fire.scheduled_local == wall for fire, wall in zip(found, walls, strict=True))
 
 
-def test_fixed_time_every_minute_of_the_repeated_hour_fires_on_the_first_pass_only() -> None:
-    found = fires("* 1 * * *", NY, utc(2026, 11, 1, 4, 59), 61)
+def test_wildcard_minute_every_minute_of_the_repeated_hour_fires_in_both_passes() -> None:
+    # cronie: "* 1 * * *" is a wildcard job (MIN_STAR), so the repeated hour runs it again.
+    found = fires("* 1 * * *", NY, utc(2026, 11, 1, 4, 59), 121)
+    assert [fire.at for fire in found[:120]] == [
+        utc(2026, 11, 1, 5) + timedelta(minutes=i) for i in range(120)
+    ]
+    assert set(notes(found[:60])) == {None}
+    assert set(notes(found[60:120])) == {"second-pass"}
+    assert found[120].at == utc(2026, 11, 2, 6)
+
+
+def test_fixed_time_every_listed_minute_of_the_repeated_hour_fires_on_the_first_pass_only() -> None:
+    found = fires("0-59 1 * * *", NY, utc(2026, 11, 1, 4, 59), 61)
     assert [fire.at for fire in found[:60]] == [
         utc(2026, 11, 1, 5) + timedelta(minutes=i) for i in range(60)
     ]
@@ -206,7 +217,7 @@ def test_fixed_time_in_the_gap_fires_at_the_change() -> None:
     [
         ("0,30 2 * * *", utc(2026, 3, 9, 6)),
         ("0 2,3 * * *", utc(2026, 3, 9, 6)),
-        ("* 2 * * *", utc(2026, 3, 9, 6)),
+        ("0-59 2 * * *", utc(2026, 3, 9, 6)),
         ("0 2,3,4 * * *", utc(2026, 3, 8, 8)),
     ],
 )
@@ -480,3 +491,40 @@ def test_fires_between_for_catch_up_across_a_change() -> None:
 
 def test_timetable_repr_names_the_schedule() -> None:
     assert repr(Timetable("@daily", "UTC")) == "Timetable('@daily', 'UTC', expanded='0 0 * * *')"
+
+
+# --- cronie's wildcard jobs: a minute field beginning with '*' ------------------------
+
+
+def test_wildcard_minute_with_a_fixed_hour_has_no_fire_in_a_skipped_hour() -> None:
+    # New York skips 02:00-02:59 on 2026-03-08. cronie (cron.c, the "DST begins" case)
+    # moves only fixed-time jobs (neither MIN_STAR nor HR_STAR) to the change; "* 2 * * *"
+    # is a wildcard job, so nothing of that hour runs, and its next fire is the next day.
+    table = Timetable("* 2 * * *", NY)
+    assert not table.fixed_time
+    found = fires("* 2 * * *", NY, utc(2026, 3, 8, 6), 2)
+    assert [f.at for f in found] == [utc(2026, 3, 9, 6), utc(2026, 3, 9, 6, 1)]
+    assert notes(found) == [None, None]
+
+
+def test_stepped_minute_with_a_fixed_hour_is_a_wildcard_job_too() -> None:
+    assert not Timetable("*/15 2 * * *", NY).fixed_time
+    assert Timetable("0/15 2 * * *", NY).fixed_time    # cronie: no leading '*', fixed-time
+    found = fires("*/15 2 * * *", NY, utc(2026, 3, 8, 6), 1)
+    assert found[0].at == utc(2026, 3, 9, 6)
+
+
+def test_wildcard_minute_with_a_fixed_hour_fires_in_both_passes_of_a_repeated_hour() -> None:
+    # New York repeats 01:00-01:59 on 2026-11-01 (05:00-05:59 and 06:00-06:59 UTC); cronie's
+    # "DST ends" case runs wildcard jobs again, fixed-time ones not.
+    found = fires("30 1 * * *", NY, utc(2026, 11, 1, 4), 2)
+    assert notes(found) == ["repeated-once", None]
+    found = fires("*/30 1 * * *", NY, utc(2026, 11, 1, 4), 4)
+    assert [f.at for f in found] == [utc(2026, 11, 1, 5), utc(2026, 11, 1, 5, 30),
+                                     utc(2026, 11, 1, 6), utc(2026, 11, 1, 6, 30)]
+    assert notes(found) == [None, None, "second-pass", "second-pass"]
+
+
+def test_fixed_minute_and_hour_still_moves_to_the_change() -> None:
+    found = fires("30 2 * * *", NY, utc(2026, 3, 8, 6), 1)
+    assert found[0].at == utc(2026, 3, 8, 7) and found[0].note == "moved"

@@ -19,6 +19,8 @@ def job_json(job: StoredJob) -> dict[str, Any]:
         "next_run_at": iso(job.next_run_at), "next_nominal_at": iso(job.next_nominal_at),
         "version": job.version, "created_at": iso(job.created_at),
         "updated_at": iso(job.updated_at), "cancelled_at": iso(job.cancelled_at),
+        "fire_count": job.fire_count, "ended_at": iso(job.ended_at),
+        "ended_reason": job.ended_reason,
     }
 
 

@@ -42,6 +42,19 @@ EMI_REMINDER: dict[str, Any] = {
     "lease_seconds": 60,
     "rate_limit": "sms-gateway",
 }
+# One run at an instant: "your bill is due in 3 days" (the job then ends, completed).
+BILL_DUE_ONCE: dict[str, Any] = {
+    "key": "bank42:bill:77120:due-in-3-days", "at": "2027-03-05T09:00:00+05:30",
+    "tz": "Asia/Kolkata", "target": {"type": "python", "handler": "sms.send"},
+    "payload": {"bill": 77120, "template": "bill_due_3d"}, "rate_limit": "sms-gateway",
+}
+# Twelve month-end instalments from April: L is the month's last day; the job ends itself.
+EMI_TWELVE_MONTH_ENDS: dict[str, Any] = {
+    "key": "bank42:48214:emi", "cron": "0 9 L * *", "tz": "Asia/Kolkata",
+    "start_at": "2027-04-01T00:00:00+05:30", "max_runs": 12,
+    "target": {"type": "python", "handler": "sms.send"},
+    "payload": {"loan": 48214, "template": "emi_due"}, "rate_limit": "sms-gateway",
+}
 PYTHON_JOB: dict[str, Any] = {
     "key": "ops:nightly-report", "cron": "30 2 * * *", "tz": "Europe/Berlin",
     "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly"},
@@ -94,6 +107,13 @@ class Job(_Doc):
     created_at: datetime
     updated_at: datetime
     cancelled_at: datetime | None
+    fire_count: int = Field(description="fires written so far (runs and skipped rows; "
+                                        "max_runs counts them)")
+    ended_at: datetime | None = Field(description="when the job ended by its schedule: its "
+                                                  "last fire's nominal time")
+    ended_reason: Literal["completed", "end_at", "max_runs"] | None = Field(
+        description="why the job ended by itself: completed (its at run), end_at (its "
+                    "window closed) or max_runs; null while it runs, or when cancelled")
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,

@@ -31,7 +31,7 @@ from crondepot.health import job_health, list_unhealthy_jobs
 from crondepot.job import store
 from crondepot.job.spec import PRIORITIES, JobSpec
 from crondepot.job.store import JobFilter, StoredJob, job_document
-from crondepot.timetable import Timetable, spread_offset
+from crondepot.timetable import Schedule, spread_offset
 
 MAX_JOB_ID = 2**63 - 1
 SHOWN_FIRES = 5
@@ -90,7 +90,7 @@ def iso(value: datetime | None) -> str | None:
 
 def state(job: StoredJob) -> str:
     if not job.active:
-        return "cancelled"
+        return f"ended ({job.ended_reason})" if job.ended_reason else "cancelled"
     return "paused" if job.paused else "active"
 
 
@@ -101,6 +101,8 @@ def job_json(job: StoredJob) -> dict[str, Any]:
         "next_run_at": iso(job.next_run_at), "next_nominal_at": iso(job.next_nominal_at),
         "version": job.version, "created_at": iso(job.created_at),
         "updated_at": iso(job.updated_at), "cancelled_at": iso(job.cancelled_at),
+        "fire_count": job.fire_count, "ended_at": iso(job.ended_at),
+        "ended_reason": job.ended_reason,
     }
 
 
@@ -208,12 +210,12 @@ def run_list(args: argparse.Namespace) -> int:
     table = Table(title=f"jobs of {args.tenant}")
     table.add_column("id", justify="right", no_wrap=True)
     table.add_column("key", overflow="fold")
-    for column in ("cron", "tz", "priority", "state"):
+    for column in ("schedule", "tz", "priority", "state"):
         table.add_column(column)
     table.add_column("labels", overflow="fold")
     table.add_column("next run (UTC)", no_wrap=True)
     for job in page:
-        table.add_row(str(job.id), job.spec.key or "", job.spec.cron, job.spec.tz,
+        table.add_row(str(job.id), job.spec.key or "", job.spec.schedule_text, job.spec.tz,
                       job.spec.priority, state(job),
                       ",".join(f"{k}={v}" for k, v in job.spec.labels.items()),
                       utc_text(job.next_run_at) if job.active and not job.paused else "-")
@@ -238,7 +240,7 @@ def run_show(args: argparse.Namespace) -> int:
     lines = [
         ("job", f"{job.id}{_key(job)}"),
         ("state", f"{state(job)} (version {job.version})"),
-        ("cron", f"{spec.cron}  on {spec.tz}"),
+        ("schedule", f"{spec.schedule_text}  on {spec.tz}"),
         ("priority", spec.priority),
         ("target", _target(spec.target)),
         ("misfire", " ".join(f"{k}={v}" for k, v in spec.misfire.document().items())),
@@ -259,6 +261,11 @@ def run_show(args: argparse.Namespace) -> int:
     lines.append(("updated", utc_text(job.updated_at)))
     if job.cancelled_at is not None:
         lines.append(("cancelled", utc_text(job.cancelled_at)))
+    if spec.max_runs is not None or job.ended_reason:
+        lines.append(("fires", str(job.fire_count)
+                      + (f" of {spec.max_runs}" if spec.max_runs is not None else "")))
+    if job.ended_reason:
+        lines.append(("ended", f"{job.ended_reason}, last fire {utc_text(job.ended_at)}"))
     lines += health_lines(health)
     for label, value in lines:
         print(f"{label:<11} {value}")
@@ -329,7 +336,7 @@ def next_fires(job: StoredJob, after: datetime, count: int) -> list[dict[str, An
     if spec.spread_seconds:
         offset = timedelta(seconds=spread_offset(spec.spread_key or spec.hash_key(job.id),
                                                  spec.spread_seconds))
-    timetable: Timetable = spec.timetable(job.id)
+    timetable: Schedule = spec.timetable(job.id)
     fires: list[dict[str, Any]] = []
     for fire in timetable.fires_after(after):
         if len(fires) >= count:

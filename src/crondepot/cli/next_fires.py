@@ -1,4 +1,5 @@
-"""``crondepot next CRON --tz ZONE``: preview a timetable, with the fires DST moved or merged."""
+"""``crondepot next CRON --tz ZONE [--start-at T] [--end-at T]``: preview a timetable (``L``
+and ``D#n`` included), inside a job's window if given, with the fires DST moved or merged."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from crondepot.cli.options import int_in
 from crondepot.cli.output import print_json
-from crondepot.timetable import Fire, Timetable
+from crondepot.errors import InvalidSchedule
+from crondepot.timetable import Fire, Schedule, Timetable
 
 _NOTES = {
     "moved": "DST gap: scheduled {scheduled}, fired at the change",
@@ -20,13 +22,19 @@ _NOTES = {
 
 def register(commands: Any) -> None:
     parser = commands.add_parser("next", help="show the next fire times of a cron expression")
-    parser.add_argument("cron", help='five fields, e.g. "30 1 * * *", or an alias like @daily')
+    parser.add_argument("cron", help='five fields, e.g. "30 1 * * *", "0 9 L * *" (last day '
+                                     'of the month), "0 9 * * 1#1" (first Monday), or an '
+                                     'alias like @daily')
     parser.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
     parser.add_argument("--after", type=_instant, default=None,
                         help="ISO-8601 instant to start after (default: now)")
     parser.add_argument("-n", "--count", type=int_in(1, 10_000, "a count"), default=5,
                         help="how many (default 5)")
     parser.add_argument("--key", default=None, help="job key that H fields hash on")
+    parser.add_argument("--start-at", type=_instant, default=None,
+                        help="ISO-8601 instant: no fire before it (a job's start_at)")
+    parser.add_argument("--end-at", type=_instant, default=None,
+                        help="ISO-8601 instant: no fire after it (a job's end_at)")
     parser.add_argument("--json", action="store_true",
                         help="print a JSON list of ISO-8601 UTC instants")
     parser.set_defaults(run=run)
@@ -34,8 +42,11 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     timetable = Timetable(args.cron, args.tz, hash_key=args.key)
+    if args.start_at and args.end_at and args.end_at <= args.start_at:
+        raise InvalidSchedule("--end-at must be after --start-at", field="end_at")
+    window = Schedule(timetable, args.tz, start_at=args.start_at, end_at=args.end_at)
     after = args.after or datetime.now(UTC)
-    fires = _take(timetable, after, args.count)
+    fires = _take(window, after, args.count)
     if args.json:
         print_json([_iso_utc(f.at) for f in fires])
         return 0
@@ -51,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _take(timetable: Timetable, after: datetime, count: int) -> list[Fire]:
+def _take(timetable: Schedule, after: datetime, count: int) -> list[Fire]:
     fires: list[Fire] = []
     for fire in timetable.fires_after(after):
         if len(fires) >= count:

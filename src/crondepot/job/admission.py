@@ -22,6 +22,7 @@ import psycopg
 
 from crondepot import grants, quotas
 from crondepot.db import Q
+from crondepot.db.clock import database_now
 from crondepot.errors import InvalidJob
 from crondepot.job.spec import JobSpec
 
@@ -33,6 +34,7 @@ def admit(conn: psycopg.Connection[Any], tenant_id: int,
     quota = quotas.lock(conn, tenant_id)
     uses = grants.tenant_uses(conn, tenant_id)
     results: list[InvalidJob | None] = [grants.refusal(spec, uses) for spec in specs]
+    _refuse_passed(conn, specs, results)
     if not quota.caps_anything:
         return results
     granted = [i for i, refused in enumerate(results) if refused is None]
@@ -63,3 +65,26 @@ def _existing_keys(conn: psycopg.Connection[Any], tenant_id: int,
         return set()
     return {row[0] for row in conn.execute(Q.existing_job_keys,
                                            {"tenant_id": tenant_id, "keys": keys})}
+
+
+def _refuse_passed(conn: psycopg.Connection[Any], specs: Sequence[JobSpec],
+                   results: list[InvalidJob | None]) -> None:
+    """An ``at`` or ``end_at`` already passed on the database's clock leaves the job no
+    fire: refused, naming the field, rather than stored ended. (Only documents that set
+    one are looked at; an H job's own fire times are checked again at the insert.)"""
+    bounded = [i for i, spec in enumerate(specs)
+               if results[i] is None and (spec.at is not None or spec.end_at is not None)]
+    if not bounded:
+        return
+    now = database_now(conn)
+    for i in bounded:
+        spec = specs[i]
+        if not spec.timetable().next_fires(now, 1):
+            field = "at" if spec.at is not None else "end_at"
+            moment = spec.at if spec.at is not None else spec.end_at
+            assert moment is not None
+            results[i] = InvalidJob(
+                f"no fire is left after now ({now.isoformat()}): {field} is "
+                f"{moment.isoformat()}" + ("" if spec.at is not None else
+                                           ", and the schedule has no fire before it"),
+                field=field)

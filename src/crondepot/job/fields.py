@@ -67,6 +67,7 @@ class Field:
     max_length: int | None = None
     non_blank: bool = False        # at least one character that is not whitespace
     pattern: re.Pattern[str] | None = None     # matched whole (fullmatch)
+    format: str | None = None      # JSON Schema format ("date-time"), checked in code
     choices: tuple[str, ...] = ()
     # the last part of the path ("until"), read for every field of every document: computed
     # once, not per read
@@ -116,7 +117,9 @@ KEY = Field(path="key", type="string", nullable=True, max_length=200, non_blank=
 CRON = Field(path="cron", type="string", max_length=200, non_blank=True,
              description="five fields (minute hour day-of-month month day-of-week), names, "
                          "ranges, steps (at most the field's range), aliases like @daily, H "
-                         "for a stable per-job value")
+                         "for a stable per-job value, L (last day) in day-of-month, D#n (the "
+                         "n-th weekday, 1#1 = first Monday) in day-of-week; give cron or at, "
+                         "not both")
 TZ = Field(path="tz", type="string", max_length=64, non_blank=True,
            description="the IANA zone the cron is read in, like Asia/Kolkata")
 PRIORITY = Field(path="priority", type="string", choices=("urgent", "normal", "bulk"),
@@ -155,10 +158,32 @@ LABELS = Field(path="labels", type="object", default={},
                            "beginning and ending with a letter or digit; a value is the same "
                            "without '/', or empty (as Kubernetes labels)")
 
+# Schedules beyond cron (design §7). Instants are RFC 3339 with an offset, checked in code
+# (spec.py _instant); the schema says "format": "date-time" and a length bound.
+AT = Field(path="at", type="string", format="date-time", max_length=64,
+           description="instead of cron: one run at this instant (RFC 3339 with an offset, "
+                       "like 2026-12-05T09:00:00+05:30); the job then ends "
+                       "(ended_reason: completed)")
+START_AT = Field(path="start_at", type="string", format="date-time", max_length=64,
+                 nullable=True,
+                 description="no fire before this instant (RFC 3339 with an offset)")
+END_AT = Field(path="end_at", type="string", format="date-time", max_length=64,
+               nullable=True,
+               description="no fire after this instant (RFC 3339 with an offset, after "
+                           "start_at); the job ends after its last fire in the window "
+                           "(ended_reason: end_at)")
+MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullable=True,
+                 description="the job ends after this many fires (ended_reason: max_runs); "
+                             "every fire counts, a skipped one too (misfire, catch-up "
+                             "bound, paused), a manual trigger does not")
+
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, LEASE_SECONDS, RATE_LIMIT,
-                               ACTIVE, LABELS, ALERT_AFTER_FAILURES)
-REQUIRED: tuple[str, ...] = ("cron", "tz", "target")
+                               ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
+                               ALERT_AFTER_FAILURES)
+REQUIRED: tuple[str, ...] = ("tz", "target")
+# Exactly one of these names the timetable (the schema says it with oneOf).
+ONE_OF: tuple[str, ...] = ("cron", "at")
 # Fields a PATCH may not change (cancel with DELETE; a key names the job for good).
 NOT_PATCHABLE: tuple[str, ...] = ("key", "active")
 

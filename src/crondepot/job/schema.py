@@ -19,8 +19,10 @@ JsonSchema = dict[str, Any]
 
 def document_schema() -> JsonSchema:
     """A job document, as ``POST /v1/jobs`` and each line of an import take it."""
-    return _object(F.DOCUMENT, F.REQUIRED, title="JobDocument",
-                   description="A job document (also one line of an NDJSON import).")
+    schema = _object(F.DOCUMENT, F.REQUIRED, title="JobDocument",
+                     description="A job document (also one line of an NDJSON import).")
+    schema["oneOf"] = [{"required": [name]} for name in F.ONE_OF]
+    return schema
 
 
 def patch_schema() -> JsonSchema:
@@ -43,7 +45,8 @@ def stored_schema(extra: JsonSchema) -> JsonSchema:
     version, times)."""
     schema = _object(F.DOCUMENT, (), title="Job")
     schema["properties"].update(extra.get("properties", {}))
-    present = [f.name for f in F.DOCUMENT if f is not F.SPREAD]
+    present = [f.name for f in F.DOCUMENT if f not in (F.SPREAD, F.CRON, F.AT)]
+    schema["oneOf"] = [{"required": [name]} for name in F.ONE_OF]
     schema["required"] = [*present, *extra.get("required", ())]
     if "description" in extra:
         schema["description"] = extra["description"]
@@ -84,6 +87,8 @@ def _leaf(field: Field) -> JsonSchema:
                            ("minLength", field.min_length), ("maxLength", field.max_length)):
         if value is not None:
             schema[keyword] = value
+    if field.format is not None:
+        schema["format"] = field.format
     if field.pattern is not None:
         schema["pattern"] = f"^(?:{field.pattern.pattern})$"
     elif field.non_blank:

@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import time
+from datetime import UTC, datetime, time
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -38,7 +38,7 @@ from crondepot.job.fields import (
     Field,
 )
 from crondepot.job.url import MAX_URL_LENGTH, allow_list, check_target_url
-from crondepot.timetable import Timetable, uses_hash, validate_zone
+from crondepot.timetable import Schedule, Timetable, schedule, uses_hash, validate_zone
 
 Priority = Literal["urgent", "normal", "bulk"]
 PRIORITIES: tuple[Priority, ...] = F.PRIORITY.choices  # type: ignore[assignment]
@@ -66,7 +66,7 @@ class Misfire:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobSpec:
-    cron: str
+    cron: str | None      # None: an ``at`` job
     tz: str
     target: dict[str, Any]
     key: str | None = None
@@ -81,6 +81,10 @@ class JobSpec:
     lease_seconds: int = F.LEASE_SECONDS.default
     rate_limit: str | None = None
     active: bool = F.ACTIVE.default
+    at: datetime | None = None           # instead of cron: one fire at this instant
+    start_at: datetime | None = None     # no fire before it
+    end_at: datetime | None = None       # no fire after it
+    max_runs: int | None = None          # the job ends after this many fires
     labels: dict[str, str] = field(default_factory=dict)
     alert_after_failures: int | None = None
 
@@ -88,13 +92,31 @@ class JobSpec:
     def from_document(cls, doc: Any) -> JobSpec:
         return _parse(doc)
 
+    @property
+    def schedule_text(self) -> str:
+        """The timetable in one line, for people: "0 9 L * *, from …, until …, at most 12
+        fires" or "at 2026-12-05T03:30:00+00:00" (instants in UTC)."""
+        if self.at is not None:
+            return f"at {self.at.astimezone(UTC).isoformat()}"
+        assert self.cron is not None
+        parts = [self.cron]
+        if self.start_at is not None:
+            parts.append(f"from {self.start_at.astimezone(UTC).isoformat()}")
+        if self.end_at is not None:
+            parts.append(f"until {self.end_at.astimezone(UTC).isoformat()}")
+        if self.max_runs is not None:
+            parts.append(f"at most {self.max_runs} fire{'s' if self.max_runs > 1 else ''}")
+        return ", ".join(parts)
+
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""
         return self.key if self.key is not None else str(job_id)
 
-    def timetable(self, job_id: int | None = None) -> Timetable:
+    def timetable(self, job_id: int | None = None) -> Schedule:
+        """The job's fires: its cron (or ``at``) read in its zone, inside its window."""
         key = self.hash_key(job_id) if job_id is not None else (self.key or "")
-        return Timetable(self.cron, self.tz, hash_key=key)
+        return schedule(self.cron, self.tz, hash_key=key, at=self.at,
+                        start_at=self.start_at, end_at=self.end_at)
 
 
 def _parse(doc: Any) -> JobSpec:
@@ -107,7 +129,17 @@ def _parse(doc: Any) -> JobSpec:
         raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {allowed}",
                          field=str(unknown[0]))
     key = _optional_str(doc, F.KEY)
-    cron = _required_str(doc, F.CRON)
+    # Present means a value: null is refused here as the schema refuses it (a PATCH resets
+    # either with null, and store._patched drops the nulls before the merged document).
+    cron = _required_str(doc, F.CRON) if "cron" in doc else None
+    if "at" in doc and doc["at"] is None:
+        raise InvalidJob("expected at to be an RFC 3339 date-time string, got null",
+                         field="at")
+    at = _instant(doc, F.AT)
+    if (cron is None) == (at is None):
+        raise InvalidJob("give cron (a repeating schedule) or at (one run at an instant), "
+                         f"{'not both' if cron is not None else 'one of them is required'}",
+                         field="at" if cron is not None else "cron")
     tz = _required_str(doc, F.TZ)
     priority = _choice(doc, F.PRIORITY)
     spread_seconds, spread_key = _spread(doc.get("spread"), priority)
@@ -123,15 +155,69 @@ def _parse(doc: Any) -> JobSpec:
         lease_seconds=_int(doc, F.LEASE_SECONDS),
         rate_limit=_rate_limit(doc.get("rate_limit")),
         active=_bool(doc, F.ACTIVE),
+        at=at, start_at=_instant(doc, F.START_AT), end_at=_instant(doc, F.END_AT),
+        max_runs=_optional_int(doc, F.MAX_RUNS),
         labels=labels(doc.get("labels")),
         alert_after_failures=None if doc.get("alert_after_failures") is None
         else _int(doc, F.ALERT_AFTER_FAILURES),
     )
+    _check_window(spec)
     _check_schedule(spec)
     return spec
 
 
+def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
+    """An RFC 3339 instant with an offset (``Z`` or ``±hh:mm``), as an aware UTC datetime."""
+    value = doc.get(spec.name)
+    if value is None:
+        return None
+    example = "like 2026-12-05T09:00:00+05:30"
+    if not isinstance(value, str):
+        raise InvalidJob(f"expected {spec.path} to be an RFC 3339 date-time string ({example}), "
+                         f"got {_kind(value)}", field=spec.path)
+    assert spec.max_length is not None
+    if len(value) > spec.max_length or not _RFC3339.fullmatch(value):
+        raise InvalidJob(f"expected {spec.path} to be an RFC 3339 date-time with an offset "
+                         f"({example}), got {json.dumps(value[:80])}", field=spec.path)
+    try:
+        parsed = datetime.fromisoformat(f"{value[:10]}T{value[11:]}".replace("z", "Z"))
+    except ValueError:
+        raise InvalidJob(f"{spec.path} {json.dumps(value)} is not a real date-time "
+                         f"({example})", field=spec.path) from None
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise InvalidJob(f"{spec.path} {json.dumps(value)} is out of range",
+                         field=spec.path) from None
+
+
+# RFC 3339's date-time (section 5.6): "T" or "t" (or a space, which 5.6 allows by note),
+# seconds required, optional fraction, an offset required. ASCII digits only.
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+                      r"(\.[0-9]{1,6})?([Zz]|[+-][0-9]{2}:[0-9]{2})")
+
+
+def _optional_int(doc: dict[str, Any], spec: Field) -> int | None:
+    return None if doc.get(spec.name) is None else _int(doc, spec)
+
+
+def _check_window(spec: JobSpec) -> None:
+    if spec.start_at is not None and spec.end_at is not None and spec.end_at <= spec.start_at:
+        raise InvalidJob(f"end_at ({spec.end_at.isoformat()}) must be after start_at "
+                         f"({spec.start_at.isoformat()})", field="end_at")
+    if spec.at is not None and not (spec.start_at or spec.at) <= spec.at <= (
+            spec.end_at or spec.at):
+        raise InvalidJob(f"at ({spec.at.isoformat()}) is outside the window start_at..end_at; "
+                         "the job would never fire", field="at")
+
+
 def _check_schedule(spec: JobSpec) -> None:
+    if spec.cron is None:
+        try:
+            validate_zone(spec.tz)
+        except InvalidSchedule as exc:
+            raise InvalidJob(str(exc), field="tz") from None
+        return
     if not uses_hash(spec.cron) and _schedule_known_valid(spec.cron, spec.tz):
         return
     try:

@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -72,7 +72,7 @@ class CreatedJob:
     created: bool          # False: the key existed and nothing was written
 
 
-FirstFires = dict[tuple[str, str, str], datetime | None]
+FirstFires = dict[tuple[Any, ...], datetime | None]
 
 
 def first_run(spec: JobSpec, job_id: int, now: datetime,
@@ -82,8 +82,8 @@ def first_run(spec: JobSpec, job_id: int, now: datetime,
     ``memo`` shares the first fire among jobs with one timetable (an import batch of
     thousands of "0 9 5 * *" reminders computes it once).
     """
-    hash_key = spec.hash_key(job_id) if uses_hash(spec.cron) else ""
-    key = (spec.cron, spec.tz, hash_key)
+    hash_key = spec.hash_key(job_id) if spec.cron is not None and uses_hash(spec.cron) else ""
+    key = (spec.cron, spec.tz, hash_key, spec.at, spec.start_at, spec.end_at)
     if memo is not None and key in memo:
         nominal = memo[key]
     else:
@@ -120,6 +120,11 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
         rows = _rows(tenant_id, specs, ids, firsts)
         insert = _insert_copied if len(rows) >= COPY_AT_LEAST else _insert_unnested
         inserted = insert(conn, rows, db_now)
+        for spec, job_id, first in zip(specs, ids, firsts, strict=True):
+            if first[0] is None and job_id in inserted:
+                # No fire left from now (admission refuses the plain cases; an H job's
+                # own fire times are known only here): the job is born ended.
+                _end(conn, job_id, spec.timetable(job_id).end_reason, db_now)
         conn.execute(Q.notify_jobs_changed)
     return [CreatedJob(id=job_id, key=spec.key, next_nominal_at=first[0], next_run_at=first[1],
                        created=job_id in inserted)
@@ -143,11 +148,12 @@ Row = tuple[Any, ...]
 _COLUMNS = ("ids", "tenant_ids", "keys", "crons", "tzs", "next_run_ats", "next_nominal_ats",
             "priorities", "actives", "targets", "payloads", "misfire_policies",
             "misfire_seconds", "misfire_untils", "catchups", "max_catchups", "spread_seconds",
-            "spread_keys", "max_attempts", "lease_seconds", "rate_limits", "labels",
-            "alert_afters")
+            "spread_keys", "max_attempts", "lease_seconds", "rate_limits", "ats", "start_ats",
+            "end_ats", "max_runs", "labels", "alert_afters")
 _COPY_TYPES = ("int8", "int8", "text", "text", "text", "timestamptz", "timestamptz", "text",
                "bool", "jsonb", "jsonb", "text", "int4", "time", "text", "int4", "int4", "text",
-               "int4", "int4", "text", "jsonb", "int4", "timestamptz")
+               "int4", "int4", "text", "timestamptz", "timestamptz", "timestamptz", "int4",
+               "jsonb", "int4", "timestamptz")
 
 
 def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
@@ -158,7 +164,8 @@ def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
              Jsonb(s.target, jsontext.dumps), Jsonb(s.payload, jsontext.dumps),
              s.misfire.policy, s.misfire.seconds, s.misfire.until, s.catchup, s.max_catchup,
              s.spread_seconds, s.spread_key, s.max_attempts, s.lease_seconds, s.rate_limit,
-             Jsonb(s.labels, jsontext.dumps), s.alert_after_failures)
+             s.at, s.start_at, s.end_at, s.max_runs, Jsonb(s.labels, jsontext.dumps),
+             s.alert_after_failures)
             for s, job_id, first in zip(specs, ids, firsts, strict=True)]
 
 
@@ -191,10 +198,20 @@ class StoredJob:
     cancelled_at: datetime | None
     version: int
     timetable_since: datetime     # the current cron and tz are in force after this instant
+    fire_count: int = 0           # fires written so far (max_runs counts them)
+    ended_at: datetime | None = None       # ended by its schedule: its last fire's time
+    ended_reason: str | None = None        # completed | end_at | max_runs
 
     @property
     def active(self) -> bool:
         return self.spec.active
+
+    @property
+    def remaining(self) -> int | None:
+        """Fires left before max_runs ends the job (None: no bound)."""
+        if self.spec.max_runs is None:
+            return None
+        return max(self.spec.max_runs - self.fire_count, 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,18 +232,29 @@ class Triggered:
 def job_document(spec: JobSpec) -> dict[str, Any]:
     """The canonical document of ``spec``: what ``JobSpec.from_document`` turns back into it."""
     doc: dict[str, Any] = {
-        "key": spec.key, "cron": spec.cron, "tz": spec.tz, "priority": spec.priority,
+        "key": spec.key, "tz": spec.tz, "priority": spec.priority,
         "target": spec.target, "payload": spec.payload, "misfire": spec.misfire.document(),
         "catchup": spec.catchup, "max_catchup": spec.max_catchup,
         "max_attempts": spec.max_attempts, "lease_seconds": spec.lease_seconds,
-        "rate_limit": spec.rate_limit, "active": spec.active, "labels": spec.labels,
-        "alert_after_failures": spec.alert_after_failures,
+        "rate_limit": spec.rate_limit, "active": spec.active,
+        "start_at": _instant(spec.start_at), "end_at": _instant(spec.end_at),
+        "max_runs": spec.max_runs,
+        "labels": spec.labels, "alert_after_failures": spec.alert_after_failures,
     }
+    # Exactly one of cron and at names the timetable: the other is left out, not null.
+    if spec.cron is not None:
+        doc["cron"] = spec.cron
+    else:
+        doc["at"] = _instant(spec.at)
     if spec.spread_seconds or spec.spread_key is not None:
         doc["spread"] = {"seconds": spec.spread_seconds}
         if spec.spread_key is not None:
             doc["spread"]["key"] = spec.spread_key
     return doc
+
+
+def _instant(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat()
 
 
 def create_job(conn: psycopg.Connection[Any], tenant_id: int,
@@ -299,14 +327,18 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         db_now = database_clock(conn, now)
         settled = _settle(conn, tenant_id, job, db_now)
         since = job.timetable_since
-        if (spec.cron, spec.tz) != (job.spec.cron, job.spec.tz):
+        if (spec.cron, spec.tz, spec.at) != (job.spec.cron, job.spec.tz, job.spec.at):
+            since = db_now
+        if (spec.cron, spec.tz) != (job.spec.cron, job.spec.tz) and job.spec.cron is not None:
             # The old timetable's fires up to now are settled above; keep when it was in
-            # force, so verify knows which fires were the job's.
+            # force, so verify knows which fires were the job's (an at job's one fire is
+            # checked from its row).
             conn.execute(Q.insert_job_timetable, {
                 "job_id": job_id, "tenant_id": tenant_id, "cron": job.spec.cron,
                 "tz": job.spec.tz, "since": job.timetable_since, "until": db_now})
             since = db_now
         nominal, due = first_run(spec, job_id, db_now)
+        _refuse_no_fire(spec, nominal, job.fire_count + len(settled))
         try:
             changed = conn.execute(Q.update_job_document, {
                 **_document_params(spec), "id": job_id, "tenant_id": tenant_id,
@@ -336,6 +368,7 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
                                        "next_run_at": due, "next_nominal_at": nominal})
+            _end_if_done(conn, job, settled, db_now, nominal)
         stored = get_job(conn, tenant_id, job_id)
     _count_skipped(settled)
     return stored
@@ -357,6 +390,7 @@ def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
                                         "next_run_at": due, "next_nominal_at": nominal})
+            _end_if_done(conn, job, settled, db_now, nominal)
             conn.execute(Q.notify_jobs_changed)
         stored = get_job(conn, tenant_id, job_id)
     _count_skipped(settled)
@@ -373,6 +407,7 @@ def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
     runs = owed_runs(job, now)
     if runs:
         insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
+        conn.execute(Q.count_fires, {"id": job.id, "fires": len(runs)})
     return runs
 
 
@@ -399,9 +434,37 @@ def owed_runs(job: StoredJob, now: datetime) -> list[PlannedRun]:
         runs = [PlannedRun(run_id=run_id(job.id, fire.at), nominal_at=fire.at,
                            due_at=fire.at + due_job.spread_offset, skip_reason="paused")
                 for fire in _fires_through(timetable, job.next_nominal_at, now)]
+        runs = runs[:job.remaining] if job.remaining is not None else runs
     else:
-        runs = plan(due_job, now, next_fire, owed=True).runs
+        runs = plan(due_job, now, next_fire, owed=True, remaining=job.remaining).runs
     return runs
+
+
+def _refuse_no_fire(spec: JobSpec, nominal: datetime | None, fires: int) -> None:
+    """A change must leave the job a fire to come: an ``at`` or ``end_at`` already passed,
+    or a ``max_runs`` already reached, is refused (cancel the job instead)."""
+    if spec.max_runs is not None and fires >= spec.max_runs:
+        raise InvalidJob(f"the job has had {fires} fires already; give max_runs more than "
+                         f"{fires}, or cancel it", field="max_runs")
+    if nominal is None:
+        field = "at" if spec.at is not None else "end_at"
+        raise InvalidJob(f"no fire of the schedule is left after now (see {field}); the job "
+                         "would never fire again (cancel it instead)", field=field)
+
+
+def _end_if_done(conn: psycopg.Connection[Any], job: StoredJob, settled: list[PlannedRun],
+                 now: datetime, nominal: datetime | None = None) -> None:
+    """End ``job`` if the fires just settled were its last (max_runs), or its schedule has
+    no fire after ``now`` (a pause or resume past its at or end_at)."""
+    remaining = job.remaining
+    if remaining is not None and len(settled) >= remaining:
+        _end(conn, job.id, "max_runs", settled[-1].nominal_at if settled else now)
+    elif nominal is None and job.next_nominal_at is not None:
+        _end(conn, job.id, job.spec.timetable(job.id).end_reason, now)
+
+
+def _end(conn: psycopg.Connection[Any], job_id: int, reason: str, ended_at: datetime) -> None:
+    conn.execute(Q.end_job, {"id": job_id, "reason": reason, "ended_at": ended_at})
 
 
 def _count_skipped(settled: list[PlannedRun]) -> None:
@@ -467,8 +530,9 @@ def _lock(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
         raise JobNotFound(f"no job {job_id}")
     job = _stored(row)
     if not job.active and not allow_cancelled:
-        raise JobCancelled(f"job {job_id} was cancelled at {job.cancelled_at}; it cannot be "
-                           "changed or triggered")
+        how = (f"ended ({job.ended_reason}) at {job.ended_at}" if job.ended_reason
+               else f"was cancelled at {job.cancelled_at}")
+        raise JobCancelled(f"job {job_id} {how}; it cannot be changed or triggered")
     return job
 
 
@@ -492,14 +556,17 @@ def _stored(row: dict[str, Any]) -> StoredJob:
         catchup=row["catchup"], max_catchup=row["max_catchup"],
         spread_seconds=row["spread_seconds"], spread_key=row["spread_key"],
         max_attempts=row["max_attempts"], lease_seconds=row["lease_seconds"],
-        rate_limit=row["rate_limit"], active=row["active"], labels=row["labels"],
-        alert_after_failures=row["alert_after_failures"],
+        rate_limit=row["rate_limit"], active=row["active"], at=row["at"],
+        start_at=row["start_at"], end_at=row["end_at"], max_runs=row["max_runs"],
+        labels=row["labels"], alert_after_failures=row["alert_after_failures"],
     )
     return StoredJob(id=row["id"], spec=spec, paused=row["paused"],
                      next_run_at=row["next_run_at"], next_nominal_at=row["next_nominal_at"],
                      created_at=row["created_at"], updated_at=row["updated_at"],
                      cancelled_at=row["cancelled_at"], version=row["version"],
-                     timetable_since=row["timetable_since"] or row["created_at"])
+                     timetable_since=row["timetable_since"] or row["created_at"],
+                     fire_count=row["fire_count"], ended_at=row["ended_at"],
+                     ended_reason=row["ended_reason"])
 
 
 def _document_params(spec: JobSpec) -> dict[str, Any]:
@@ -510,9 +577,9 @@ def _document_params(spec: JobSpec) -> dict[str, Any]:
         "misfire_until": spec.misfire.until, "catchup": spec.catchup,
         "max_catchup": spec.max_catchup, "spread_seconds": spec.spread_seconds,
         "spread_key": spec.spread_key, "max_attempts": spec.max_attempts,
-        "lease_seconds": spec.lease_seconds, "rate_limit": spec.rate_limit,
-        "labels": Jsonb(spec.labels),
-        "alert_after_failures": spec.alert_after_failures,
+        "lease_seconds": spec.lease_seconds, "rate_limit": spec.rate_limit, "at": spec.at,
+        "start_at": spec.start_at, "end_at": spec.end_at, "max_runs": spec.max_runs,
+        "labels": Jsonb(spec.labels), "alert_after_failures": spec.alert_after_failures,
     }
 
 

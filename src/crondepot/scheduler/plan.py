@@ -17,6 +17,10 @@ Rules:
   (job's zone) at or after its nominal time — 20:00 the same day for a 9:00 reminder
   (reason ``misfire_local_deadline``). A run written in time carries that deadline
   (``deadline_at``): the worker's claim and each retry check it again.
+- ``max_runs``: a job writes at most ``remaining`` more fires (max_runs minus the fires it
+  has had); every fire counts, a skipped one too. The plan says when the job ends:
+  ``max_runs`` once that many are written, else the schedule's own reason (``completed``
+  for an ``at`` job, ``end_at`` for a closed window) when no fire follows.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from crondepot.timetable import run_id
+from crondepot.timetable import EndReason, run_id
 from crondepot.timetable.zone import place
 
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
@@ -63,13 +67,15 @@ class Plan:
     runs: list[PlannedRun]
     next_nominal_at: datetime | None   # None: the timetable has no further fire
     next_run_at: datetime | None
+    ended: EndReason | None = None     # the job ends with this plan, and why
 
 
 # (instant) -> the next fire strictly after it, or None; memoised by the caller.
 NextFire = Callable[[datetime], datetime | None]
 
 
-def plan(job: DueJob, now: datetime, next_fire: NextFire, *, owed: bool = False) -> Plan:
+def plan(job: DueJob, now: datetime, next_fire: NextFire, *, owed: bool = False,
+         remaining: int | None = None, end_reason: EndReason = "end_at") -> Plan:
     """The runs of ``job`` that are due at ``now``, judged, and where the job goes next.
 
     With ``owed``, every fire whose *nominal* time has passed is written, even one whose due
@@ -81,15 +87,21 @@ def plan(job: DueJob, now: datetime, next_fire: NextFire, *, owed: bool = False)
     cutoff = now if owed else now - job.spread_offset
     nominals: list[datetime] = []
     nominal: datetime | None = job.next_nominal_at
-    while nominal is not None and nominal <= cutoff:
+    while nominal is not None and nominal <= cutoff and (
+            remaining is None or len(nominals) < remaining):
         nominals.append(nominal)
         nominal = next_fire(nominal)
     keep = _kept_count(job, len(nominals))
     runs = [_cut(job, n, "catchup_bound" if job.catchup == "all" else "catchup_latest")
             for n in nominals[: len(nominals) - keep]]
     runs += [_judge(job, n, now) for n in nominals[len(nominals) - keep:]]
+    ended: EndReason | None = None
+    if remaining is not None and len(nominals) >= remaining:
+        ended, nominal = "max_runs", None
+    elif nominal is None:
+        ended = end_reason
     next_run_at = nominal + job.spread_offset if nominal is not None else None
-    return Plan(runs=runs, next_nominal_at=nominal, next_run_at=next_run_at)
+    return Plan(runs=runs, next_nominal_at=nominal, next_run_at=next_run_at, ended=ended)
 
 
 def _kept_count(job: DueJob, missed: int) -> int:

@@ -22,7 +22,7 @@ from psycopg.rows import namedtuple_row
 from crondepot.db import Q
 from crondepot.errors import InvalidSchedule
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
-from crondepot.timetable import Timetable, spread_offset, uses_hash
+from crondepot.timetable import Schedule, schedule, spread_offset, uses_hash
 from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
@@ -54,8 +54,9 @@ class TickResult:
 
 
 @lru_cache(maxsize=20_000)
-def _timetable(cron: str, tz: str, hash_key: str) -> Timetable:
-    return Timetable(cron, tz, hash_key=hash_key)
+def _timetable(cron: str | None, tz: str, hash_key: str, at: datetime | None,
+               start_at: datetime | None, end_at: datetime | None) -> Schedule:
+    return schedule(cron, tz, hash_key=hash_key, at=at, start_at=start_at, end_at=end_at)
 
 
 class FireMemo:
@@ -66,12 +67,12 @@ class FireMemo:
     """
 
     def __init__(self) -> None:
-        self._next: dict[tuple[Timetable, datetime], datetime | None] = {}
+        self._next: dict[tuple[Schedule, datetime], datetime | None] = {}
         # Whole plans, per group of jobs that share timetable, due time and rules: only
         # the run ids differ between them.
         self.plans: dict[tuple[Any, ...], tuple[Plan, list[int]]] = {}
 
-    def next_fire(self, timetable: Timetable) -> Callable[[datetime], datetime | None]:
+    def next_fire(self, timetable: Schedule) -> Callable[[datetime], datetime | None]:
         def lookup(after: datetime) -> datetime | None:
             key = (timetable, after)
             if key not in self._next:
@@ -121,9 +122,12 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
               if row.spread_seconds else 0)
     # H fields hash on the job key; without H the key changes nothing, so jobs share a
     # timetable (and its memo) whatever their keys.
-    timetable = _timetable(row.cron, row.tz, hash_key if uses_hash(row.cron) else "")
+    timetable = _timetable(row.cron, row.tz,
+                           hash_key if row.cron is not None and uses_hash(row.cron) else "",
+                           row.at, row.start_at, row.end_at)
+    remaining = None if row.max_runs is None else max(row.max_runs - row.fire_count, 0)
     group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
-             row.misfire_policy, row.misfire_seconds, row.misfire_until)
+             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining)
     shared = memo.plans.get(group)
     if shared is None:
         job = DueJob(
@@ -131,7 +135,8 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
             spread_offset=timedelta(seconds=offset), catchup=row.catchup,
             max_catchup=row.max_catchup, misfire_policy=row.misfire_policy,
             misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz)
-        first = plan(job, now, memo.next_fire(timetable))
+        first = plan(job, now, memo.next_fire(timetable), remaining=remaining,
+                     end_reason=timetable.end_reason)
         memo.plans[group] = shared = (first, [unix_seconds(r.nominal_at) for r in first.runs])
         return first
     template, seconds = shared
@@ -139,7 +144,8 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
                                  due_at=r.due_at, skip_reason=r.skip_reason,
                                  deadline_at=r.deadline_at)
                       for r, s in zip(template.runs, seconds, strict=True)],
-                next_nominal_at=template.next_nominal_at, next_run_at=template.next_run_at)
+                next_nominal_at=template.next_nominal_at, next_run_at=template.next_run_at,
+                ended=template.ended)
 
 
 def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
@@ -150,6 +156,11 @@ def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
         "ids": [row.id for row, _ in plans],
         "next_run_ats": [p.next_run_at for _, p in plans],
         "next_nominal_ats": [p.next_nominal_at for _, p in plans],
+        "fires": [len(p.runs) for _, p in plans],
+        "ended_reasons": [p.ended for _, p in plans],
+        # a plan that ends its job wrote its last fire (a claimed job is due: one at least)
+        "ended_ats": [None if not p.ended else p.runs[-1].nominal_at if p.runs else row.now
+                      for row, p in plans],
     })
     return inserted
 

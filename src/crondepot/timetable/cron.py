@@ -14,18 +14,24 @@ list (``*,5``) is the whole field, as in cronie; day-of-week is 0–7 with 0 and
 Sunday. A step is at most the field's range (``*/60`` in minutes; ``*/61`` would name one
 value, so it is refused). The aliases are ``@yearly`` (``@annually``), ``@monthly``,
 ``@weekly``, ``@daily`` (``@midnight``) and ``@hourly``, with their Vixie meanings. Ranges
-never wrap (``fri-mon`` is an error: write ``fri-7,1`` or ``0,1,5,6``). croniter's
-extensions (``L``, ``W``, ``#``, ``?``, ``R``, a seconds or year field) are rejected with a
-message naming the field, so nothing is accepted that the docs do not describe.
+never wrap (``fri-mon`` is an error: write ``fri-7,1`` or ``0,1,5,6``). Two extensions
+are taken, as Quartz and croniter spell them: ``L`` in day-of-month (the month's last day,
+as a list item: ``15,L``) and ``D#n`` in day-of-week (the n-th such weekday of the month,
+n from 1 to 5: ``1#1`` is the first Monday, ``fri#5`` a fifth Friday, which some months
+lack). croniter's other extensions (``LW``, ``L-n``, ``5L``, ``W``, ``?``, ``R``, a seconds
+or year field) are rejected with a message naming the field, so nothing is accepted that
+the docs do not describe.
 
 Choices worth knowing:
 
-* **Day OR rule.** When day-of-month and day-of-week are both restricted, a day matches if
-  *either* matches (POSIX, Vixie, croniter's ``day_or=True``); when one is a bare ``*`` only
-  the other counts. "Restricted" means anything but a bare ``*``. Vixie's quirk — a field
-  that merely *starts* with ``*`` (``*/2``) counts as unrestricted, silently turning OR into
-  AND — is not followed: ``0 0 */2 * mon`` fires on odd days *and* on Mondays, as croniter's
-  default does.
+* **Day OR rule, as cronie reads it.** When day-of-month and day-of-week are both
+  restricted, a day matches if *either* matches (POSIX, Vixie, cronie); otherwise a day
+  must match both (a field that is unrestricted matches every day it allows). A field is
+  *unrestricted* when its text begins with ``*``: cronie's entry.c sets ``DOM_STAR`` /
+  ``DOW_STAR`` from the field's first character alone, and cron.c's find_jobs ANDs the two
+  day sets when either flag is set. So ``0 0 */2 * 1`` fires on odd-numbered days that are
+  Mondays (not on odd days *or* Mondays, as croniter's default would), while ``1-31`` is a
+  restriction (``0 0 1-31 * mon`` fires every day).
 * **H** (Jenkins / Google cron) expands to plain numbers before anything else reads the
   expression. Its value is ``sha256(f"{hash_key}\\x00{field}")``, stable across processes
   and releases (never Python's ``hash()``). ``H`` in day-of-month ranges over 1–28 so the
@@ -119,14 +125,17 @@ _MONTH_TITLES = (
 
 _NUMBER = re.compile(r"[0-9]+")
 _HASH = re.compile(r"h(?:\(([0-9]+)-([0-9]+)\))?(?:/([0-9]+))?", re.IGNORECASE)
-_LAST_DAY = re.compile(r"l|lw|[0-9]*l|l[0-9]+|l-[0-9]+", re.IGNORECASE)
+_LAST_DAY = re.compile(r"lw|[0-9]*l|l[0-9]+|l-[0-9]+", re.IGNORECASE)   # beyond a bare L
+_NTH_WEEKDAY = re.compile(r"([0-9a-z]+)#([0-9]+)", re.IGNORECASE)
 _WEEKDAY_NEAR = re.compile(r"[0-9]+w|w[0-9]+", re.IGNORECASE)
 _RANDOM = re.compile(r"r(\([0-9]+-[0-9]+\))?(/[0-9]+)?", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 
-# A validated expression fires at least once every 8 years (29 February across a skipped
-# century leap day); the day search gives up after 10 so that it is bounded in any case.
-_SEARCH_YEARS = 10
+# A validated expression fires at least once every 40 years: 29 February on a given weekday
+# (cronie's AND of the day fields, as in "0 0 29 2 */7") recurs after 12, 28 or 40 years.
+# The day search gives up after 41 so that it is bounded in any case, and the parser
+# refuses an AND of the day fields that finds no day in that span from 2000 on.
+_SEARCH_YEARS = 41
 _ONE_DAY = timedelta(days=1)
 
 
@@ -277,16 +286,60 @@ def _plain_item_values(item: str, field: _Field) -> range:
 
 
 def _refuse_markers(text: str, field: _Field) -> None:
-    if "#" in text:
-        raise _error(field, f"'#' (nth weekday of the month, in '{text}') is not supported")
+    if "#" in text and field is not _WEEKDAY:
+        raise _error(field, f"'#' (nth weekday of the month, in '{text}') is only allowed in "
+                            "the day-of-week field")
     if "?" in text:
         raise _error(field, f"'?' is not supported; use '*' (in '{text}')")
+
+
+def _nth_weekday(item: str) -> tuple[int, int] | None:
+    """``D#n`` as (weekday with Sunday 0, n); None for an item without '#'."""
+    match = _NTH_WEEKDAY.fullmatch(item)
+    if match is None:
+        if "#" in item:
+            raise _error(_WEEKDAY, f"'{item}' is not valid nth-weekday syntax; expected D#n, "
+                                   "like 1#1 (the first Monday) or fri#5")
+        return None
+    weekday = _value(match.group(1), _WEEKDAY) % 7
+    nth = _number(match.group(2))
+    if nth is None or not 1 <= nth <= 5:
+        raise _error(_WEEKDAY, f"'{item}': n in D#n must be 1 to 5, got {_shown(match.group(2))}")
+    return weekday, nth
+
+
+@dataclass(frozen=True, slots=True)
+class _Specials:
+    """The day items croniter's field sets do not hold: ``L`` and ``D#n``."""
+
+    last_day: bool = False
+    nth_weekdays: frozenset[tuple[int, int]] = frozenset()
+    plain: tuple[str, ...] = ()     # the field's other items, for the plain field sets
+
+
+def _specials(text: str, field: _Field) -> _Specials:
+    """Split ``L`` (day-of-month) and ``D#n`` (day-of-week) items from the plain ones."""
+    if field is _DAY:
+        items = text.split(",")
+        plain = tuple(item for item in items if item not in ("L", "l"))
+        return _Specials(last_day=len(plain) < len(items), plain=plain)
+    if field is _WEEKDAY and "#" in text:
+        nth: set[tuple[int, int]] = set()
+        plain_items: list[str] = []
+        for item in text.split(","):
+            found = _nth_weekday(item)
+            if found is None:
+                plain_items.append(item)
+            else:
+                nth.add(found)
+        return _Specials(nth_weekdays=frozenset(nth), plain=tuple(plain_items))
+    return _Specials(plain=tuple(text.split(",")))
 
 
 def _field_values(text: str, field: _Field) -> frozenset[int]:
     _refuse_markers(text, field)
     values: set[int] = set()
-    for item in text.split(","):
+    for item in _specials(text, field).plain:
         values.update(_item_values(item, field))
     if field is _WEEKDAY and 7 in values:
         values.discard(7)
@@ -321,6 +374,8 @@ def _alias_fields(text: str) -> list[str]:
 
 def _never_fires(days: frozenset[int], months: frozenset[int]) -> InvalidSchedule | None:
     """With day-of-week unrestricted, a day-of-month no chosen month reaches never comes."""
+    if not days:
+        return None   # L alone: every month has a last day
     longest = max(_MAX_DAYS[month - 1] for month in months)
     if min(days) <= longest:
         return None
@@ -340,7 +395,8 @@ class CronSpec:
     """A validated expression as the sets of values each field allows.
 
     ``expanded`` is the five-field text after alias and ``H`` expansion; ``fixed_time`` is
-    True when its hour field has neither ``*`` nor ``/`` — the DST rules depend on it.
+    True when its minute field does not begin with ``*`` and its hour field has neither
+    ``*`` nor ``/`` — the DST rules depend on it (``_is_fixed_time``).
     """
 
     expanded: str
@@ -350,8 +406,10 @@ class CronSpec:
     months: tuple[int, ...]
     weekdays: frozenset[int]  # 0 = Sunday
     day_or: bool  # both day fields restricted: either may match
-    days_free: bool  # neither day field restricted: every day of an allowed month matches
+    days_free: bool  # both day fields match every day: every day of an allowed month matches
     fixed_time: bool
+    last_day: bool = False    # L in day-of-month: the month's last day matches too
+    nth_weekdays: frozenset[tuple[int, int]] = frozenset()   # D#n: (weekday, n) match too
 
     def matches(self, wall: datetime) -> bool:
         """Whether the naive wall-clock minute ``wall`` is named by the expression."""
@@ -391,8 +449,10 @@ class CronSpec:
     def _day_matches(self, day: date) -> bool:
         if self.days_free:
             return True
-        in_month = day.day in self.days
-        in_week = (day.weekday() + 1) % 7 in self.weekdays  # date.weekday(): Monday = 0
+        weekday = (day.weekday() + 1) % 7  # date.weekday(): Monday = 0
+        in_month = day.day in self.days or (self.last_day and (day + _ONE_DAY).day == 1)
+        in_week = weekday in self.weekdays or (
+            bool(self.nth_weekdays) and (weekday, (day.day - 1) // 7 + 1) in self.nth_weekdays)
         return (in_month or in_week) if self.day_or else (in_month and in_week)
 
     def _first_day_from(self, day: date) -> date | None:
@@ -427,24 +487,35 @@ def _ceil_minute(moment: datetime) -> datetime:
     return whole if whole == moment else whole + timedelta(minutes=1)
 
 
-def _is_fixed_time(hour_text: str) -> bool:
-    return "*" not in hour_text and "/" not in hour_text
+def _is_fixed_time(minute_text: str, hour_text: str) -> bool:
+    # cronie (entry.c, cron.c) calls a job "wildcard" when its minute or hour field begins
+    # with '*' (MIN_STAR, HR_STAR): only the others, fixed-time jobs, are moved to the end of
+    # a skipped hour, and only wildcard jobs fire again in a repeated one. crondepot also
+    # counts a '*' or '/' anywhere in the hour as wildcard (design §5: a step in the hour
+    # keeps firing through both passes), where cronie looks at the first character only.
+    return (not minute_text.startswith("*")
+            and "*" not in hour_text and "/" not in hour_text)
 
 
 _EQUAL_RANGE = re.compile(r"\b(\w+)-\1\b")
 
 
 def _library_sets(fields: list[str]) -> list[frozenset[int]]:
-    """The value set of each (already validated) field, as croniter expands it."""
-    text = " ".join(_EQUAL_RANGE.sub(r"\1", field) for field in fields)
+    """The value set of each (already validated) field, as croniter expands it, without the
+    ``L`` and ``D#n`` items (``CronSpec`` holds those); a field of nothing else is empty."""
+    plain = [",".join(_specials(text, field).plain) for text, field in zip(fields, _FIELDS,
+                                                                          strict=True)]
+    # croniter needs something in each field: a placeholder, emptied below
+    text = " ".join(_EQUAL_RANGE.sub(r"\1", field) or "1" for field in plain)
     expanded, _ = croniter.expand(text)
     # croniter says '*' for the whole field, also inside a list ("*,5" is ['*', 5]): the list
     # is then the whole field, as cronie reads it.
     return [
+        frozenset() if not items else
         frozenset(range(field.low, field.star_high + 1))
         if "*" in values else frozenset(int(v) % 7 if field is _WEEKDAY else int(v)
                                         for v in values)
-        for values, field in zip(expanded, _FIELDS, strict=True)
+        for values, field, items in zip(expanded, _FIELDS, plain, strict=True)
     ]
 
 
@@ -452,22 +523,34 @@ def _spec_from_fields(fields: list[str]) -> CronSpec:
     for text, field in zip(fields, _FIELDS, strict=True):
         _field_values(text, field)          # refuses bad fields with a message naming them
     minute, hour, day, month, weekday = _library_sets(fields)
-    day_restricted, week_restricted = fields[2] != "*", fields[4] != "*"
-    if day_restricted and not week_restricted:
-        refusal = _never_fires(day, month)
+    # cronie: a day field whose text begins with '*' is unrestricted (see the module's doc)
+    day_restricted = not fields[2].startswith("*")
+    week_restricted = not fields[4].startswith("*")
+    specials = _specials(fields[2], _DAY), _specials(fields[4], _WEEKDAY)
+    if not week_restricted and not specials[0].last_day:
+        refusal = _never_fires(day, frozenset(month))
         if refusal is not None:
             raise refusal
-    return CronSpec(
+    day_or = day_restricted and week_restricted
+    spec = CronSpec(
         expanded=" ".join(fields),
         minutes=tuple(sorted(minute)),
         hours=tuple(sorted(hour)),
         days=day,
         months=tuple(sorted(month)),
         weekdays=weekday,
-        day_or=day_restricted and week_restricted,
-        days_free=not day_restricted and not week_restricted,
-        fixed_time=_is_fixed_time(fields[1]),
+        day_or=day_or,
+        days_free=not day_or and len(day) == 31 and len(weekday) == 7,
+        fixed_time=_is_fixed_time(fields[0], fields[1]),
+        last_day=specials[0].last_day,
+        nth_weekdays=specials[1].nth_weekdays,
     )
+    if not day_or and not spec.days_free and spec._first_day_from(date(2000, 1, 1)) is None:
+        raise InvalidSchedule(f"day-of-month field: '{fields[2]}' and day-of-week field "
+                              f"'{fields[4]}' must both match (a field beginning with '*' "
+                              "counts as unrestricted, as in cronie), and no day in 41 years "
+                              "does; this schedule would never fire", field=_DAY.name)
+    return spec
 
 
 _HASH_TOKEN = re.compile(r"(?<![A-Za-z])H(?![A-Za-z])", re.IGNORECASE)

@@ -11,7 +11,9 @@ This module owns crondepot's answer to clock changes, which follows Vixie cron /
   ``"repeated-once"``); a wildcard/step-hour job fires at every real matching instant, the
   second pass included (note ``"second-pass"``).
 
-"Fixed-time" is ``CronSpec.fixed_time``: no ``*`` and no ``/`` in the hour field. The output
+"Fixed-time" is ``CronSpec.fixed_time``: a minute field that does not begin with ``*`` (as
+cronie's MIN_STAR reads it: ``* 2 * * *`` is a wildcard job, with no fire in a skipped 2
+o'clock hour and both passes of a repeated one) and no ``*`` or ``/`` in the hour. The output
 is strictly increasing in UTC: second-pass fires are held back until the first pass is over,
 and a moved fire until it is clear whether the next one lands on the same instant.
 It never looks at the clock; ``after`` is always given.

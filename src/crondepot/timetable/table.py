@@ -65,7 +65,8 @@ class Timetable:
 
     @property
     def fixed_time(self) -> bool:
-        """True when the hour field has no ``*`` and no ``/``: the DST rules depend on it."""
+        """True when the minute field does not begin with ``*`` and the hour field has no
+        ``*`` and no ``/`` (cronie's fixed-time job): the DST rules depend on it."""
         return self._spec.fixed_time
 
     def fires_after(self, after: datetime) -> Iterator[Fire]:

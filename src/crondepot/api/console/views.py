@@ -53,13 +53,15 @@ class JobRow:
     @property
     def state(self) -> str:
         if not self.job.active:
-            return "cancelled"
+            return "ended" if self.job.ended_reason else "cancelled"
         return "paused" if self.job.paused else "active"
 
 
 def fires(job: StoredJob, count: int, *, now: datetime | None = None) -> list[FireView]:
     """The job's next ``count`` fires after now (the timetable's nominal instants)."""
     after = now or datetime.now(UTC)
+    if not job.active:
+        return []
     stream = job.spec.timetable(job.id).fires_after(after)
     return [_fire(f) for f in islice(stream, count)]
 

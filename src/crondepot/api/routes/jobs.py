@@ -17,7 +17,9 @@ from crondepot.api.problems import Invalid, PreconditionRequired
 from crondepot.api.reads import get_run
 from crondepot.api.render import job_json, run_json
 from crondepot.api.schemas import (
+    BILL_DUE_ONCE,
     EMI_REMINDER,
+    EMI_TWELVE_MONTH_ENDS,
     PYTHON_JOB,
     Job,
     JobDocument,
@@ -64,7 +66,10 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
                               "links": job_links("$response.body#")},
                         **problems(401, 403, 409, 413, 415, 422, 429)},
              openapi_extra=request_body(JobDocument, {"emi_reminder": EMI_REMINDER,
-                                                      "python_handler": PYTHON_JOB}))
+                                                      "python_handler": PYTHON_JOB,
+                                                      "bill_due_once": BILL_DUE_ONCE,
+                                                      "emi_twelve_month_ends":
+                                                          EMI_TWELVE_MONTH_ENDS}))
 def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
     spec = JobSpec.from_document(doc)
     job, created = create_job(conn, who.tenant_id, spec)

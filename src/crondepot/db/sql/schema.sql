@@ -44,7 +44,7 @@ CREATE TABLE public.jobs (
     id bigint NOT NULL,
     tenant_id bigint NOT NULL,
     key text,
-    cron text NOT NULL,
+    cron text,
     tz text NOT NULL,
     next_run_at timestamp with time zone,
     next_nominal_at timestamp with time zone,
@@ -68,6 +68,13 @@ CREATE TABLE public.jobs (
     cancelled_at timestamp with time zone,
     version integer DEFAULT 1 NOT NULL,
     timetable_since timestamp with time zone,
+    at timestamp with time zone,
+    start_at timestamp with time zone,
+    end_at timestamp with time zone,
+    max_runs integer,
+    fire_count integer DEFAULT 0 NOT NULL,
+    ended_at timestamp with time zone,
+    ended_reason text,
     labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     failing_fires integer DEFAULT 0 NOT NULL,
     alert_after_failures integer,
@@ -76,16 +83,20 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((misfire_policy <> 'skip_after_local_time'::text) OR (misfire_until IS NOT NULL))),
     CONSTRAINT jobs_check2 CHECK (((next_run_at IS NULL) = (next_nominal_at IS NULL))),
+    CONSTRAINT jobs_cron_or_at CHECK (((cron IS NULL) <> (at IS NULL))),
+    CONSTRAINT jobs_ended_reason_check CHECK ((ended_reason = ANY (ARRAY['completed'::text, 'end_at'::text, 'max_runs'::text]))),
     CONSTRAINT jobs_key_check CHECK (((length(key) >= 1) AND (length(key) <= 200))),
     CONSTRAINT jobs_labels_check CHECK ((jsonb_typeof(labels) = 'object'::text)),
     CONSTRAINT jobs_lease_seconds_check CHECK (((lease_seconds >= 5) AND (lease_seconds <= 43200))),
     CONSTRAINT jobs_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT jobs_max_catchup_check CHECK (((max_catchup >= 1) AND (max_catchup <= 100000))),
+    CONSTRAINT jobs_max_runs_check CHECK (((max_runs >= 1) AND (max_runs <= 1000000))),
     CONSTRAINT jobs_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['run_late'::text, 'skip_after'::text, 'skip_after_local_time'::text]))),
     CONSTRAINT jobs_misfire_seconds_check CHECK ((misfire_seconds > 0)),
     CONSTRAINT jobs_payload_check CHECK ((octet_length((payload)::text) <= 16384)),
     CONSTRAINT jobs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
-    CONSTRAINT jobs_spread_seconds_check CHECK (((spread_seconds >= 0) AND (spread_seconds <= 86400)))
+    CONSTRAINT jobs_spread_seconds_check CHECK (((spread_seconds >= 0) AND (spread_seconds <= 86400))),
+    CONSTRAINT jobs_window_order CHECK ((end_at > start_at))
 );
 
 --
@@ -95,7 +106,7 @@ CREATE TABLE public.jobs (
 CREATE FUNCTION public.crondepot_audit_job_row(j public.jobs) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT to_jsonb(j) - 'next_run_at' - 'next_nominal_at' - 'updated_at'
+    SELECT to_jsonb(j) - 'next_run_at' - 'next_nominal_at' - 'updated_at' - 'fire_count'
 $$;
 
 --
@@ -111,7 +122,7 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         action := 'job.create';
     ELSIF OLD.active AND NOT NEW.active THEN
-        action := 'job.cancel';
+        action := CASE WHEN NEW.ended_reason IS NOT NULL THEN 'job.end' ELSE 'job.cancel' END;
     ELSIF NEW.paused AND NOT OLD.paused THEN
         action := 'job.pause';
     ELSIF OLD.paused AND NOT NEW.paused THEN
@@ -697,6 +708,10 @@ CREATE VIEW public.job_inserts AS
     max_attempts,
     lease_seconds,
     rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
     labels,
     alert_after_failures,
     created_at
@@ -867,6 +882,13 @@ CREATE VIEW public.stored_jobs AS
     cancelled_at,
     version,
     timetable_since,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    fire_count,
+    ended_at,
+    ended_reason,
     labels,
     alert_after_failures
    FROM public.jobs;
@@ -1074,6 +1096,12 @@ CREATE INDEX console_sessions_token ON public.console_sessions USING btree (toke
 --
 
 CREATE INDEX job_timetables_until ON public.job_timetables USING btree (until);
+
+--
+-- Name: jobs_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_at ON public.jobs USING btree (at) WHERE (at IS NOT NULL);
 
 --
 -- Name: jobs_due; Type: INDEX; Schema: public; Owner: -

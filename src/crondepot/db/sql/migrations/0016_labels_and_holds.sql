@@ -16,7 +16,8 @@ CREATE VIEW stored_jobs AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused,
        target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version, timetable_since, labels
+       updated_at, cancelled_at, version, timetable_since,
+       at, start_at, end_at, max_runs, fire_count, ended_at, ended_reason, labels
 FROM jobs;
 
 DROP VIEW job_inserts;
@@ -24,7 +25,7 @@ CREATE VIEW job_inserts AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
        active, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
        max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
-       labels, created_at
+       at, start_at, end_at, max_runs, labels, created_at
 FROM jobs;
 
 -- Holds: a tenant's queued runs of one rate limit (kind 'rate_limit') or one target host

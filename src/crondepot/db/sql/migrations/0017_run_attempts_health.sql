@@ -55,7 +55,9 @@ CREATE OR REPLACE VIEW stored_jobs AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused,
        target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
-       updated_at, cancelled_at, version, timetable_since, labels, alert_after_failures
+       updated_at, cancelled_at, version, timetable_since,
+       at, start_at, end_at, max_runs, fire_count, ended_at, ended_reason, labels,
+       alert_after_failures
 FROM jobs;
 
 DROP VIEW job_inserts;
@@ -63,5 +65,5 @@ CREATE VIEW job_inserts AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
        active, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
        max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
-       labels, alert_after_failures, created_at
+       at, start_at, end_at, max_runs, labels, alert_after_failures, created_at
 FROM jobs;

@@ -17,7 +17,7 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
 -- format: psycopg would otherwise quote every element in Python. created_at is the instant
 -- the first fire was computed from (the job's timetable is in force after it). The arrays
--- are job_inserts's columns in order (migrations 0013, 0017), the instant last.
+-- are job_inserts's columns in order (migrations 0013, 0015, 0016, 0017), the instant last.
 INSERT INTO job_inserts
 OVERRIDING SYSTEM VALUE
 SELECT *, %(now)s::timestamptz FROM unnest(
@@ -27,7 +27,9 @@ SELECT *, %(now)s::timestamptz FROM unnest(
     %(misfire_policies)b::text[], %(misfire_seconds)b::integer[], %(misfire_untils)b::time[],
     %(catchups)b::text[], %(max_catchups)b::integer[], %(spread_seconds)b::integer[],
     %(spread_keys)b::text[], %(max_attempts)b::integer[], %(lease_seconds)b::integer[],
-    %(rate_limits)b::text[], %(labels)b::jsonb[], %(alert_afters)b::integer[])
+    %(rate_limits)b::text[], %(ats)b::timestamptz[], %(start_ats)b::timestamptz[],
+    %(end_ats)b::timestamptz[], %(max_runs)b::integer[], %(labels)b::jsonb[],
+    %(alert_afters)b::integer[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
@@ -102,7 +104,8 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     catchup = %(catchup)s, max_catchup = %(max_catchup)s,
     spread_seconds = %(spread_seconds)s, spread_key = %(spread_key)s,
     max_attempts = %(max_attempts)s, lease_seconds = %(lease_seconds)s,
-    rate_limit = %(rate_limit)s, labels = %(labels)s,
+    rate_limit = %(rate_limit)s, at = %(at)s, start_at = %(start_at)s, end_at = %(end_at)s,
+    max_runs = %(max_runs)s, labels = %(labels)s,
     alert_after_failures = %(alert_after_failures)s, next_run_at = %(next_run_at)s,
     next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
     version = version + 1, updated_at = now()
@@ -132,6 +135,19 @@ UPDATE jobs
 SET active = false, cancelled_at = %(now)s::timestamptz, version = version + 1,
     updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active;
+
+-- name: count_fires
+-- The fires a change to the job settled (store._settle): max_runs counts them like the tick's.
+UPDATE jobs SET fire_count = fire_count + %(fires)s::integer WHERE id = %(id)s::bigint;
+
+-- name: end_job
+-- A job whose schedule has no further fire (its at run written, its window closed, max_runs
+-- reached) ends: like cancel, it keeps its row and runs and leaves the jobs_due index;
+-- ended_at is its last fire's nominal time (or the instant its fires were settled up to).
+UPDATE jobs
+SET active = false, ended_reason = %(reason)s::text, ended_at = %(ended_at)s::timestamptz,
+    next_run_at = NULL, next_nominal_at = NULL, version = version + 1, updated_at = now()
+WHERE id = %(id)s::bigint AND active;
 
 -- name: cancel_queued_runs
 -- The queued runs of a cancelled job are not sent. Running ones finish: their call may

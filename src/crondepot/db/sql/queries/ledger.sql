@@ -21,8 +21,9 @@ SET LOCAL jit = off;
 SELECT DISTINCT cron, tz FROM (
     SELECT cron, tz FROM jobs
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
+      AND cron IS NOT NULL     -- an at job's one fire is checked on its own (ledger_fires)
       AND coalesce(timetable_since, created_at) < %(until)s::timestamptz
-      AND (active OR coalesce(cancelled_at, created_at) >= %(since)s::timestamptz)
+      AND (active OR coalesce(cancelled_at, ended_at, created_at) >= %(since)s::timestamptz)
     UNION ALL
     SELECT cron, tz FROM job_timetables
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
@@ -36,8 +37,9 @@ SELECT DISTINCT j.id, j.key, s.cron, s.tz      -- a cron in force twice (A, B, A
 FROM (
     SELECT id AS job_id, cron, tz FROM jobs
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
+      AND cron IS NOT NULL
       AND coalesce(timetable_since, created_at) < %(until)s::timestamptz
-      AND (active OR coalesce(cancelled_at, created_at) >= %(since)s::timestamptz)
+      AND (active OR coalesce(cancelled_at, ended_at, created_at) >= %(since)s::timestamptz)
     UNION ALL
     SELECT job_id, cron, tz FROM job_timetables
     WHERE (%(tenant)s::bigint IS NULL OR tenant_id = %(tenant)s::bigint)
@@ -47,7 +49,9 @@ JOIN unnest(%(crons)s::text[], %(tzs)s::text[]) AS h(cron, tz) USING (cron, tz)
 JOIN jobs AS j ON j.id = s.job_id;
 
 -- name: ledger_fires
--- The window's fires judged: how many there are, how many are pending (not owed a row yet:
+-- A job's window (start_at, end_at; migration 0015) bounds the fires of all its timetables;
+-- a job that ended by its schedule owes nothing after ended_at, as a cancelled one after
+-- cancelled_at. The window's fires judged: how many there are, how many are pending (not owed a row yet:
 -- at or after an active job's next_nominal_at), unaccounted (owed, no row) and duplicated
 -- (more than one row), on every row; then the first %(limit)s problem fires, one a row (a
 -- single row of NULLs after the counts when there is none). A fire's rows are found on
@@ -68,9 +72,10 @@ WITH fires AS (
          AS f(cron, tz, nominal) ON f.cron = j.cron AND f.tz = j.tz
     WHERE (%(tenant)s::bigint IS NULL OR j.tenant_id = %(tenant)s::bigint)
       AND coalesce(j.timetable_since, j.created_at) < %(until)s::timestamptz
-      AND (j.active OR coalesce(j.cancelled_at, j.created_at) >= %(since)s::timestamptz)
+      AND (j.active OR coalesce(j.cancelled_at, j.ended_at, j.created_at) >= %(since)s::timestamptz)
       AND f.nominal > coalesce(j.timetable_since, j.created_at)
-      AND (j.active OR f.nominal <= coalesce(j.cancelled_at, j.created_at))
+      AND (j.active OR f.nominal <= coalesce(j.cancelled_at, j.ended_at, j.created_at))
+      AND f.nominal BETWEEN coalesce(j.start_at, '-infinity') AND coalesce(j.end_at, 'infinity')
     UNION ALL
     -- current timetables with H
     SELECT j.id, j.tenant_id, j.key, j.active, j.next_nominal_at, f.nominal
@@ -80,9 +85,10 @@ WITH fires AS (
     WHERE j.cron = f.cron AND j.tz = f.tz
       AND (%(tenant)s::bigint IS NULL OR j.tenant_id = %(tenant)s::bigint)
       AND coalesce(j.timetable_since, j.created_at) < %(until)s::timestamptz
-      AND (j.active OR coalesce(j.cancelled_at, j.created_at) >= %(since)s::timestamptz)
+      AND (j.active OR coalesce(j.cancelled_at, j.ended_at, j.created_at) >= %(since)s::timestamptz)
       AND f.nominal > coalesce(j.timetable_since, j.created_at)
-      AND (j.active OR f.nominal <= coalesce(j.cancelled_at, j.created_at))
+      AND (j.active OR f.nominal <= coalesce(j.cancelled_at, j.ended_at, j.created_at))
+      AND f.nominal BETWEEN coalesce(j.start_at, '-infinity') AND coalesce(j.end_at, 'infinity')
     UNION ALL
     -- earlier timetables without H
     SELECT j.id, j.tenant_id, j.key, j.active, j.next_nominal_at, f.nominal
@@ -93,6 +99,7 @@ WITH fires AS (
     WHERE (%(tenant)s::bigint IS NULL OR t.tenant_id = %(tenant)s::bigint)
       AND t.since < %(until)s::timestamptz AND t.until >= %(since)s::timestamptz
       AND f.nominal > t.since AND f.nominal <= t.until
+      AND f.nominal BETWEEN coalesce(j.start_at, '-infinity') AND coalesce(j.end_at, 'infinity')
     UNION ALL
     -- earlier timetables with H
     SELECT j.id, j.tenant_id, j.key, j.active, j.next_nominal_at, f.nominal
@@ -103,6 +110,16 @@ WITH fires AS (
     WHERE (%(tenant)s::bigint IS NULL OR t.tenant_id = %(tenant)s::bigint)
       AND t.since < %(until)s::timestamptz AND t.until >= %(since)s::timestamptz
       AND f.nominal > t.since AND f.nominal <= t.until
+      AND f.nominal BETWEEN coalesce(j.start_at, '-infinity') AND coalesce(j.end_at, 'infinity')
+    UNION ALL
+    -- at jobs: their one fire, found on jobs_at (migration 0015)
+    SELECT j.id, j.tenant_id, j.key, j.active, j.next_nominal_at, j.at
+    FROM jobs AS j
+    WHERE j.at IS NOT NULL
+      AND j.at BETWEEN %(since)s::timestamptz AND %(until)s::timestamptz
+      AND (%(tenant)s::bigint IS NULL OR j.tenant_id = %(tenant)s::bigint)
+      AND j.at > coalesce(j.timetable_since, j.created_at)
+      AND (j.active OR j.at <= coalesce(j.cancelled_at, j.ended_at, j.created_at))
 ),
 judged AS MATERIALIZED (
     SELECT job_id, tenant_id, key, nominal AS nominal_at,

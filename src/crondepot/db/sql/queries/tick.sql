@@ -6,7 +6,7 @@
 -- injected by tests), never a host clock: copies on skewed hosts agree on what is due.
 SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
        j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
-       j.tenant_id, j.priority, t.now
+       j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count, t.now
 FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS t,
      LATERAL (
          SELECT * FROM jobs
@@ -38,11 +38,19 @@ ON CONFLICT (run_id) DO NOTHING;
 
 -- name: advance_jobs
 -- Every claimed job's next run in one statement (the rows are still locked by this
--- transaction, so nobody else moved them meanwhile).
+-- transaction, so nobody else moved them meanwhile), the fires written counted (max_runs);
+-- a job with no further fire ends here (ended_reason, and ended_at: its last fire's
+-- nominal time, after which the ledger owes it nothing), and leaves the jobs_due index.
 UPDATE jobs AS j
-SET next_run_at = u.next_run_at, next_nominal_at = u.next_nominal_at
+SET next_run_at = u.next_run_at, next_nominal_at = u.next_nominal_at,
+    fire_count = j.fire_count + u.fires,
+    active = j.active AND u.ended_reason IS NULL,
+    ended_reason = coalesce(u.ended_reason, j.ended_reason),
+    ended_at = CASE WHEN u.ended_reason IS NULL THEN j.ended_at ELSE u.ended_at END
 FROM unnest(%(ids)b::bigint[], %(next_run_ats)b::timestamptz[],
-            %(next_nominal_ats)b::timestamptz[]) AS u(id, next_run_at, next_nominal_at)
+            %(next_nominal_ats)b::timestamptz[], %(fires)b::integer[],
+            %(ended_reasons)b::text[], %(ended_ats)b::timestamptz[])
+     AS u(id, next_run_at, next_nominal_at, fires, ended_reason, ended_at)
 WHERE j.id = u.id;
 
 -- name: put_off_jobs

@@ -1,0 +1,32 @@
+"""The console shows a job's schedule beyond cron: its bounds, its fire count, and an ended
+job as ended (not cancelled), with no next fires."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from fastapi.testclient import TestClient
+
+from crondepot.scheduler.tick import tick
+from tests.console.conftest import World, add_job, login
+
+
+def test_a_bounded_job_and_an_ended_at_job_on_their_pages(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    emi = add_job(conn, world.tenant_id, key="emi:48214", cron="0 9 L * *",
+                  tz="Asia/Kolkata", max_runs=12, start_at="2027-04-01T00:00:00+05:30")
+    at = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
+    bill = add_job(conn, world.tenant_id, key="bill:77120", at=at.isoformat())
+    tick(conn, batch=1000, now=at + timedelta(seconds=1))
+    login(client, world.admin)
+    page = client.get(f"/console/jobs/{emi}").text
+    assert "0 9 L * *, from 2027-03-31T18:30:00+00:00, at most 12 fires" in page
+    assert "0 of 12" in page and "st-active" in page
+    page = client.get(f"/console/jobs/{bill}").text
+    assert f"at {at.isoformat()}" in page
+    assert "st-ended" in page and "completed" in page and "st-cancelled" not in page
+    assert "This job has ended" in page
+    finished = client.get("/console/jobs", params={"active": "no"}).text
+    assert "st-ended" in finished and f"at {at.isoformat()}" in finished
