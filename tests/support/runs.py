@@ -40,9 +40,9 @@ def seed_runs(conn: psycopg.Connection[Any]) -> tuple[dict[str, str], dict[str, 
             INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, status,
                               attempt, available_at, finished_at, skip_reason, last_error,
                               error_class)
-            SELECT %(run_id)s, %(job_id)s, j.tenant_id, 'normal', at, at, %(status)s,
-                   CASE WHEN %(status)s IN ('queued', 'skipped') THEN 0 ELSE 1 END, at,
-                   CASE WHEN %(status)s <> 'queued' THEN at END,
+            SELECT %(run_id)s, %(job_id)s, j.tenant_id, 'normal', t.at, t.at, %(status)s,
+                   CASE WHEN %(status)s IN ('queued', 'skipped') THEN 0 ELSE 1 END, t.at,
+                   CASE WHEN %(status)s <> 'queued' THEN t.at END,
                    CASE WHEN %(status)s = 'skipped' THEN 'deadline_passed' END,
                    %(error)s, %(error_class)s
             FROM jobs j, (SELECT now() - make_interval(mins => %(minutes)s) AS at) AS t

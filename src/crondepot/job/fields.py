@@ -152,11 +152,11 @@ ALERT_AFTER_FAILURES = Field(
                 "crondepot_jobs_unhealthy) once this many of its latest fires in a row did "
                 "not succeed; null: the tenant's default (3 unless set)")
 
-LABELS = Field(path="labels", type="object", default={},
+LABELS = Field(path="labels", type="object", default={}, nullable=True,
                description="names for filters and bulk actions, like {\"bank\": \"42\"}: "
                            "at most 16; a key is 1-63 letters, digits, '_', '.', '-' or '/', "
                            "beginning and ending with a letter or digit; a value is the same "
-                           "without '/', or empty (as Kubernetes labels)")
+                           "without '/', or empty (as Kubernetes labels); null: none")
 
 # Schedules beyond cron (design §7). Instants are RFC 3339 with an offset, checked in code
 # (spec.py _instant); the schema says "format": "date-time" and a length bound.
