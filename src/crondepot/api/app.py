@@ -27,6 +27,7 @@ from crondepot.api.routes import (
     backfill,
     deadletter,
     imports,
+    job_keys,
     jobs,
     ledger,
     ratelimits,
@@ -130,7 +131,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
-    for module in (jobs, backfill, runs, deadletter, imports, audit, ledger, service,
+    for module in (job_keys, jobs, backfill, runs, deadletter, imports, audit, ledger, service,
                    ratelimits, tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)

@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from crondepot import jsontext
+from crondepot.cli.job_ref import HELP as JOB_HELP
+from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
@@ -141,7 +143,7 @@ def register(commands: Any) -> None:
     listing.set_defaults(run=run_list)
 
     showing = _action(actions, "show", "a job, its state and its next fire times")
-    showing.add_argument("job_id", type=int, metavar="ID")
+    showing.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
     showing.add_argument("-n", "--fires", type=int, default=SHOWN_FIRES,
                          help=f"how many next fire times ({SHOWN_FIRES})")
     showing.set_defaults(run=run_show)
@@ -151,7 +153,7 @@ def register(commands: Any) -> None:
                        ("cancel", "cancel a job for good (it stays readable with its runs)"),
                        ("trigger", "queue one run of a job now")):
         changing = _action(actions, name, text)
-        changing.add_argument("job_id", type=int, metavar="ID")
+        changing.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
         changing.set_defaults(run=run_change, change=name)
 
 
@@ -213,7 +215,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
-        job = get_job(conn, tenant_id(conn, args.tenant), args.job_id)
+        tenant = tenant_id(conn, args.tenant)
+        job = get_job(conn, tenant, resolve(conn, tenant, args.job_id))
     fires = next_fires(job, datetime.now(UTC), max(0, min(args.fires, 1000)))
     if args.json:
         print_json({**job_json(job), "state": state(job), "next_fires": fires})
@@ -260,7 +263,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_change(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
-        job_id = _known(args.job_id)
+        job_id = resolve(conn, tenant, args.job_id)
         try:
             if args.change == "trigger":
                 triggered = store.trigger_job(conn, tenant, job_id)
@@ -273,12 +276,12 @@ def run_change(args: argparse.Namespace) -> int:
             raise _not_found(args.job_id) from None
     if job is None:
         if args.json:
-            print_json({"job_id": args.job_id, "run_id": triggered.run_id,
+            print_json({"job_id": job_id, "run_id": triggered.run_id,
                         "created": triggered.created})
         elif triggered.created:
-            print(f"queued run {triggered.run_id} of job {args.job_id}")
+            print(f"queued run {triggered.run_id} of job {job_id}")
         else:
-            print(f"run {triggered.run_id} of job {args.job_id} was already queued this "
+            print(f"run {triggered.run_id} of job {job_id} was already queued this "
                   "second; nothing written")
         return 0
     if args.json:
@@ -327,8 +330,8 @@ def _known(job_id: int) -> int:
     return job_id if 1 <= job_id <= MAX_JOB_ID else 0
 
 
-def _not_found(job_id: int) -> store.JobNotFound:
-    return store.JobNotFound(f"job {job_id} not found")
+def _not_found(job_id: int | JobRef) -> store.JobNotFound:
+    return not_found(job_id)
 
 
 def _key(job: StoredJob) -> str:
