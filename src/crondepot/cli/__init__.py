@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 import psycopg
 
@@ -42,10 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="crondepot",
         description="Cron at scale on PostgreSQL: no run lost to a crash, no run sent twice.",
     )
+    parser.add_argument("--version", action="version", version=f"crondepot {version()}",
+                        help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in _GROUPS:
         group.register(commands)
     return parser
+
+
+def version() -> str:
+    """The installed package's version (its metadata, so it is never out of step)."""
+    try:
+        return metadata.version("crondepot")
+    except metadata.PackageNotFoundError:       # run from a source tree never installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

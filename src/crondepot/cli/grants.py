@@ -9,16 +9,14 @@ nothing; each is recorded in the tenant's audit log.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import psycopg
-from rich.console import Console
 from rich.table import Table
 
 from crondepot import grants, quotas
 from crondepot.cli.options import add_database, add_json, operator_connection
-from crondepot.cli.output import print_json
+from crondepot.cli.output import console, print_json
 from crondepot.cli.tenants import tenant_id
 from crondepot.db import Q
 from crondepot.ratelimit import tenant_limits
@@ -166,7 +164,7 @@ def run_show(args: argparse.Namespace) -> int:
     for b in buckets:
         if b.owned:
             table.add_row("own limit", b.name, f"{b.rate_per_second:g}/s, burst {b.burst}")
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console().print(table)
     if not found and not any(b.owned for b in buckets):
         print(f"no grants: its jobs may name no Python handler and no rate limit "
               f"(crondepot tenants grant {args.tenant} --handler NAME --limit NAME)")

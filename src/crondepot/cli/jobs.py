@@ -1,4 +1,5 @@
-"""``crondepot jobs add|list|show|pause|resume|cancel|trigger``: a tenant's jobs.
+"""``crondepot jobs add|list|show|update|pause|resume|cancel|trigger``: a tenant's jobs
+(``update`` is in ``cli.job_update``; a JOB is an id or a key, ``cli.job_ref``).
 
 The same code as the HTTP API (``crondepot.job.store``): a document is checked by
 ``JobSpec.from_document`` before anything is written, so a bad one changes nothing and the
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,10 +20,12 @@ from rich.console import Console
 from rich.table import Table
 
 from crondepot import jsontext
+from crondepot.cli import job_update
 from crondepot.cli.job_ref import HELP as JOB_HELP
 from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
+from crondepot.cli.output import console as plain_console
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError, InvalidJob
@@ -104,9 +106,8 @@ def job_json(job: StoredJob) -> dict[str, Any]:
 
 
 def console() -> Console:
-    """A rich console; into a pipe or file, tables get room rather than 80 columns."""
-    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    return Console(width=200) if wide else Console()
+    """A rich console; into a pipe or a file, plain text (``output.console``)."""
+    return plain_console()
 
 
 def utc_text(value: datetime | None) -> str:
@@ -118,8 +119,8 @@ def utc_text(value: datetime | None) -> str:
 # -- commands -----------------------------------------------------------------------------
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("jobs", help="a tenant's jobs: add, list, show, pause, "
-                                              "resume, cancel, trigger")
+    parser = commands.add_parser("jobs", help="a tenant's jobs: add, list, show, update, "
+                                              "pause, resume, cancel, trigger")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     adding = _action(actions, "add", "create a job from a job document (idempotent on its "
@@ -144,7 +145,7 @@ def register(commands: Any) -> None:
 
     showing = _action(actions, "show", "a job, its state and its next fire times")
     showing.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
-    showing.add_argument("-n", "--fires", type=int, default=SHOWN_FIRES,
+    showing.add_argument("-n", "--fires", type=int_in(0, 1000, "a count"), default=SHOWN_FIRES,
                          help=f"how many next fire times ({SHOWN_FIRES})")
     showing.set_defaults(run=run_show)
 
@@ -155,6 +156,8 @@ def register(commands: Any) -> None:
         changing = _action(actions, name, text)
         changing.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
         changing.set_defaults(run=run_change, change=name)
+
+    job_update.register(actions, _action)
 
 
 def _action(actions: Any, name: str, text: str) -> argparse.ArgumentParser:

@@ -65,12 +65,12 @@ def register(commands: Any) -> None:
     listing.set_defaults(run=run_list)
     showing = actions.add_parser("show", help="one run: its state, attempts and last error")
     _common(showing)
-    showing.add_argument("run_id", metavar="RUN_ID")
+    showing.add_argument("run_id", metavar="RUN_ID", help="the run's id (JOB_ID:EPOCH)")
     showing.set_defaults(run=run_show)
     retrying = actions.add_parser(
         "retry", help="queue a failed or dead run again (same run id, fresh attempt budget)")
     _common(retrying)
-    retrying.add_argument("run_id", metavar="RUN_ID")
+    retrying.add_argument("run_id", metavar="RUN_ID", help="the run's id (JOB_ID:EPOCH)")
     retrying.add_argument("--ignore-deadline", action="store_true",
                           help="also retry a run past its misfire deadline (it goes without "
                                "one); by default such a run is refused")

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 import psycopg
-from rich.console import Console
 from rich.table import Table
 
 from crondepot.cli.options import add_database, add_json, operator_connection
-from crondepot.cli.output import print_json
+from crondepot.cli.output import console, print_json
 from crondepot.db import Q
 from crondepot.errors import CrondepotError
 from crondepot.tenants import create_tenant
@@ -105,5 +103,5 @@ def run_list(args: argparse.Namespace) -> int:
     for i, name, created, jobs, weight in rows:
         table.add_row(str(i), name, str(jobs), created.isoformat(timespec="seconds"),
                       str(weight))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console().print(table)
     return 0

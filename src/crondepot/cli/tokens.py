@@ -10,15 +10,13 @@ a new one with ``token create``). What a revoke or rotate means for running proc
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
-from crondepot.cli.output import print_json
+from crondepot.cli.output import console, print_json
 from crondepot.cli.tenants import tenant_id
 from crondepot.signing_secret import DEFAULT_OVERLAP, parse_overlap, rotate_secret
 from crondepot.tokens import ROLES, TokenInfo, create_token, list_tokens, revoke_token
@@ -90,7 +88,7 @@ def run_list(args: argparse.Namespace) -> int:
     for t in tokens:
         table.add_row(str(t.id), t.role, t.label or "", _when(t.created_at),
                       _when(t.last_used_at), _when(t.revoked_at))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console().print(table)
     return 0
 
 
