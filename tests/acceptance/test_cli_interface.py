@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -332,3 +334,62 @@ def test_status_reads_the_tenant_from_the_environment(db_url: str) -> None:
     done = crondepot("status", "--json", env={"CRONDEPOT_DATABASE_URL": db_url,
                                               "CRONDEPOT_TENANT": "bank42"})
     assert done.returncode == 0 and json.loads(done.stdout)["tenant"] == "bank42"
+
+
+# -- up -------------------------------------------------------------------------------------
+
+def test_up_prints_its_addresses_serves_metrics_and_stops_the_postgresql_it_started() -> None:
+    """With no URL, ``up`` starts the embedded PostgreSQL in --data-dir; Ctrl-C stops the
+    children and then that server (it kept running after "all stopped" before)."""
+    from urllib.request import urlopen
+
+    from tests.support.processes import Proc, free_port, wait_until
+
+    folder = Path(tempfile.mkdtemp(prefix="crondepot-up-"))
+    folder.chmod(0o755)          # pgserver runs postgres as its own user when root
+    data_dir = folder / "pg"
+    port, metrics = free_port(), free_port()
+    env = {"CRONDEPOT_DATABASE_URL": "", "CRONDEPOT_DATA_DIR": ""}
+    up = Proc("up", "--data-dir", str(data_dir), "--schedulers", "1", "--workers", "1",
+              "--port", str(port), "--metrics-port", str(metrics), env=env)
+    try:
+        wait_until(lambda: "metrics:" in up.output(), timeout=120, message="the welcome")
+        text = up.output()
+        assert f"console: http://127.0.0.1:{port}/console/" in text
+        assert f"API http://127.0.0.1:{port}/v1" in text
+        assert f"scheduler-1 http://127.0.0.1:{metrics}/metrics" in text
+        assert f"worker-1 http://127.0.0.1:{metrics + 1}/metrics" in text
+
+        def scraped() -> bool:
+            try:
+                with urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=2) as response:
+                    return b"crondepot_" in response.read()
+            except OSError:
+                return False
+
+        wait_until(scraped, timeout=60, message="scheduler-1 metrics")
+        assert (data_dir / "postmaster.pid").exists()
+    finally:
+        up.kill(signal.SIGINT)
+        code = up.popen.wait(timeout=90)
+    assert code == 0, up.output()
+    assert "all stopped" in up.output() and "embedded PostgreSQL" in up.output()
+    assert not (data_dir / "postmaster.pid").exists(), up.output()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- the command reference ------------------------------------------------------------------
+
+def test_docs_cli_md_is_the_parser_s_reference() -> None:
+    """docs/cli.md lists every command and option; regenerate it with
+    ``python -m crondepot.cli.reference > docs/cli.md`` after changing the parser."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONDEPOT_")}
+    done = subprocess.run([sys.executable, "-m", "crondepot.cli.reference"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    written = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    assert written == done.stdout, "docs/cli.md is stale: regenerate it"
+    for path, action in _options(build_parser(), "crondepot"):
+        assert f"`{path}`" in written
+        for option in action.option_strings:
+            assert option in written

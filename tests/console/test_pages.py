@@ -83,6 +83,9 @@ def test_jobs_page_filters_and_shows_next_fires_and_last_runs(
     assert "otherbank" not in html
     assert "&lt;b&gt;report&lt;/b&gt;" in html and "<b>report</b>" not in html
     assert 'data-action="pause"' in html and 'data-action="trigger"' in html
+    # both ask first (console.js turns data-confirm into a confirmation dialog)
+    assert f'data-confirm="Pause job {world.daily}?' in html
+    assert f'data-confirm="Queue one run of job {world.daily} now?' in html
     row = html[html.index(f'data-job="{world.daily}"'):]
     row = row[:row.index("</tr>")]
     assert "st-queued" in row   # its newest run
