@@ -89,6 +89,10 @@ BAD = [
     (["dlq", "list", "--cursor", "nope"], "--cursor"),
     (["runs", "list", "--tenant", "t", "--since", "yesterday"], "--since"),
     (["status", "--interval", "0"], "--interval"),
+    (["jobs", "list", "--tenant", "t", "--db", "nonsense"], "--db"),
+    (["migrate", "--db", "postgresql://h/db?nosuch=1"], "--db"),
+    (["worker", "--import", "no_such_module_xyz"], "no_such_module_xyz"),
+    (["runs", "show", "--tenant", "t", "\udcff"], "UTF-8"),
 ]
 
 
@@ -106,6 +110,13 @@ def test_bad_arguments_exit_2_with_a_message_never_a_traceback(
 def test_a_bad_environment_value_is_a_usage_error_too(db_url: str, variable: str) -> None:
     done = crondepot("worker", env={"CRONDEPOT_DATABASE_URL": db_url, variable: "lots"})
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_database_without_the_schema_is_a_message_not_a_traceback(
+        empty_db_url: str) -> None:
+    done = crondepot("limits", "list", "--db", empty_db_url)
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert "crondepot migrate" in done.stderr
 
 
 def test_worker_concurrency_below_the_default_urgent_slots_starts(db_url: str) -> None:

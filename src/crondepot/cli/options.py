@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from crondepot.audit import act_as, cli_actor
 from crondepot.db import roles
@@ -39,13 +40,26 @@ def int_in(low: int, high: int, what: str) -> Callable[[str], int]:
 
 def add_database(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--db", metavar="URL", default=os.environ.get(URL_ENV),
+        "--db", metavar="URL", default=os.environ.get(URL_ENV), type=_database_url,
         help=f"PostgreSQL URL (env {URL_ENV}); without one, the embedded PostgreSQL is used",
     )
     parser.add_argument(
         "--data-dir", metavar="DIR", default=os.environ.get(DATA_DIR_ENV),
         help=f"data directory of the embedded PostgreSQL (env {DATA_DIR_ENV})",
     )
+
+
+def _database_url(text: str) -> str:
+    """A PostgreSQL URL or conninfo string, parsed here: a malformed one is a usage error
+    naming --db (or CRONDEPOT_DATABASE_URL), not a traceback from the driver."""
+    if not text:
+        return text            # empty: the embedded PostgreSQL
+    try:
+        conninfo_to_dict(text)
+    except psycopg.ProgrammingError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected a PostgreSQL URL like postgresql://user@host:5432/db: {exc}") from None
+    return text
 
 
 def add_runtime_role(parser: argparse.ArgumentParser) -> None:

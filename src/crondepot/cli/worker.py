@@ -75,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
     weights: tuple[int, int, int] = args.weights
     sys.path.insert(0, os.getcwd())   # --import mymodule from the current directory
     for module in args.imports:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            return fail(f"--import {module}: {exc}")
     metrics.serve(args.metrics_port)
     with database(args) as db:
         check_schema(db, "crondepot-worker")
