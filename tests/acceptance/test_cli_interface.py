@@ -338,6 +338,23 @@ def test_status_watch_into_a_file_writes_each_refresh(db_url: str, tmp_path: Pat
     assert "dead letter" in text and "\x1b" not in text
 
 
+def test_tenant_actions_take_the_tenant_from_the_environment(db_url: str) -> None:
+    env = {"CRONDEPOT_DATABASE_URL": db_url}
+    assert crondepot("tenants", "create", "bank42", env=env).returncode == 0
+    env["CRONDEPOT_TENANT"] = "bank42"
+    for args in (["tenants", "grant", "--handler", "test.noop"], ["tenants", "show"],
+                 ["tenants", "set-weight", "3"], ["tenants", "set-quota", "--max-jobs", "9"],
+                 ["tenants", "token", "create", "--role", "read"],
+                 ["tenants", "token", "list"]):
+        done = crondepot(*args, "--json", env=env)
+        assert done.returncode == 0, (args, done.stderr)
+    shown = json.loads(crondepot("tenants", "show", "--json", env=env).stdout)
+    assert "test.noop" in json.dumps(shown) and "9" in json.dumps(shown), shown
+    # an explicit name still wins
+    other = crondepot("tenants", "show", "nobody", env=env)
+    assert other.returncode == 2 and "nobody" in other.stderr
+
+
 def test_status_reads_the_tenant_from_the_environment(db_url: str) -> None:
     with connect(db_url) as conn:
         from crondepot.tenants import create_tenant

@@ -102,3 +102,11 @@ def test_the_audit_log_pages_with_cursor_and_keeps_before_id_for_one_release(
     assert old["items"] == second["items"]
     bad = client.get("/v1/audit", headers=h, params={"cursor": "x1"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "cursor"
+
+
+def test_a_key_postgresql_cannot_store_is_a_422_not_a_500(
+        client: TestClient, h: dict[str, str]) -> None:
+    for path in ("/v1/jobs/by-key/a%00b", "/v1/jobs/by-key/%ED%A0%80"):
+        got = client.get(path, headers=h)
+        assert got.status_code in (404, 422), (path, got.status_code, got.text)
+    assert client.get("/v1/jobs/by-key/", headers=h).status_code in (404, 405, 422)

@@ -39,6 +39,15 @@ def add_tenant(parser: argparse.ArgumentParser, *, required: bool = True,
                         help=f"{help_text} (env {TENANT_ENV})")
 
 
+def add_tenant_argument(parser: argparse.ArgumentParser) -> None:
+    """The tenant a ``tenants`` action works on, as its first argument; with
+    ``CRONDEPOT_TENANT`` set it may be left out, like ``--tenant`` elsewhere."""
+    default = os.environ.get(TENANT_ENV) or None
+    parser.add_argument("tenant", metavar="TENANT", nargs="?" if default else None,
+                        default=default,
+                        help=f"the tenant's name (may be left out when {TENANT_ENV} is set)")
+
+
 def tenant_id(conn: psycopg.Connection[Any], name: str) -> int:
     """The id of the tenant called ``name``; UnknownTenant when there is none."""
     row = conn.execute(Q.tenant_by_name, {"name": name}).fetchone()

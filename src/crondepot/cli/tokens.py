@@ -17,7 +17,7 @@ from rich.table import Table
 
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import console, print_json
-from crondepot.cli.tenants import tenant_id
+from crondepot.cli.tenants import add_tenant_argument, tenant_id
 from crondepot.signing_secret import DEFAULT_OVERLAP, parse_overlap, rotate_secret
 from crondepot.tokens import ROLES, TokenInfo, create_token, list_tokens, revoke_token
 
@@ -52,7 +52,7 @@ def _command(verbs: Any, name: str, text: str, run: Any) -> argparse.ArgumentPar
     parser: argparse.ArgumentParser = verbs.add_parser(name, help=text)
     add_database(parser)
     add_json(parser)
-    parser.add_argument("tenant", help="the tenant's name")
+    add_tenant_argument(parser)
     parser.set_defaults(run=run)
     return parser
 
