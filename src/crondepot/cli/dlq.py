@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from crondepot.cli.job_ref import HELP as JOB_HELP
-from crondepot.cli.job_ref import JobRef, job_ref, resolve
+from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.jobs import console
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
 from crondepot.cli.output import fail, print_json
@@ -65,6 +65,8 @@ def _where(conn: Any, args: argparse.Namespace, limit: int = 100_000) -> DeadFil
     ref: JobRef | None = args.job_id
     job_id = None
     if ref is not None and ref.id is not None and not args.tenant:
+        if ref.id == 0:                     # beyond bigint: no such job (0 means "any")
+            raise not_found(ref)
         job_id = ref.id                     # an id is unique across tenants
     elif ref is not None:
         if not args.tenant:
