@@ -358,8 +358,14 @@ def _dead_filter(conn: Any, current: Session, get: Callable[[str], str], *,
         # a job id or key, as everywhere (digits are an id; key:123 is a key made of
         # digits); a key of no job of the tenant's matches nothing
         text = values["job_id"]
-        job_id = bigint_or_none(text) if text.isascii() and text.isdigit() else None
-        if job_id is None:
+        if text.isdigit():       # digits (any script): an id, which must be a bigint
+            job_id = bigint_or_none(text)
+            if job_id is None:
+                raise ConsoleError(422, "Invalid filter", "job: expected a job id (a "
+                                   "number up to 9223372036854775807) or a key (key:123 "
+                                   "for a key made of digits)")
+            job_id = job_id or -1       # job 0: none (0 would read as "any job")
+        else:
             key = text.removeprefix("key:")
             job_id = job_id_by_key(conn, current.who.tenant_id, key) if key else None
             job_id = job_id or -1       # no such job: matches nothing (0 would be "any")
