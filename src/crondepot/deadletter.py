@@ -13,7 +13,7 @@ retry) or is dead: ``crondepot runs retry`` and ``POST /v1/runs/{run_id}/retry``
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -54,11 +54,14 @@ class DeadFilter:
     since: datetime | None = None
     until: datetime | None = None
     limit: int = 1000
+    # a page's cursor: (finished_at, run_id) of the last run of the page before
+    after: tuple[datetime, str] | None = None
 
     def params(self) -> dict[str, Any]:
+        after_at, after_run = self.after if self.after is not None else (None, None)
         return {"tenant": self.tenant, "job_id": self.job_id, "run_ids": self.run_ids,
                 "error": self.error, "since": self.since, "until": self.until,
-                "limit": self.limit}
+                "limit": self.limit, "after_at": after_at, "after_run": after_run}
 
     def is_empty(self) -> bool:
         return not any((self.tenant, self.job_id, self.run_ids, self.error, self.since,
@@ -97,6 +100,16 @@ class Retried:
 def list_dead(conn: psycopg.Connection[Any], where: DeadFilter) -> list[DeadRun]:
     with conn.cursor(row_factory=class_row(DeadRun)) as cur:
         return cur.execute(Q.list_dead_runs, where.params()).fetchall()
+
+
+def dead_page(conn: psycopg.Connection[Any],
+              where: DeadFilter) -> tuple[list[DeadRun], tuple[datetime, str] | None]:
+    """A page of at most ``where.limit`` dead runs and the (finished_at, run_id) the next
+    page starts after (None on the last page): one style of paging for every list."""
+    rows = list_dead(conn, replace(where, limit=where.limit + 1))
+    page = rows[:where.limit]
+    more = len(rows) > where.limit
+    return page, (page[-1].finished_at, page[-1].run_id) if more else None
 
 
 def replay(conn: psycopg.Connection[Any], where: DeadFilter, *, dry_run: bool = False,

@@ -53,7 +53,8 @@ def test_dlq_list_and_replay_from_the_command_line(conn: psycopg.Connection[obje
                              error="outcome unknown: timeout", error_class="OutcomeUnknown")
         dead.append(run.run_id)
     listed = json.loads(crondepot("dlq", "list", "--db", db_url, "--json").stdout)
-    assert {r["run_id"] for r in listed} == set(dead)
+    assert {r["run_id"] for r in listed["items"]} == set(dead)
+    assert listed["next_cursor"] is None
     refused = crondepot("dlq", "replay", "--db", db_url)
     assert refused.returncode == 2 and "needs a filter" in refused.stderr
     dry = json.loads(crondepot("dlq", "replay", "--error", "OutcomeUnknown", "--dry-run",
@@ -62,7 +63,7 @@ def test_dlq_list_and_replay_from_the_command_line(conn: psycopg.Connection[obje
     done = json.loads(crondepot("dlq", "replay", dead[0], "--db", db_url, "--json").stdout)
     assert done["run_ids"] == [dead[0]]
     left = json.loads(crondepot("dlq", "list", "--db", db_url, "--json").stdout)
-    assert [r["run_id"] for r in left] == [dead[1]]
+    assert [r["run_id"] for r in left["items"]] == [dead[1]]
 
 
 # --- crondepot worker --weights -----------------------------------------------------------
@@ -165,7 +166,7 @@ def test_dlq_time_and_job_filters_from_the_command_line(conn: psycopg.Connection
         return json.loads(result.stdout)
 
     def listed(*args: str) -> list[str]:
-        return [label[r["run_id"]] for r in dlq("list", *args)]
+        return [label[r["run_id"]] for r in dlq("list", *args)["items"]]
 
     assert listed("--since", "2026-01-02T00:00:00Z", "--until", "2026-01-03T12:00:00Z") == [
         "a3", "a2", "b1", "d1"]                                   # newest first

@@ -161,8 +161,58 @@ def test_console_in_a_real_browser(browser: WebDriver, console_url: str, world: 
     browser.get(f"{base}/jobs/{world.daily}")
     _wait(browser, "#runs")
     browser.find_element(By.CSS_SELECTOR, 'button[data-action="pause"]').click()
+    _confirm(browser, accept=True)                  # it asks first, then is refused
     problem = _wait(browser, "#problem")
     assert "'read' role" in problem.text and "admin" in problem.text
     assert "403" in browser.find_element(By.CSS_SELECTOR, "h1").text
     _shot(browser, "09-read-only-refused")
     assert get_job(conn, world.tenant_id, world.daily).paused is False
+
+
+def _confirm(driver: WebDriver, *, accept: bool) -> str:
+    """Answer the browser's confirmation dialog; return its text."""
+    alert = WebDriverWait(driver, 10).until(ready.alert_is_present())
+    assert alert is not False
+    text: str = alert.text
+    if accept:
+        alert.accept()
+    else:
+        alert.dismiss()
+    return text
+
+
+def _runs_of(conn: psycopg.Connection[Any], job_id: int) -> int:
+    row = conn.execute("SELECT count(*) FROM runs WHERE job_id = %s", (job_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_pause_and_trigger_ask_for_confirmation_first(
+        browser: WebDriver, console_url: str, world: World,
+        conn: psycopg.Connection[Any]) -> None:
+    """Cancelling the dialog changes nothing; accepting it does the action."""
+    _login(browser, console_url, world.admin)
+    browser.get(f"{console_url}/jobs/{world.daily}")
+    _wait(browser, "#runs")
+    page = browser.current_url
+
+    browser.find_element(By.CSS_SELECTOR, 'button[data-action="pause"]').click()
+    assert f"Pause job {world.daily}?" in _confirm(browser, accept=False)
+    assert browser.current_url == page
+    assert get_job(conn, world.tenant_id, world.daily).paused is False
+
+    runs = _runs_of(conn, world.daily)
+    browser.find_element(By.CSS_SELECTOR, 'button[data-action="trigger"]').click()
+    assert f"Queue one run of job {world.daily} now?" in _confirm(browser, accept=False)
+    assert _runs_of(conn, world.daily) == runs
+
+    browser.find_element(By.CSS_SELECTOR, 'button[data-action="trigger"]').click()
+    _confirm(browser, accept=True)
+    _wait(browser, "#notice")
+    assert _runs_of(conn, world.daily) == runs + 1
+
+    _wait(browser, 'button[data-action="pause"]').click()
+    _confirm(browser, accept=True)
+    _wait(browser, 'button[data-action="resume"]')
+    assert get_job(conn, world.tenant_id, world.daily).paused is True
+    _shot(browser, "10-paused-after-confirming")

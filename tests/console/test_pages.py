@@ -83,6 +83,9 @@ def test_jobs_page_filters_and_shows_next_fires_and_last_runs(
     assert "otherbank" not in html
     assert "&lt;b&gt;report&lt;/b&gt;" in html and "<b>report</b>" not in html
     assert 'data-action="pause"' in html and 'data-action="trigger"' in html
+    # both ask first (console.js turns data-confirm into a confirmation dialog)
+    assert f'data-confirm="Pause job {world.daily}?' in html
+    assert f'data-confirm="Queue one run of job {world.daily} now?' in html
     row = html[html.index(f'data-job="{world.daily}"'):]
     row = row[:row.index("</tr>")]
     assert "st-queued" in row   # its newest run
@@ -278,3 +281,43 @@ def test_the_api_still_answers_problems(client: TestClient, world: World) -> Non
                           headers={"Authorization": f"Bearer {world.admin}"})
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_lists_page_with_cursor_and_a_job_is_named_by_id_or_key(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    """One paging style (?cursor=, as in the API and the CLI) and a job by id or key in
+    the dead letter's filter, where a key of no job of this tenant's matches nothing."""
+    login(client, world.admin)
+    for job in ("bank42:daily <b>report</b>", str(world.daily)):
+        assert client.get("/console/dead-letter", params={"job_id": job}
+                          ).text.count('class="pick"') == 2
+    for job in ("otherbank:secret-job", "no-such-key", "key:", "key:99999999999999999999"):
+        page = client.get("/console/dead-letter", params={"job_id": job})
+        assert page.status_code == 200 and page.text.count('class="pick"') == 0, job
+    conn.execute("UPDATE runs SET status = 'dead', finished_at = now(), attempt = 6 "
+                 "WHERE job_id = %s AND status <> 'dead'", (world.daily,))
+    dead = conn.execute("SELECT count(*) FROM runs WHERE status = 'dead' AND job_id = %s",
+                        (world.daily,)).fetchone()
+    assert dead is not None
+    conn.execute("INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, "
+                 "available_at, status, attempt, finished_at, error_class) "
+                 "SELECT %(job)s || ':' || (1700000000 + n * 60), %(job)s, %(tenant)s, "
+                 "'normal', to_timestamp(1700000000 + n * 60), to_timestamp(1700000000 + "
+                 "n * 60), now(), 'dead', 6, to_timestamp(1700000000 + n * 60), 'timeout' "
+                 "FROM generate_series(1, 250) AS n",
+                 {"job": world.daily, "tenant": world.tenant_id})
+    seen: list[str] = []
+    url = "/console/dead-letter"
+    while url:
+        html = client.get(url).text
+        seen += re.findall(r'name="run_id" value="([^"]+)"', html)
+        found = re.search(r'href="(/console/dead-letter\?[^"]*cursor=[^"]*)" id="next-page"',
+                          html)
+        url = found.group(1).replace("&amp;", "&") if found else ""
+    total = 250 + int(dead[0])
+    assert len(seen) == len(set(seen)) == total
+    # the count is of them all, on every page
+    assert f"{total} run(s) match" in client.get("/console/dead-letter").text
+    assert client.get("/console/dead-letter", params={"cursor": "x"}).status_code == 422
+    jobs_page = client.get("/console/jobs", params={"cursor": str(world.daily)}).text
+    assert "bank42:berlin" not in jobs_page and "bank42:bulk" in jobs_page

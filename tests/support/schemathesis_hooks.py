@@ -62,7 +62,9 @@ EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
     "GET /v1/jobs": {(422, "validation", "cursor")},                 # next_cursor is opaque
     "GET /v1/jobs/{job_id}/runs": {(422, "validation", "cursor")},
     "GET /v1/verify": {(422, "validation", "since")},                 # at most 31 days
-    "GET /v1/dead-letter": {(422, "validation", "since")},            # since after until
+    "GET /v1/dead-letter": {(422, "validation", "since"),             # since after until
+                            (422, "validation", "cursor")},
+    "GET /v1/audit": {(422, "validation", "cursor")},
     # (job_id: the generator rounds the documented maximum, 2^63 - 1, through a float and
     # sends 2^63, which is over it)
     "POST /v1/dead-letter/replay": {(422, "validation", "since"), (422, "validation", "job_id")},

@@ -29,6 +29,7 @@ from crondepot.api.routes import (
     deadletter,
     holds,
     imports,
+    job_keys,
     jobs,
     ledger,
     ratelimits,
@@ -132,7 +133,8 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
     app.state.settings = config
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
-    for module in (bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger, service,
+    for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,
+                   service,
                    ratelimits, tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)

@@ -243,6 +243,7 @@ class DeadRun(_Doc):
 
 class DeadRunList(_Doc):
     items: list[DeadRun]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page")
 
 
 def _storable(text: str) -> str:

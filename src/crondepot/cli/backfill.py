@@ -14,7 +14,8 @@ from typing import Any
 
 from crondepot.backfill import MAX_FIRES, MAX_LISTED, MAX_RANGE, Backfill, BackfillRangeError
 from crondepot.backfill import backfill as run_backfill
-from crondepot.cli.jobs import _known, _not_found
+from crondepot.cli.job_ref import HELP as JOB_HELP
+from crondepot.cli.job_ref import job_ref, not_found, resolve
 from crondepot.cli.options import add_database, add_json, instant, operator_connection
 from crondepot.cli.output import fail, print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
@@ -35,7 +36,7 @@ def register(commands: Any) -> None:
     add_database(parser)
     add_json(parser)
     add_tenant(parser)
-    parser.add_argument("job_id", type=int, metavar="JOB", help="the job's id")
+    parser.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
     parser.add_argument("--from", dest="since", type=instant, required=True, metavar="T",
                         help="earliest nominal time, included (ISO-8601 with offset)")
     parser.add_argument("--to", dest="until", type=instant, metavar="T",
@@ -54,16 +55,17 @@ def run(args: argparse.Namespace) -> int:
     batches = 0
     with operator_connection(args, "crondepot-backfill") as conn:
         tenant = tenant_id(conn, args.tenant)
+        job_id = resolve(conn, tenant, args.job_id)
         since = args.since
         while True:
             try:
-                done = run_backfill(conn, tenant, _known(args.job_id), since=since,
+                done = run_backfill(conn, tenant, job_id, since=since,
                                     until=args.until, include_skipped=args.include_skipped,
                                     dry_run=args.dry_run)
             except BackfillRangeError as exc:
                 return fail(str(exc), as_json=args.json, code=2)
             except store.JobNotFound:
-                raise _not_found(args.job_id) from None
+                raise not_found(args.job_id) from None
             batches += 1
             total = done if total is None else _add(total, done)
             if done.next_since is None:

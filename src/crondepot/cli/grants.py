@@ -9,17 +9,15 @@ nothing; each is recorded in the tenant's audit log.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import psycopg
-from rich.console import Console
 from rich.table import Table
 
 from crondepot import grants, quotas
 from crondepot.cli.options import add_database, add_json, operator_connection
-from crondepot.cli.output import print_json
-from crondepot.cli.tenants import tenant_id
+from crondepot.cli.output import console, print_json
+from crondepot.cli.tenants import add_tenant_argument, tenant_id
 from crondepot.db import Q
 from crondepot.ratelimit import tenant_limits
 
@@ -38,7 +36,7 @@ def register(actions: Any) -> None:
                         "none.")
         add_database(parser)
         add_json(parser)
-        parser.add_argument("tenant", metavar="TENANT", help="the tenant's name")
+        add_tenant_argument(parser)
         parser.add_argument("--handler", action="append", default=[], metavar="NAME",
                             help="a handler name, e.g. sms.send (repeatable)")
         parser.add_argument("--limit", action="append", default=[], metavar="NAME",
@@ -47,7 +45,7 @@ def register(actions: Any) -> None:
     showing = actions.add_parser("show", help="a tenant's grants, rate limits and quotas")
     add_database(showing)
     add_json(showing)
-    showing.add_argument("tenant", metavar="TENANT", help="the tenant's name")
+    add_tenant_argument(showing)
     showing.set_defaults(run=run_show)
     quota = actions.add_parser(
         "set-quota", help="cap a tenant's jobs",
@@ -56,7 +54,7 @@ def register(actions: Any) -> None:
                     "tenant adds.")
     add_database(quota)
     add_json(quota)
-    quota.add_argument("tenant", metavar="TENANT", help="the tenant's name")
+    add_tenant_argument(quota)
     quota.add_argument("--max-jobs", type=_cap("--max-jobs"), metavar="N|none",
                        default=_UNSET, help="most jobs not cancelled (paused ones count)")
     quota.add_argument("--max-urgent-jobs", type=_cap("--max-urgent-jobs"), metavar="N|none",
@@ -166,7 +164,7 @@ def run_show(args: argparse.Namespace) -> int:
     for b in buckets:
         if b.owned:
             table.add_row("own limit", b.name, f"{b.rate_per_second:g}/s, burst {b.burst}")
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console().print(table)
     if not found and not any(b.owned for b in buckets):
         print(f"no grants: its jobs may name no Python handler and no rate limit "
               f"(crondepot tenants grant {args.tenant} --handler NAME --limit NAME)")

@@ -1,4 +1,5 @@
-"""``crondepot jobs add|list|show|pause|resume|cancel|trigger|bulk``: a tenant's jobs.
+"""``crondepot jobs add|list|show|update|pause|resume|cancel|trigger|bulk``: a tenant's jobs
+(``update`` is in ``cli.job_update``; a JOB is an id or a key, ``cli.job_ref``).
 
 The same code as the HTTP API (``crondepot.job.store``): a document is checked by
 ``JobSpec.from_document`` before anything is written, so a bad one changes nothing and the
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,9 +21,13 @@ from rich.table import Table
 
 from crondepot import jsontext
 from crondepot.cli import bulk as cli_bulk
+from crondepot.cli import job_update
 from crondepot.cli.health import health_lines
+from crondepot.cli.job_ref import HELP as JOB_HELP
+from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
+from crondepot.cli.output import console as plain_console
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError, InvalidJob
@@ -107,9 +111,8 @@ def job_json(job: StoredJob) -> dict[str, Any]:
 
 
 def console() -> Console:
-    """A rich console; into a pipe or file, tables get room rather than 80 columns."""
-    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    return Console(width=200) if wide else Console()
+    """A rich console; into a pipe or a file, plain text (``output.console``)."""
+    return plain_console()
 
 
 def utc_text(value: datetime | None) -> str:
@@ -121,8 +124,8 @@ def utc_text(value: datetime | None) -> str:
 # -- commands -----------------------------------------------------------------------------
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("jobs", help="a tenant's jobs: add, list, show, pause, "
-                                              "resume, cancel, trigger")
+    parser = commands.add_parser("jobs", help="a tenant's jobs: add, list, show, update, "
+                                              "pause, resume, cancel, trigger")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     adding = _action(actions, "add", "create a job from a job document (idempotent on its "
@@ -150,8 +153,8 @@ def register(commands: Any) -> None:
     listing.set_defaults(run=run_list)
 
     showing = _action(actions, "show", "a job, its state and its next fire times")
-    showing.add_argument("job_id", type=int, metavar="ID")
-    showing.add_argument("-n", "--fires", type=int, default=SHOWN_FIRES,
+    showing.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
+    showing.add_argument("-n", "--fires", type=int_in(0, 1000, "a count"), default=SHOWN_FIRES,
                          help=f"how many next fire times ({SHOWN_FIRES})")
     showing.set_defaults(run=run_show)
 
@@ -160,9 +163,11 @@ def register(commands: Any) -> None:
                        ("cancel", "cancel a job for good (it stays readable with its runs)"),
                        ("trigger", "queue one run of a job now")):
         changing = _action(actions, name, text)
-        changing.add_argument("job_id", type=int, metavar="ID")
+        changing.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
         changing.set_defaults(run=run_change, change=name)
     cli_bulk.register(actions)
+
+    job_update.register(actions, _action)
 
 
 def _action(actions: Any, name: str, text: str) -> argparse.ArgumentParser:
@@ -228,7 +233,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
-        job = get_job(conn, tenant, args.job_id)
+        job = get_job(conn, tenant, resolve(conn, tenant, args.job_id))
         health = job_health(conn, tenant, job.id)
     assert health is not None           # the job was just read
     fires = next_fires(job, datetime.now(UTC), max(0, min(args.fires, 1000)))
@@ -286,7 +291,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_change(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
-        job_id = _known(args.job_id)
+        job_id = resolve(conn, tenant, args.job_id)
         try:
             if args.change == "trigger":
                 triggered = store.trigger_job(conn, tenant, job_id)
@@ -299,12 +304,12 @@ def run_change(args: argparse.Namespace) -> int:
             raise _not_found(args.job_id) from None
     if job is None:
         if args.json:
-            print_json({"job_id": args.job_id, "run_id": triggered.run_id,
+            print_json({"job_id": job_id, "run_id": triggered.run_id,
                         "created": triggered.created})
         elif triggered.created:
-            print(f"queued run {triggered.run_id} of job {args.job_id}")
+            print(f"queued run {triggered.run_id} of job {job_id}")
         else:
-            print(f"run {triggered.run_id} of job {args.job_id} was already queued this "
+            print(f"run {triggered.run_id} of job {job_id} was already queued this "
                   "second; nothing written")
         return 0
     if args.json:
@@ -353,8 +358,8 @@ def _known(job_id: int) -> int:
     return job_id if 1 <= job_id <= MAX_JOB_ID else 0
 
 
-def _not_found(job_id: int) -> store.JobNotFound:
-    return store.JobNotFound(f"job {job_id} not found")
+def _not_found(job_id: int | JobRef) -> store.JobNotFound:
+    return not_found(job_id)
 
 
 def _key(job: StoredJob) -> str:

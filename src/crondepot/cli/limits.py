@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from crondepot.cli import holds
-from crondepot.cli.options import add_database, add_json, operator_connection
+from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.db import Q
 from crondepot.ratelimit import parse_rate, set_limit
@@ -25,8 +25,9 @@ def register(commands: Any) -> None:
     add_json(setting)
     setting.add_argument("name", help="limit name, e.g. sms-gateway")
     setting.add_argument("rate", help="e.g. 450/s or 600/m")
-    setting.add_argument("--burst", type=int, default=None,
-                         help="tokens that may be spent at once (default: one second's worth)")
+    setting.add_argument("--burst", type=int_in(1, 2**31 - 1, "a burst"), default=None,
+                         help="tokens that may be spent at once (default: an existing "
+                              "limit's burst is kept; a new one gets one second's worth)")
     setting.set_defaults(run=run_set)
     listing = actions.add_parser("list", help="list limits")
     add_database(listing)
@@ -37,13 +38,20 @@ def register(commands: Any) -> None:
 
 def run_set(args: argparse.Namespace) -> int:
     rate = parse_rate(args.rate)
-    burst = args.burst if args.burst is not None else max(1, int(rate))
     with operator_connection(args) as conn:
+        # Changing the rate of a bucket keeps its burst unless --burst says otherwise: a
+        # burst tuned by hand must not be reset by a rate change.
+        row = conn.execute(Q.rate_limit_burst, {"name": args.name}).fetchone()
+        kept = args.burst is None and row is not None
+        burst = args.burst if args.burst is not None else \
+            int(row[0]) if row is not None else max(1, int(rate))
         set_limit(conn, args.name, rate, burst)
     if args.json:
-        print_json({"name": args.name, "rate_per_second": rate, "burst": burst})
+        print_json({"name": args.name, "rate_per_second": rate, "burst": burst,
+                    "burst_kept": kept})
     else:
-        print(f"{args.name}: {rate:g}/s, burst {burst}")
+        print(f"{args.name}: {rate:g}/s, burst {burst}"
+              + (" (kept; --burst changes it)" if kept else ""))
     return 0
 
 

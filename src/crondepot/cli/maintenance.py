@@ -9,46 +9,18 @@ import os
 from datetime import timedelta
 from typing import Any
 
-from crondepot.cli.options import add_database, add_json, database
+from crondepot.cli.options import (
+    add_database,
+    add_json,
+    database,
+    duration,
+    duration_or_off,
+    window,
+)
 from crondepot.db import connect
 from crondepot.maintenance import MaintenanceConfig
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 from crondepot.retention import PRUNE_BATCH, prune_finished_runs
-
-
-def duration(text: str, *, low: float = 0.01, high: float = 3600) -> float:
-    """``2s``, ``500ms``, ``5m`` or plain seconds, from ``low`` to ``high`` seconds."""
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
-    for suffix in ("ms", "s", "m"):
-        if text.endswith(suffix):
-            number, scale = text[: -len(suffix)], units[suffix]
-            break
-    else:
-        number, scale = text, 1.0
-    try:
-        value = float(number) * scale
-    except ValueError:
-        value = -1.0
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration from 10ms to 60m like 2s or 500ms, got {text!r}")
-    return value
-
-
-def duration_or_off(text: str) -> float:
-    return 0.0 if text.strip() in ("0", "off") else duration(text)
-
-
-def window(text: str) -> float:
-    units = {"m": 60.0, "h": 3600.0, "d": 86400.0}
-    try:
-        value = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
-    except ValueError:
-        value = -1.0
-    if not 60 <= value <= 31 * 86400:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration from 1m to 31d like 90m, 6h or 2d, got {text!r}")
-    return value
 
 
 def retention_days(text: str) -> float:

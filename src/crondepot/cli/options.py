@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from crondepot.audit import act_as, cli_actor
 from crondepot.db import roles
@@ -39,13 +40,26 @@ def int_in(low: int, high: int, what: str) -> Callable[[str], int]:
 
 def add_database(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--db", metavar="URL", default=os.environ.get(URL_ENV),
+        "--db", metavar="URL", default=os.environ.get(URL_ENV), type=_database_url,
         help=f"PostgreSQL URL (env {URL_ENV}); without one, the embedded PostgreSQL is used",
     )
     parser.add_argument(
         "--data-dir", metavar="DIR", default=os.environ.get(DATA_DIR_ENV),
         help=f"data directory of the embedded PostgreSQL (env {DATA_DIR_ENV})",
     )
+
+
+def _database_url(text: str) -> str:
+    """A PostgreSQL URL or conninfo string, parsed here: a malformed one is a usage error
+    naming --db (or CRONDEPOT_DATABASE_URL), not a traceback from the driver."""
+    if not text:
+        return text            # empty: the embedded PostgreSQL
+    try:
+        conninfo_to_dict(text)
+    except psycopg.ProgrammingError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected a PostgreSQL URL like postgresql://user@host:5432/db: {exc}") from None
+    return text
 
 
 def add_runtime_role(parser: argparse.ArgumentParser) -> None:
@@ -118,4 +132,39 @@ def instant(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"expected an ISO-8601 instant, got {text!r}") from None
     if value.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset; add Z or +HH:MM")
+    return value
+
+
+def duration(text: str, *, low: float = 0.01, high: float = 3600) -> float:
+    """``2s``, ``500ms``, ``5m`` or plain seconds, from ``low`` to ``high`` seconds."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for suffix in ("ms", "s", "m"):
+        if text.endswith(suffix):
+            number, scale = text[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, scale = text, 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        value = -1.0
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration from 10ms to 60m like 2s or 500ms, got {text!r}")
+    return value
+
+
+def duration_or_off(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "off") else duration(text)
+
+
+def window(text: str) -> float:
+    units = {"m": 60.0, "h": 3600.0, "d": 86400.0}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
+    except ValueError:
+        value = -1.0
+    if not 60 <= value <= 31 * 86400:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration from 1m to 31d like 90m, 6h or 2d, got {text!r}")
     return value

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
+
+from rich.console import Console
+
+
+def console() -> Console:
+    """A rich console for people. On a terminal, rich's own; into a pipe or a file, plain
+    text: no colour, no control codes (even with FORCE_COLOR set), and tables get 200
+    columns rather than 80 (unless COLUMNS says otherwise)."""
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=None if "COLUMNS" in os.environ else 200, force_terminal=False,
+                   force_interactive=False, no_color=True, highlight=False, emoji=False)
 
 
 def print_json(data: Any) -> None:

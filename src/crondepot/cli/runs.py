@@ -21,6 +21,8 @@ from typing import Any
 
 from rich.table import Table
 
+from crondepot.cli.job_ref import HELP as JOB_HELP
+from crondepot.cli.job_ref import job_ref, resolve
 from crondepot.cli.jobs import console, get_job, iso, utc_text
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
 from crondepot.cli.output import print_json
@@ -46,8 +48,8 @@ def register(commands: Any) -> None:
     listing = actions.add_parser(
         "list", help="runs across jobs (newest ended first), or one job's runs (--job alone)")
     _common(listing)
-    listing.add_argument("--job", type=int_in(1, 2**63 - 1, "a job id"), dest="job_id",
-                         metavar="ID", help="this job's runs only")
+    listing.add_argument("--job", type=job_ref, dest="job_id", metavar="JOB",
+                         help="this job's runs only: " + JOB_HELP)
     listing.add_argument("--status", choices=RUN_STATES, metavar="STATE",
                          help="runs in this state only: " + ", ".join(RUN_STATES))
     listing.add_argument("--since", type=since_arg, metavar="T",
@@ -63,12 +65,12 @@ def register(commands: Any) -> None:
     listing.set_defaults(run=run_list)
     showing = actions.add_parser("show", help="one run: its state, attempts and last error")
     _common(showing)
-    showing.add_argument("run_id", metavar="RUN_ID")
+    showing.add_argument("run_id", metavar="RUN_ID", help="the run's id (JOB_ID:EPOCH)")
     showing.set_defaults(run=run_show)
     retrying = actions.add_parser(
         "retry", help="queue a failed or dead run again (same run id, fresh attempt budget)")
     _common(retrying)
-    retrying.add_argument("run_id", metavar="RUN_ID")
+    retrying.add_argument("run_id", metavar="RUN_ID", help="the run's id (JOB_ID:EPOCH)")
     retrying.add_argument("--ignore-deadline", action="store_true",
                           help="also retry a run past its misfire deadline (it goes without "
                                "one); by default such a run is refused")
@@ -113,7 +115,7 @@ def run_list(args: argparse.Namespace) -> int:
     before = _decode(args.cursor)
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
-        job = get_job(conn, tenant, args.job_id)
+        job = get_job(conn, tenant, resolve(conn, tenant, args.job_id))
         rows = job_runs(conn, tenant, job.id, before=before, limit=args.limit + 1)
     page = rows[:args.limit]
     next_cursor = encode_run_cursor(page[-1]["nominal_at"], page[-1]["run_id"]) \
@@ -146,11 +148,12 @@ def _list_across(args: argparse.Namespace) -> int:
         raise InvalidWindow(f"--since ({args.since.isoformat(timespec='seconds')}) is after "
                             f"--until ({args.until.isoformat(timespec='seconds')})")
     before = _decode(args.cursor)
-    where = RunFilter(status=args.status, job_id=args.job_id, error=args.error,
-                      since=args.since, until=args.until)
     with operator_connection(args) as conn:
-        page, next_cursor = runs_page(conn, tenant_id(conn, args.tenant), where,
-                                      before=before, limit=args.limit)
+        tenant = tenant_id(conn, args.tenant)
+        job_id = None if args.job_id is None else resolve(conn, tenant, args.job_id)
+        where = RunFilter(status=args.status, job_id=job_id, error=args.error,
+                          since=args.since, until=args.until)
+        page, next_cursor = runs_page(conn, tenant, where, before=before, limit=args.limit)
     if args.json:
         print_json({"items": [run_json(r) for r in page], "next_cursor": next_cursor})
         return 0

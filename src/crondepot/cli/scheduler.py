@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 from crondepot import logs, metrics
-from crondepot.cli.maintenance import add_maintenance, duration, maintenance_config
-from crondepot.cli.options import add_database, check_schema, database, int_in
+from crondepot.cli.maintenance import add_maintenance, maintenance_config
+from crondepot.cli.options import add_database, check_schema, database, duration, int_in
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 
 
@@ -20,10 +20,10 @@ def register(commands: Any) -> None:
                         default=os.environ.get("CRONDEPOT_TICK", "2s"),
                         help="longest sleep between ticks, e.g. 2s or 500ms (default 2s)")
     parser.add_argument("--batch", type=int_in(1, 100_000, "an integer"), metavar="N",
-                        default=int(os.environ.get("CRONDEPOT_BATCH", "2000")),
+                        default=os.environ.get("CRONDEPOT_BATCH", "2000"),
                         help="due jobs claimed per transaction (default 2000)")
-    parser.add_argument("--metrics-port", type=int, metavar="PORT",
-                        default=int(os.environ.get("CRONDEPOT_METRICS_PORT", "0")),
+    parser.add_argument("--metrics-port", type=int_in(0, 65535, "a port"), metavar="PORT",
+                        default=os.environ.get("CRONDEPOT_METRICS_PORT", "0"),
                         help="serve Prometheus /metrics on this port (default: off)")
     parser.add_argument("--name", default=os.environ.get("CRONDEPOT_NAME", "scheduler"),
                         help="name shown in pg_stat_activity and logs")

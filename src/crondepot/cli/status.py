@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 import time
 from typing import Any
 
@@ -83,6 +84,13 @@ def _watch(conn: psycopg.Connection[Any], args: argparse.Namespace) -> None:
     if args.json:
         while True:
             print(json.dumps(read_status(conn, args.tenant), default=str), flush=True)
+            time.sleep(args.interval)
+    if not sys.stdout.isatty():
+        # Into a file or a pipe: no live redraw (it writes nothing there until it stops);
+        # each refresh is printed in full, plain, and flushed.
+        while True:
+            console().print(render(read_status(conn, args.tenant)))
+            print(flush=True)
             time.sleep(args.interval)
     from rich.live import Live
 

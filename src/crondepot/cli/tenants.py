@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 import psycopg
-from rich.console import Console
 from rich.table import Table
 
 from crondepot.cli.options import add_database, add_json, operator_connection
-from crondepot.cli.output import print_json
+from crondepot.cli.output import console, print_json
 from crondepot.db import Q
 from crondepot.errors import CrondepotError
 from crondepot.tenants import create_tenant
@@ -39,6 +37,15 @@ def add_tenant(parser: argparse.ArgumentParser, *, required: bool = True,
     parser.add_argument("--tenant", metavar="NAME", default=default,
                         required=required and default is None,
                         help=f"{help_text} (env {TENANT_ENV})")
+
+
+def add_tenant_argument(parser: argparse.ArgumentParser) -> None:
+    """The tenant a ``tenants`` action works on, as its first argument; with
+    ``CRONDEPOT_TENANT`` set it may be left out, like ``--tenant`` elsewhere."""
+    default = os.environ.get(TENANT_ENV) or None
+    parser.add_argument("tenant", metavar="TENANT", nargs="?" if default else None,
+                        default=default,
+                        help=f"the tenant's name (may be left out when {TENANT_ENV} is set)")
 
 
 def tenant_id(conn: psycopg.Connection[Any], name: str) -> int:
@@ -106,5 +113,5 @@ def run_list(args: argparse.Namespace) -> int:
     for i, name, created, jobs, weight in rows:
         table.add_row(str(i), name, str(jobs), created.isoformat(timespec="seconds"),
                       str(weight))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console().print(table)
     return 0

@@ -10,16 +10,14 @@ a new one with ``token create``). What a revoke or rotate means for running proc
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
-from crondepot.cli.output import print_json
-from crondepot.cli.tenants import tenant_id
+from crondepot.cli.output import console, print_json
+from crondepot.cli.tenants import add_tenant_argument, tenant_id
 from crondepot.signing_secret import DEFAULT_OVERLAP, parse_overlap, rotate_secret
 from crondepot.tokens import ROLES, TokenInfo, create_token, list_tokens, revoke_token
 
@@ -54,7 +52,7 @@ def _command(verbs: Any, name: str, text: str, run: Any) -> argparse.ArgumentPar
     parser: argparse.ArgumentParser = verbs.add_parser(name, help=text)
     add_database(parser)
     add_json(parser)
-    parser.add_argument("tenant", help="the tenant's name")
+    add_tenant_argument(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -90,7 +88,7 @@ def run_list(args: argparse.Namespace) -> int:
     for t in tokens:
         table.add_row(str(t.id), t.role, t.label or "", _when(t.created_at),
                       _when(t.last_used_at), _when(t.revoked_at))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console().print(table)
     return 0
 
 

@@ -20,15 +20,20 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from crondepot import demo, logs
 from crondepot.cli.migrate import embedded_role
-from crondepot.cli.options import add_database, add_runtime_role, database
+from crondepot.cli.options import add_database, add_runtime_role, database, int_in
 from crondepot.db import Database, connect, migrate, roles
 from crondepot.db.connect import URL_ENV
+from crondepot.db.embedded import default_data_dir
+from crondepot.db.embedded import stop as stop_embedded
+
+CONSOLE_PATH = "/console"   # crondepot.api.console.session.PATH (not imported: FastAPI)
 
 log = logging.getLogger("crondepot.up")
 
@@ -39,15 +44,22 @@ def register(commands: Any) -> None:
                                             "without --db)")
     add_database(parser)
     add_runtime_role(parser)
-    parser.add_argument("--schedulers", type=int, default=3, metavar="N",
-                        help="scheduler copies (default 3)")
-    parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="worker processes (default 1)")
+    parser.add_argument("--schedulers", type=int_in(1, 64, "a number of copies"), default=3,
+                        metavar="N", help="scheduler copies, 1 to 64 (default 3)")
+    parser.add_argument("--workers", type=int_in(0, 256, "a number of processes"), default=1,
+                        metavar="N", help="worker processes, 0 to 256 (default 1)")
     parser.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="module whose handlers the workers register")
-    parser.add_argument("--tick", default="2s", help="scheduler tick (default 2s)")
+    parser.add_argument("--tick", type=_tick, default="2s", metavar="DURATION",
+                        help="scheduler tick, e.g. 2s or 500ms (default 2s)")
     parser.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="API port (default 8080)")
+    parser.add_argument("--port", type=int_in(1, 65535, "a port"), default=8080,
+                        help="API and console port (default 8080)")
+    parser.add_argument("--metrics-port", type=int_in(0, 65535 - 320, "a port"), default=0,
+                        metavar="PORT",
+                        help="serve Prometheus /metrics: scheduler-1 on PORT, the other "
+                             "copies and then the workers on the ports after it, one each "
+                             "(all printed at start; default 0: off)")
     parser.add_argument("--demo", action="store_true",
                         help="also create a demo tenant and sample reminder jobs")
     parser.set_defaults(run=run)
@@ -68,13 +80,51 @@ class Child:
         log.info("started %s", self.name, extra={"child_pid": self.process.pid})
 
 
+def _tick(text: str) -> str:
+    """The tick as the scheduler will read it, checked here: a bad one is a usage error of
+    ``up`` (exit 2), not a scheduler crash-looping under the supervisor."""
+    from crondepot.cli.options import duration
+
+    try:
+        duration(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"expected a duration like 2s or 500ms, got {text!r}"
+                                         ) from None
+    return text
+
+
+def metrics_ports(args: argparse.Namespace) -> dict[str, int]:
+    """Child name -> its /metrics port (none when --metrics-port is 0)."""
+    if not args.metrics_port:
+        return {}
+    names = [f"scheduler-{i}" for i in range(1, args.schedulers + 1)] + \
+        [f"worker-{i}" for i in range(1, args.workers + 1)]
+    return {name: args.metrics_port + n for n, name in enumerate(names)}
+
+
 def run(args: argparse.Namespace) -> int:
     logs.setup()
-    if args.schedulers < 1 or args.workers < 0:
-        print("crondepot: error: --schedulers must be at least 1 and --workers at least 0",
-              file=sys.stderr)
-        return 2
     embedded_role(not args.db, args.runtime_role)
+    # "Stops what it started": the embedded server is stopped at the end if this command
+    # started it; one that was already running (another `up`, a `crondepot db` session)
+    # is left running.
+    data_dir = None if (args.db or os.environ.get(URL_ENV)) else \
+        Path(args.data_dir or default_data_dir()).expanduser().resolve()
+    started_server = data_dir is not None and not (data_dir / "postmaster.pid").exists()
+    try:
+        return _run(args)
+    finally:
+        # pgserver stops the server when its last user lets go, but not if it counts a
+        # process that is gone or still closing: stop it by its data directory.
+        if started_server and data_dir is not None:
+            stop_embedded(data_dir)
+            if not (data_dir / "postmaster.pid").exists():
+                log.info("embedded PostgreSQL stopped (%s)", data_dir)
+                print(f"embedded PostgreSQL in {data_dir} stopped", flush=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    ports = metrics_ports(args)
     with database(args) as db:
         with connect(db.owner_url, application_name="crondepot-up") as conn:
             applied = migrate(conn, runtime_role=args.runtime_role,
@@ -89,15 +139,17 @@ def run(args: argparse.Namespace) -> int:
             Child("api", [*run_, "api", "--host", args.host, "--port", str(args.port)], env),
         ] + [
             Child(f"scheduler-{i}", [*run_, "scheduler", "--tick", args.tick,
-                                     "--name", f"scheduler-{i}"], env)
+                                     "--name", f"scheduler-{i}",
+                                     *_metrics(ports, f"scheduler-{i}")], env)
             for i in range(1, args.schedulers + 1)
         ]
         imports = [arg for module in args.imports for arg in ("--import", module)]
         children += [
-            Child(f"worker-{i}", [*run_, "worker", "--name", f"worker-{i}", *imports], env)
+            Child(f"worker-{i}", [*run_, "worker", "--name", f"worker-{i}", *imports,
+                                  *_metrics(ports, f"worker-{i}")], env)
             for i in range(1, args.workers + 1)
         ]
-        _welcome(args, demo_token)
+        _welcome(args, demo_token, ports)
         return supervise(children)
 
 
@@ -115,9 +167,18 @@ def _as_runtime(url: str, role: str, install_demo: bool) -> str | None:
             "set it) or in ~/.pgpass") from None
 
 
-def _welcome(args: argparse.Namespace, demo_token: str | None) -> None:
+def _metrics(ports: dict[str, int], name: str) -> list[str]:
+    return ["--metrics-port", str(ports[name])] if name in ports else []
+
+
+def _welcome(args: argparse.Namespace, demo_token: str | None,
+             ports: dict[str, int]) -> None:
     base = f"http://{args.host}:{args.port}"
-    lines = [f"crondepot is up: API {base}/v1, docs {base}/docs, OpenAPI {base}/openapi.json"]
+    lines = [f"crondepot is up: API {base}/v1, docs {base}/docs, OpenAPI {base}/openapi.json",
+             f"console: {base}{CONSOLE_PATH}/ (sign in with a tenant's API token)"]
+    if ports:
+        lines.append("metrics: " + ", ".join(
+            f"{name} http://{args.host}:{port}/metrics" for name, port in ports.items()))
     if demo_token:
         lines += [
             f"demo tenant token (shown once): {demo_token}",

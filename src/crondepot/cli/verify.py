@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import fail, print_json
+from crondepot.cli.output import console, fail, print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.ledger import MAX_LISTED, FireRecord, Report, WindowError, verify
 
@@ -61,14 +60,14 @@ def _show(report: Report) -> None:
     for title, fires in (("fires without a row", report.unaccounted),
                          ("fires with more than one row", report.duplicated)):
         if fires:
-            Console().print(_table(title, fires))
+            console().print(_table(title, fires))
     if report.unreadable:
         table = Table(title="timetables that no longer parse (their fires are not checked)")
         for column in ("cron", "tz", "jobs", "error"):
             table.add_column(column)
         for u in report.unreadable:
             table.add_row(u.cron, u.tz, " ".join(str(i) for i in u.job_ids), u.error)
-        Console().print(table)
+        console().print(table)
 
 
 def _table(title: str, fires: list[FireRecord]) -> Table:

@@ -14,7 +14,7 @@ from typing import Any
 
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import print_json
-from crondepot.cli.tenants import tenant_id
+from crondepot.cli.tenants import add_tenant_argument, tenant_id
 from crondepot.queue.fairness import MAX_WEIGHT, MIN_WEIGHT, set_claim_weight
 
 
@@ -28,7 +28,7 @@ def register(actions: Any) -> None:
                     "turn whatever its weight.")
     add_database(setting)
     add_json(setting)
-    setting.add_argument("tenant", metavar="TENANT", help="the tenant's name")
+    add_tenant_argument(setting)
     setting.add_argument("weight", metavar="N",
                          type=int_in(MIN_WEIGHT, MAX_WEIGHT, "a weight"),
                          help=f"an integer from {MIN_WEIGHT} to {MAX_WEIGHT}")

@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from crondepot import logs, metrics
 from crondepot.cli.maintenance import add_maintenance, maintenance_config
-from crondepot.cli.options import add_database, check_schema, database
+from crondepot.cli.options import add_database, check_schema, database, int_in
+from crondepot.cli.output import fail
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 
 T = TypeVar("T", int, float)
@@ -22,11 +23,16 @@ def register(commands: Any) -> None:
     parser = commands.add_parser("worker", help="run a worker (claims runs, calls targets)")
     add_database(parser)
     env = os.environ.get
-    parser.add_argument("--concurrency", type=int, default=int(env("CRONDEPOT_CONCURRENCY", "20")),
-                        metavar="C", help="concurrent slots (default 20)")
-    parser.add_argument("--urgent-only", type=int, metavar="K",
-                        default=int(env("CRONDEPOT_URGENT_ONLY", "4")),
-                        help="slots that take urgent runs only (default 4)")
+    # Text defaults: argparse applies the ``type`` to them, so a bad CRONDEPOT_* value is a
+    # usage error naming the option (exit 2), not a traceback while the parser is built.
+    parser.add_argument("--concurrency", type=int_in(1, 10_000, "a number of slots"),
+                        default=env("CRONDEPOT_CONCURRENCY", "20"), metavar="C",
+                        help="concurrent slots (env CRONDEPOT_CONCURRENCY; default 20)")
+    parser.add_argument("--urgent-only", type=int_in(0, 9_999, "a number of slots"),
+                        metavar="K", default=env("CRONDEPOT_URGENT_ONLY"),
+                        help="slots that take urgent runs only, fewer than --concurrency "
+                             "(env CRONDEPOT_URGENT_ONLY; default 4, or concurrency - 1 if "
+                             "that is smaller)")
     # A parser ``type`` (it was called in run() and raised SystemExit, exit code 1): a bad
     # value is now a usage error like any other option's, exit code 2, before anything runs.
     # argparse applies it to the CRONDEPOT_WEIGHTS default too.
@@ -34,7 +40,7 @@ def register(commands: Any) -> None:
                         help="urgent:normal:bulk claim weights (default 6:3:1)")
     parser.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="import MODULE to register its handlers")
-    parser.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--grace", type=_seconds_or_zero, default=30.0, metavar="SECONDS",
                         help="on SIGTERM, how long calls in progress may finish (default 30)")
     parser.add_argument("--heartbeat", type=_positive_float, default=5.0, metavar="SECONDS",
                         help="lease renewal interval (default 5)")
@@ -44,10 +50,13 @@ def register(commands: Any) -> None:
                         help="a run's lease time over all its attempts, at most; a run that "
                              f"used it all goes to the dead letter (default "
                              f"{DEFAULT_MAX_LEASE_SECONDS} = 12 h)")
-    parser.add_argument("--metrics-port", type=int, metavar="PORT",
-                        default=int(env("CRONDEPOT_METRICS_PORT", "0")))
+    parser.add_argument("--metrics-port", type=int_in(0, 65535, "a port"), metavar="PORT",
+                        default=env("CRONDEPOT_METRICS_PORT", "0"),
+                        help="serve Prometheus /metrics on this port (env "
+                             "CRONDEPOT_METRICS_PORT; default 0: off)")
     parser.add_argument("--name", default=None, help="worker name (default host:pid)")
-    parser.add_argument("--log-json", action="store_true", default=None)
+    parser.add_argument("--log-json", action="store_true", default=None,
+                        help="log one JSON object per line (env CRONDEPOT_LOG_FORMAT=json)")
     add_maintenance(parser)
     parser.set_defaults(run=run)
 
@@ -55,16 +64,24 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from crondepot.worker.loop import Worker, WorkerConfig
 
+    urgent_only = args.urgent_only if args.urgent_only is not None \
+        else min(4, args.concurrency - 1)
+    if urgent_only >= args.concurrency:
+        return fail(f"--urgent-only ({urgent_only}) must be below --concurrency "
+                    f"({args.concurrency}): at least one slot takes runs of any priority")
     logs.setup(as_json=args.log_json)
     weights: tuple[int, int, int] = args.weights
     sys.path.insert(0, os.getcwd())   # --import mymodule from the current directory
     for module in args.imports:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            return fail(f"--import {module}: {exc}")
     metrics.serve(args.metrics_port)
     with database(args) as db:
         check_schema(db, "crondepot-worker")
         config = WorkerConfig(url=db.url, concurrency=args.concurrency,
-                              urgent_only=args.urgent_only, weights=weights,
+                              urgent_only=urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
                               max_lease_seconds=args.max_lease,
                               maintenance=maintenance_config(
@@ -99,6 +116,22 @@ def _above_zero(convert: Callable[[str], T], what: str) -> Callable[[str], T]:
 
 
 _positive_float = _above_zero(float, "a number of seconds")
+
+
+def _zero_or_more(what: str) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number, 0 or more."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 <= value < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {what}, 0 or more, got {text!r}")
+        return value
+    return parse
+
+
+_seconds_or_zero = _zero_or_more("a number of seconds")
 _positive_seconds = _above_zero(int, "a whole number of seconds")
 
 

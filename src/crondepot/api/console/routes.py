@@ -44,15 +44,23 @@ from crondepot.api.console.session import (
 )
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
-from crondepot.api.reads import RUN_STATES, RunFilter, decode_run_cursor, get_run, runs_page
+from crondepot.api.reads import (
+    RUN_STATES,
+    RunFilter,
+    decode_run_cursor,
+    encode_run_cursor,
+    get_run,
+    runs_page,
+)
 from crondepot.attempts import run_attempts
 from crondepot.bulk import ACTIONS as ACTIONS_BY_FILTER
 from crondepot.bulk import parse_labels
-from crondepot.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline
+from crondepot.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline, dead_page
 from crondepot.deadletter import replay as replay_dead
 from crondepot.deadletter import retry as retry_run
 from crondepot.errors import InvalidJob
 from crondepot.holds import list_holds
+from crondepot.job.by_key import job_id_by_key
 from crondepot.job.store import (
     JobCancelled,
     JobFilter,
@@ -237,7 +245,8 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
     priority = q.get("priority") if q.get("priority") in ("urgent", "normal", "bulk") else None
     paused = {"yes": True, "no": False}.get(q.get("paused", ""))
     active = {"yes": True, "no": False}.get(q.get("active", "yes"))
-    after = bigint_or_none(q.get("after", "")) or 0
+    # ?cursor= like every list (?after= is the old name, still read)
+    after = bigint_or_none(q.get("cursor", "") or q.get("after", "")) or 0
     label = q.get("label", "").strip()[:500]
     try:
         labels = parse_labels(label)
@@ -253,7 +262,7 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
                "paused": q.get("paused", ""), "active": q.get("active", "yes"),
                "health": "unhealthy" if unhealthy else "",
                "label": label}
-    next_url = f"{PATH}/jobs?" + urlencode({**filters, "after": next_after}) \
+    next_url = f"{PATH}/jobs?" + urlencode({**filters, "cursor": next_after}) \
         if next_after else None
     return _page(request, current, "jobs.html", nav="jobs", rows=rows, filters=filters,
                  next_url=next_url, bulk_notice=_bulk_notice(q), back=str(request.url.path) + (
@@ -366,12 +375,25 @@ def retry_one(request: Request, conn: Conn, form: Form, run_id: str) -> Response
                     notice={"notice": "retried"})
 
 
-def _dead_filter(current: Session, get: Callable[[str], str], *,
+def _dead_filter(conn: Any, current: Session, get: Callable[[str], str], *,
                  run_ids: list[str] | None = None) -> tuple[DeadFilter, dict[str, str]]:
     values = {name: get(name).strip()[:500] for name in ("error", "job_id", "since", "until")}
-    job_id = bigint_or_none(values["job_id"]) if values["job_id"] else None
-    if values["job_id"] and job_id is None:
-        raise ConsoleError(422, "Invalid filter", "job must be a job id (a number)")
+    job_id = None
+    if values["job_id"]:
+        # a job id or key, as everywhere (digits are an id; key:123 is a key made of
+        # digits); a key of no job of the tenant's matches nothing
+        text = values["job_id"]
+        if text.isdigit():       # digits (any script): an id, which must be a bigint
+            job_id = bigint_or_none(text)
+            if job_id is None:
+                raise ConsoleError(422, "Invalid filter", "job: expected a job id (a "
+                                   "number up to 9223372036854775807) or a key (key:123 "
+                                   "for a key made of digits)")
+            job_id = job_id or -1       # job 0: none (0 would read as "any job")
+        else:
+            key = text.removeprefix("key:")
+            job_id = job_id_by_key(conn, current.who.tenant_id, key) if key else None
+            job_id = job_id or -1       # no such job: matches nothing (0 would be "any")
     since, until = _when(values["since"], "since"), _when(values["until"], "until")
     if since is not None and until is not None and since > until:
         raise ConsoleError(422, "Invalid filter", f"since ({values['since']}) is after "
@@ -397,18 +419,31 @@ def _when(text: str, name: str) -> datetime | None:
 @router.get("/dead-letter")
 def dead_letter(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
-    where, values = _dead_filter(current, lambda n: request.query_params.get(n, ""))
-    shown = views.dead_letter(conn, replace(where, limit=200))
-    total = len(views.dead_letter(conn, where)) if len(shown) == 200 else len(shown)
+    where, values = _dead_filter(conn, current, lambda n: request.query_params.get(n, ""))
+    cursor = request.query_params.get("cursor", "")[:400]
+    after = None
+    if cursor:
+        try:
+            after = decode_run_cursor(cursor)
+        except ValueError:
+            raise ConsoleError(422, "Invalid filter", "cursor: not a next page of this list"
+                               ) from None
+    # 200 a page, paged with next_cursor like every list; the count and "replay all
+    # matching" are of the whole filter, not of the page
+    shown, last = dead_page(conn, replace(where, limit=200, after=after))
+    total = len(views.dead_letter(conn, where)) if last or after else len(shown)
+    next_url = f"{PATH}/dead-letter?" + urlencode(
+        {**values, "cursor": encode_run_cursor(*last)}) if last else None
     return _page(request, current, "dead.html", nav="dead", runs=shown, total=total,
-                 filters=values, query=urlencode(values))
+                 filters=values, query=urlencode(values), next_url=next_url,
+                 older=after is not None)
 
 
 @router.get("/dead-letter/replay")
 def replay_confirm(request: Request, conn: Conn) -> HTMLResponse:
     """The confirmation before replaying everything matching a filter (nothing changes)."""
     current = session(request, conn)
-    where, values = _dead_filter(current, lambda n: request.query_params.get(n, ""))
+    where, values = _dead_filter(conn, current, lambda n: request.query_params.get(n, ""))
     matching = replay_dead(conn, where, dry_run=True)
     return _page(request, current, "replay.html", nav="dead", runs=matching.replayed[:20],
                  count=len(matching.replayed), past_deadline=len(matching.past_deadline),
@@ -427,7 +462,7 @@ def replay_runs(request: Request, conn: Conn, form: Form) -> Response:
             raise ConsoleError(422, "Nothing selected", "tick the runs to replay first")
         where = DeadFilter(tenant=current.who.tenant, run_ids=run_ids, limit=REPLAY_LIMIT)
     elif mode == "matching":
-        where, values = _dead_filter(current, lambda n: first(form, n))
+        where, values = _dead_filter(conn, current, lambda n: first(form, n))
         if first(form, "confirm") != "yes":
             return redirect(f"{PATH}/dead-letter/replay?" + urlencode(values))
     else:

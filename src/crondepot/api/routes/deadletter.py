@@ -11,24 +11,37 @@ from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
 from crondepot.api.params import MAX_BIGINT, Instant, window
 from crondepot.api.problems import Invalid
+from crondepot.api.reads import decode_run_cursor, encode_run_cursor
 from crondepot.api.render import dead_json
 from crondepot.api.schemas import DeadRunList, ReplayRequest, ReplayResult
-from crondepot.deadletter import DeadFilter, list_dead, replay
+from crondepot.deadletter import DeadFilter, dead_page, replay
 
 router = APIRouter(prefix="/v1/dead-letter", tags=["dead letter"])
 
 
-@router.get("", summary="Dead runs, newest first",
+@router.get("", summary="Dead runs, newest first (cursor pagination)",
             responses={200: {"model": DeadRunList}, **problems(401, 422, 429)})
 def list_(who: Reader, conn: Conn,
           job_id: Annotated[int | None, Query(ge=1, le=MAX_BIGINT)] = None,
           error: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
           since: Instant | None = None, until: Instant | None = None,
+          cursor: Annotated[str | None, Query(max_length=400,
+                                              description="next_cursor of the last page")
+                            ] = None,
           limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> JSONResponse:
     window(since, until)
+    after = None
+    if cursor is not None:
+        try:
+            after = decode_run_cursor(cursor)
+        except ValueError:
+            raise Invalid(f"expected cursor to be a next_cursor value, got {cursor[:40]!r}",
+                          field="cursor") from None
     where = DeadFilter(tenant=who.tenant, job_id=job_id, error=error, since=since, until=until,
-                       limit=limit)
-    return JSONResponse({"items": [dead_json(r) for r in list_dead(conn, where)]})
+                       limit=limit, after=after)
+    page, last = dead_page(conn, where)
+    return JSONResponse({"items": [dead_json(r) for r in page],
+                         "next_cursor": encode_run_cursor(*last) if last else None})
 
 
 @router.post("/replay", summary="Queue dead runs again (same run ids)",

@@ -1,5 +1,6 @@
 -- name: list_dead_runs
--- The dead letter, newest first, filtered. Every filter is optional (NULL = any); the
+-- The dead letter, newest first, filtered, a page at a time (after_at/after_run: the
+-- cursor). Every filter is optional (NULL = any); the
 -- runs_dead index serves the common (tenant, time) case.
 SELECT r.run_id, r.job_id, j.key AS job_key, tn.name AS tenant, r.priority, r.nominal_at,
        r.due_at, r.attempt, r.finished_at, r.error_class, r.last_error, r.deadline_at,
@@ -15,6 +16,9 @@ WHERE r.status = 'dead'
        OR r.last_error ILIKE '%%' || %(error)s::text || '%%')
   AND (%(since)s::timestamptz IS NULL OR r.finished_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR r.finished_at < %(until)s::timestamptz)
+  -- the page after a cursor: (finished_at, run_id) of the last row shown, in this order
+  AND (%(after_at)s::timestamptz IS NULL OR r.finished_at < %(after_at)s::timestamptz
+       OR (r.finished_at = %(after_at)s::timestamptz AND r.run_id > %(after_run)s::text))
 ORDER BY r.finished_at DESC, r.run_id
 LIMIT %(limit)s::integer;
 

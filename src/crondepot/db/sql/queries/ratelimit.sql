@@ -40,3 +40,7 @@ RETURNING name, rate_per_second, burst;
 SELECT r.name, r.rate_per_second, r.burst, t.name
 FROM rate_limits AS r LEFT JOIN tenants AS t ON t.id = r.tenant_id
 ORDER BY r.name;
+
+-- name: rate_limit_burst
+-- A bucket's burst, so `limits set NAME RATE` without --burst keeps it (nothing: new bucket).
+SELECT burst FROM rate_limits WHERE name = %(name)s;
