@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
+from crondepot import render
 from crondepot.cli.job_ref import HELP as JOB_HELP
 from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.jobs import console
@@ -21,6 +22,7 @@ from crondepot.cli.output import fail, print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.deadletter import DeadFilter, DeadRun, dead_page, replay
 from crondepot.errors import CrondepotError
+from crondepot.reads import decode_run_cursor, encode_run_cursor
 
 
 class InvalidDeadFilter(CrondepotError, ValueError):
@@ -82,7 +84,6 @@ def _where(conn: Any, args: argparse.Namespace, limit: int = 100_000) -> DeadFil
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from crondepot.api.reads import encode_run_cursor  # crondepot.api loads FastAPI
 
     with operator_connection(args) as conn:
         runs, after = dead_page(conn, _where(conn, args, args.limit))
@@ -121,11 +122,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def dead_json(run: DeadRun) -> dict[str, Any]:
-    """A dead run as the API returns it (``crondepot.api.render.dead_json``), and its
+    """A dead run as the API returns it (``crondepot.render.dead_json``), and its
     tenant: this command may list every tenant's."""
-    from crondepot.api.render import dead_json as api_json
-
-    return {**api_json(run), "tenant": run.tenant}
+    return {**render.dead_json(run), "tenant": run.tenant}
 
 
 def _table(runs: list[DeadRun], *, title: str) -> None:
@@ -140,8 +139,6 @@ def _table(runs: list[DeadRun], *, title: str) -> None:
 
 
 def _decode(cursor: str) -> tuple[Any, str]:
-    from crondepot.api.reads import decode_run_cursor
-
     try:
         return decode_run_cursor(cursor)
     except ValueError:

@@ -113,7 +113,8 @@ def patch_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_update(args: argparse.Namespace) -> int:
-    from crondepot.cli.jobs import InvalidDocument, field_of, job_json, state, utc_text
+    from crondepot.cli.jobs import InvalidDocument, field_of, state, utc_text
+    from crondepot.render import job_json
 
     patch = patch_of(args)
     with operator_connection(args) as conn:

@@ -34,7 +34,8 @@ from crondepot.errors import CrondepotError, InvalidJob
 from crondepot.health import job_health, list_unhealthy_jobs
 from crondepot.job import store
 from crondepot.job.spec import PRIORITIES, JobSpec
-from crondepot.job.store import JobFilter, StoredJob, job_document
+from crondepot.job.store import JobFilter, StoredJob
+from crondepot.render import job_json
 from crondepot.timetable import Schedule, spread_offset
 
 MAX_JOB_ID = 2**63 - 1
@@ -96,18 +97,6 @@ def state(job: StoredJob) -> str:
     if not job.active:
         return f"ended ({job.ended_reason})" if job.ended_reason else "cancelled"
     return "paused" if job.paused else "active"
-
-
-def job_json(job: StoredJob) -> dict[str, Any]:
-    """The job as the HTTP API returns it (``crondepot.api.render.job_json``)."""
-    return {
-        "id": job.id, **job_document(job.spec), "paused": job.paused,
-        "next_run_at": iso(job.next_run_at), "next_nominal_at": iso(job.next_nominal_at),
-        "version": job.version, "created_at": iso(job.created_at),
-        "updated_at": iso(job.updated_at), "cancelled_at": iso(job.cancelled_at),
-        "fire_count": job.fire_count, "ended_at": iso(job.ended_at),
-        "ended_reason": job.ended_reason,
-    }
 
 
 def console() -> Console:

@@ -1,7 +1,7 @@
 """``crondepot runs list|show|retry``: runs across jobs or of one job, one run by id, and
 retrying a failed or dead run.
 
-The reads the HTTP API serves (``crondepot.api.reads``), scoped by tenant: another tenant's
+The reads the HTTP API serves (``crondepot.reads``), scoped by tenant: another tenant's
 job or run is "not found", like a missing one. Cursors are the API's ``next_cursor``.
 
 ``runs list`` with any of ``--status``, ``--since``, ``--until``, ``--error`` (or without
@@ -23,12 +23,22 @@ from rich.table import Table
 
 from crondepot.cli.job_ref import HELP as JOB_HELP
 from crondepot.cli.job_ref import job_ref, resolve
-from crondepot.cli.jobs import console, get_job, iso, utc_text
+from crondepot.cli.jobs import console, get_job, utc_text
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
 from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError
 from crondepot.job.store import JobNotFound
+from crondepot.reads import (
+    RunFilter,
+    RunNotFound,
+    decode_run_cursor,
+    encode_run_cursor,
+    get_run,
+    job_runs,
+    runs_page,
+)
+from crondepot.render import run_json
 
 
 class InvalidCursor(CrondepotError, ValueError):
@@ -108,8 +118,6 @@ def _across_jobs(args: argparse.Namespace) -> bool:
 
 def run_list(args: argparse.Namespace) -> int:
     # imported here: crondepot.api loads FastAPI
-    from crondepot.api.reads import encode_run_cursor, job_runs
-
     if _across_jobs(args):
         return _list_across(args)
     before = _decode(args.cursor)
@@ -142,8 +150,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _list_across(args: argparse.Namespace) -> int:
-    from crondepot.api.reads import RunFilter, runs_page
-
     if args.since is not None and args.until is not None and args.since > args.until:
         raise InvalidWindow(f"--since ({args.since.isoformat(timespec='seconds')}) is after "
                             f"--until ({args.until.isoformat(timespec='seconds')})")
@@ -181,7 +187,6 @@ def _list_across(args: argparse.Namespace) -> int:
 
 
 def run_retry(args: argparse.Namespace) -> int:
-    from crondepot.api.reads import get_run
     from crondepot.deadletter import RunNotFound, retry
 
     with operator_connection(args) as conn:
@@ -201,7 +206,6 @@ def run_retry(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from crondepot.api.reads import RunNotFound, get_run
     from crondepot.attempts import run_attempts, run_worker
 
     with operator_connection(args) as conn:
@@ -238,12 +242,6 @@ def _print_attempts(attempts: list[dict[str, Any]]) -> None:
               f"{ended}  {a['worker'] or '?'}" + (f"  {error}" if error else ""))
 
 
-def run_json(row: dict[str, Any]) -> dict[str, Any]:
-    """A run as the HTTP API returns it (``crondepot.api.render.run_json``)."""
-    return {name: iso(value) if isinstance(value, datetime) else value
-            for name, value in row.items()}
-
-
 def _status(row: dict[str, Any]) -> str:
     return f"{row['status']} ({row['skip_reason']})" if row.get("skip_reason") else row["status"]
 
@@ -256,8 +254,6 @@ def _error(row: dict[str, Any]) -> str:
 
 
 def _decode(cursor: str | None) -> tuple[datetime, str] | None:
-    from crondepot.api.reads import decode_run_cursor
-
     if cursor is None:
         return None
     try:

@@ -30,6 +30,7 @@ from crondepot.cli.output import print_json
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.holds import list_holds
 from crondepot.ledger import latest_check
+from crondepot.reads import all_tenants_stats, stats
 
 
 def register(commands: Any) -> None:
@@ -46,7 +47,6 @@ def register(commands: Any) -> None:
 
 
 def read_status(conn: psycopg.Connection[Any], tenant: str | None) -> dict[str, Any]:
-    from crondepot.api.reads import all_tenants_stats, stats  # crondepot.api loads FastAPI
 
     if tenant:
         tenant_of = tenant_id(conn, tenant)

@@ -44,14 +44,6 @@ from crondepot.api.console.session import (
 )
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
-from crondepot.api.reads import (
-    RUN_STATES,
-    RunFilter,
-    decode_run_cursor,
-    encode_run_cursor,
-    get_run,
-    runs_page,
-)
 from crondepot.attempts import run_attempts
 from crondepot.bulk import ACTIONS as ACTIONS_BY_FILTER
 from crondepot.bulk import parse_labels
@@ -69,6 +61,14 @@ from crondepot.job.store import (
     pause_job,
     resume_job,
     trigger_job,
+)
+from crondepot.reads import (
+    RUN_STATES,
+    RunFilter,
+    decode_run_cursor,
+    encode_run_cursor,
+    get_run,
+    runs_page,
 )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from crondepot.api import reads
+from crondepot import reads
 from crondepot.api.console import charts
 from crondepot.db import Q
 from crondepot.deadletter import DeadFilter, DeadRun, list_dead

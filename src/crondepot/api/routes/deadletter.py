@@ -11,10 +11,10 @@ from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
 from crondepot.api.params import MAX_BIGINT, Instant, window
 from crondepot.api.problems import Invalid
-from crondepot.api.reads import decode_run_cursor, encode_run_cursor
-from crondepot.api.render import dead_json
 from crondepot.api.schemas import DeadRunList, ReplayRequest, ReplayResult
 from crondepot.deadletter import DeadFilter, dead_page, replay
+from crondepot.reads import decode_run_cursor, encode_run_cursor
+from crondepot.render import dead_json
 
 router = APIRouter(prefix="/v1/dead-letter", tags=["dead letter"])
 

@@ -14,8 +14,6 @@ from crondepot.api.body import json_body
 from crondepot.api.openapi import etag, job_links, link, location, problems, request_body
 from crondepot.api.params import MAX_BIGINT, ascii_digits, bigint
 from crondepot.api.problems import Invalid, PreconditionRequired
-from crondepot.api.reads import get_run
-from crondepot.api.render import job_json, run_json
 from crondepot.api.schemas import (
     BILL_DUE_ONCE,
     EMI_REMINDER,
@@ -44,6 +42,8 @@ from crondepot.job.store import (
     trigger_job,
     update_job,
 )
+from crondepot.reads import get_run
+from crondepot.render import job_json, run_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 LABEL_FILTER = f"^(?:{F.LABEL_KEY.pattern})=(?:{F.LABEL_VALUE.pattern})$"

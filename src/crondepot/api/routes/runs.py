@@ -13,16 +13,6 @@ from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
 from crondepot.api.params import MAX_BIGINT, Instant, window
 from crondepot.api.problems import Invalid
-from crondepot.api.reads import (
-    RUN_STATES,
-    RunFilter,
-    decode_run_cursor,
-    encode_run_cursor,
-    get_run,
-    job_runs,
-    runs_page,
-)
-from crondepot.api.render import run_json
 from crondepot.api.routes.jobs import known_job_id
 from crondepot.api.schemas import (
     ListedRunPage,
@@ -35,6 +25,16 @@ from crondepot.api.schemas import (
 from crondepot.attempts import run_attempts, run_worker
 from crondepot.deadletter import retry
 from crondepot.job.store import get_job
+from crondepot.reads import (
+    RUN_STATES,
+    RunFilter,
+    decode_run_cursor,
+    encode_run_cursor,
+    get_run,
+    job_runs,
+    runs_page,
+)
+from crondepot.render import run_json
 
 router = APIRouter(prefix="/v1", tags=["runs"])
 

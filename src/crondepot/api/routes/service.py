@@ -9,9 +9,9 @@ from psycopg_pool import ConnectionPool
 from crondepot.api.auth import Conn, Reader
 from crondepot.api.openapi import problems
 from crondepot.api.problems import problem
-from crondepot.api.reads import stats
 from crondepot.api.schemas import Stats
 from crondepot.db.migrations import MigrationError, pending_names
+from crondepot.reads import stats
 
 router = APIRouter(tags=["service"])
 
