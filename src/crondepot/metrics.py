@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from crondepot import __version__
 from crondepot.db import Q
+from crondepot.priority import PRIORITIES
 
 
 @functools.cache
@@ -172,7 +173,7 @@ class DatabaseCollector(Collector):
                                    "Age of the oldest ready queued run, by priority.",
                                    labels=["priority"])
         seen = {row[0]: row for row in queue}
-        for priority in ("urgent", "normal", "bulk"):
+        for priority in PRIORITIES:
             _, count, age = seen.get(priority, (priority, 0, 0.0))
             depth.add_metric([priority], count)
             oldest.add_metric([priority], age)

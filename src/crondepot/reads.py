@@ -20,12 +20,10 @@ from psycopg.rows import dict_row
 from crondepot import jsontext
 from crondepot.db import Q
 from crondepot.deadletter import RunNotFound
+from crondepot.job.spec import PRIORITIES
+from crondepot.runstate import OUTCOMES, RUN_STATES
 
-PRIORITY_ORDER = ("urgent", "normal", "bulk")
-RUN_STATES = ("queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled")
-OUTCOMES = ("succeeded", "failed", "dead", "skipped")
-
-__all__ = ["RunNotFound"]
+__all__ = ["OUTCOMES", "RUN_STATES", "RunNotFound"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +83,7 @@ def finished_last_hour(conn: psycopg.Connection[Any],
                        tenant_id: int | None) -> dict[str, int]:
     """Runs that ended in the last hour by outcome (every tenant's when ``tenant_id`` is
     None), in one query."""
-    counts = dict.fromkeys(OUTCOMES, 0)
+    counts: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
     for status, count in conn.execute(Q.finished_last_hour, {"tenant_id": tenant_id}):
         counts[status] = count
     return counts
@@ -107,7 +105,7 @@ def _stats(conn: psycopg.Connection[Any], queries: tuple[str, str, str],
            params: dict[str, Any]) -> dict[str, Any]:
     queue_sql, lag_sql, dead_sql = queries
     queue = {p: {"ready": 0, "waiting": 0, "oldest_ready_seconds": None}
-             for p in PRIORITY_ORDER}
+             for p in PRIORITIES}
     for priority, ready, waiting, oldest in conn.execute(queue_sql, params):
         queue[priority] = {"ready": ready, "waiting": waiting, "oldest_ready_seconds": oldest}
     lag = conn.execute(lag_sql, params).fetchone()

@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crondepot.priority import PRIORITIES
 from crondepot.queue import WeightedOrder
-from crondepot.queue.claim import PRIORITIES
 
 
 class StepByStep:

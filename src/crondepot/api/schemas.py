@@ -26,6 +26,7 @@ from pydantic_core import CoreSchema
 from crondepot import jsontext
 from crondepot.api.params import MAX_BIGINT, Instant
 from crondepot.job.schema import document_schema, patch_schema, stored_schema
+from crondepot.runstate import RunState
 
 EMI_REMINDER: dict[str, Any] = {
     "key": "bank42:48213:emi",
@@ -131,7 +132,7 @@ class Run(_Doc):
     run_id: str
     job_id: int
     priority: str
-    status: Literal["queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled"]
+    status: RunState
     nominal_at: datetime
     due_at: datetime
     attempt: int

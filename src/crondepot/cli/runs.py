@@ -39,6 +39,7 @@ from crondepot.reads import (
     runs_page,
 )
 from crondepot.render import run_json
+from crondepot.runstate import RUN_STATES
 
 
 class InvalidCursor(CrondepotError, ValueError):
@@ -49,7 +50,6 @@ class InvalidWindow(CrondepotError, ValueError):
     pass
 
 
-RUN_STATES = ("queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled")
 
 
 def register(commands: Any) -> None:

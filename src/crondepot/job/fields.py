@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
+from crondepot.priority import PRIORITIES
+
 # The whitespace ``str.strip`` removes, spelled as a character class: a text field must hold
 # one character outside it ("non-blank"), in Python and in the published JSON Schema alike
 # (ECMA-262's ``\s`` is another set). Every such character is below U+3001 (a unit test
@@ -122,7 +124,7 @@ CRON = Field(path="cron", type="string", max_length=200, non_blank=True,
                          "not both")
 TZ = Field(path="tz", type="string", max_length=64, non_blank=True,
            description="the IANA zone the cron is read in, like Asia/Kolkata")
-PRIORITY = Field(path="priority", type="string", choices=("urgent", "normal", "bulk"),
+PRIORITY = Field(path="priority", type="string", choices=PRIORITIES,
                  default="normal", description="urgent runs are never spread")
 TARGET = Field(path="target", type="object",
                description="what a run calls: an http webhook or a python handler")

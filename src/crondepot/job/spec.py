@@ -38,10 +38,9 @@ from crondepot.job.fields import (
     Field,
 )
 from crondepot.job.url import MAX_URL_LENGTH, allow_list, check_target_url
+from crondepot.priority import PRIORITIES, Priority
 from crondepot.timetable import Schedule, Timetable, schedule, uses_hash, validate_zone
 
-Priority = Literal["urgent", "normal", "bulk"]
-PRIORITIES: tuple[Priority, ...] = F.PRIORITY.choices  # type: ignore[assignment]
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
 # through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
 __all__ = ["DOCUMENT_FIELDS", "HANDLER_NAME", "LIMIT_NAME", "MAX_PAYLOAD_BYTES",

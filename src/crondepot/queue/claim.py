@@ -21,8 +21,8 @@ from psycopg.rows import args_row
 
 from crondepot import metrics
 from crondepot.db import Q
+from crondepot.priority import PRIORITIES
 
-PRIORITIES = ("urgent", "normal", "bulk")
 log = logging.getLogger("crondepot.worker")
 
 
@@ -65,7 +65,7 @@ class WeightedOrder:
         if len(weights) != 3 or any(w < 0 for w in weights) or not any(weights):
             raise ValueError(f"expected three non-negative weights, not all zero, got "
                              f"{list(weights)}")
-        self.weights = dict(zip(PRIORITIES, weights, strict=True))
+        self.weights: dict[str, int] = dict(zip(PRIORITIES, weights, strict=True))
         self._cycle = _smooth_round_robin(self.weights)
         self._pos = 0
 

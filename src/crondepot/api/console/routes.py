@@ -62,6 +62,7 @@ from crondepot.job.store import (
     resume_job,
     trigger_job,
 )
+from crondepot.priority import PRIORITIES
 from crondepot.reads import (
     RUN_STATES,
     RunFilter,
@@ -131,7 +132,7 @@ _env = Environment(loader=PackageLoader("crondepot.api.console", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True),
                    trim_blocks=True, lstrip_blocks=True)
 _env.filters.update(dt=_dt, local=_local, secs=_secs)
-_env.globals.update(PATH=PATH)
+_env.globals.update(PATH=PATH, PRIORITIES=PRIORITIES)
 
 
 def render(request: Request, template: str, context: dict[str, Any], *,
@@ -242,7 +243,7 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
     q = request.query_params
     key_prefix = q.get("key_prefix", "").strip()[:200] or None
-    priority = q.get("priority") if q.get("priority") in ("urgent", "normal", "bulk") else None
+    priority = q.get("priority") if q.get("priority") in PRIORITIES else None
     paused = {"yes": True, "no": False}.get(q.get("paused", ""))
     active = {"yes": True, "no": False}.get(q.get("active", "yes"))
     # ?cursor= like every list (?after= is the old name, still read)

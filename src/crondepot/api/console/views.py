@@ -21,9 +21,9 @@ from crondepot.db import Q
 from crondepot.deadletter import DeadFilter, DeadRun, list_dead
 from crondepot.health import job_health, list_unhealthy_jobs, unhealthy_among
 from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
+from crondepot.runstate import RUN_STATES
 from crondepot.timetable import Fire
 
-STATES = ("queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled")
 NOTES = {
     "moved": "moved: its local time was skipped by a clock change; fires at the change",
     "merged": "merged: several skipped local times fire once, at the clock change",
@@ -72,7 +72,7 @@ def _fire(fire: Fire) -> FireView:
 
 def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
     stats = reads.stats(conn, tenant_id)
-    states = dict.fromkeys(STATES, 0)
+    states = dict.fromkeys(RUN_STATES, 0)
     for status, count in conn.execute(Q.console_runs_by_state, {"tenant_id": tenant_id}):
         states[status] = states.get(status, 0) + count
     # the outcomes as `crondepot status` counts them, so that each count's link to the runs

@@ -23,6 +23,7 @@ from crondepot.holds import HOST_NAME
 from crondepot.job import fields as F
 from crondepot.job.schema import field_schema
 from crondepot.job.spec import PRIORITIES
+from crondepot.priority import Priority
 
 router = APIRouter(prefix="/v1/jobs/bulk", tags=["jobs"])
 
@@ -70,7 +71,7 @@ class BulkRequest(BaseModel):
     labels: dict[str, str] | None = None
     host: str | None = None
     rate_limit: str | None = None
-    priority: Literal["urgent", "normal", "bulk"] | None = None
+    priority: Priority | None = None
     dry_run: bool = Field(False, strict=True)   # not "true" or 1: the schema says boolean
 
     @classmethod

@@ -42,6 +42,7 @@ from crondepot.job.store import (
     trigger_job,
     update_job,
 )
+from crondepot.priority import Priority
 from crondepot.reads import get_run
 from crondepot.render import job_json, run_json
 
@@ -84,7 +85,7 @@ def list_(who: Reader, conn: Conn,
           limit: Annotated[int, Query(ge=1, le=1000)] = 100,
           cursor: Annotated[str | None, Query(max_length=20,
                                               description="next_cursor of the last page")] = None,
-          priority: Annotated[str | None, Query(pattern="^(urgent|normal|bulk)$")] = None,
+          priority: Annotated[Priority | None, Query()] = None,
           paused: bool | None = None, active: bool | None = None,
           key_prefix: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
           unhealthy: Annotated[bool | None, Query(
