@@ -488,3 +488,12 @@ def test_l_and_nth_weekday_agree_with_croniter() -> None:
         ours = [m.replace(tzinfo=None) for m in next_fires(cron, "UTC", AFTER, 24)]
         theirs = croniter(cron, datetime(2026, 1, 1))
         assert ours == [theirs.get_next(datetime) for _ in range(24)], cron
+
+
+def test_a_step_from_a_weekday_runs_to_7_as_cronie_reads_it() -> None:
+    # cronie's day-of-week is 0-7: "a/n" runs to 7 (Sunday). croniter's expansion stops at 6
+    # (no Sunday in "1/1") and reads "7/1" as every day; found by the cronsim property test.
+    assert parse_cron("0 9 * * 1/1").weekdays == frozenset(range(7))
+    assert parse_cron("0 9 * * 7/1").weekdays == frozenset({0})
+    assert parse_cron("0 9 * * 5/1").weekdays == frozenset({5, 6, 0})
+    assert parse_cron("0 9 * * 0/3").weekdays == frozenset({0, 3, 6})

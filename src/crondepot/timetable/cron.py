@@ -39,15 +39,16 @@ Choices worth knowing:
   job's key or id, and an API caller without one still gets a deterministic answer.
 * **Never-firing expressions** (``0 0 30 2 *``) are rejected up front from the field sets,
   so no search can spin looking for a date that does not exist.
-* **croniter parses; our code iterates.** croniter (behind this module only) turns each
-  validated field into the set of values it allows; the checks in front of it exist to give
-  messages that name the field, and to refuse its undocumented extensions. One croniter bug
-  is worked around: it reads an equal range such as ``9-9`` as the whole field (``0 9-9 * * *``
-  would fire hourly), so equal ranges are reduced to their single value first. Iteration
-  does not use croniter: a croniter object costs ~44 µs to build and ~32 µs per
-  ``get_next`` here, more than a whole ``next_fires`` call may take, while walking the
-  cached field sets costs a few look-ups per day. The tests use croniter's own iteration as
-  an independent oracle for that walk.
+* **One parse, checked against two other implementations.** Each field is read once, by
+  this module: the same pass that gives a message naming a bad field yields its value set.
+  croniter is not used at runtime. Its field expansion, which this module once took as the
+  sets, differs from cronie in ways that fire at wrong times: an equal range (``9-9``) is the
+  whole field, and in day-of-week ``a/n`` stops at 6 where cronie runs to 7 (``1/1`` has no
+  Sunday) and ``7/1`` is every day. The property tests compare this module with cronsim
+  (another implementation of cron's fields and day rule, cronie's reading) and with
+  croniter's own iteration on explicit lists, neither of which is this code path. Iteration
+  walks the cached field sets: a croniter object costs ~44 µs to build and ~32 µs per
+  ``get_next`` here, more than a whole ``next_fires`` call may take.
 """
 
 from __future__ import annotations
@@ -59,8 +60,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 from hashlib import sha256
-
-from croniter import croniter
 
 from crondepot.errors import InvalidSchedule
 
@@ -250,8 +249,9 @@ def _bounds(base: str, field: _Field, stepped: bool) -> tuple[int, int]:
         return field.low, field.star_high
     if "-" not in base:
         start = _value(base, field)
-        # ``a/n`` runs to the end of the field; a bare ``a`` is just itself.
-        return (start, max(start, field.star_high)) if stepped else (start, start)
+        # ``a/n`` runs to the end of the field (7 in day-of-week, as cronie reads it: ``1/1``
+        # includes Sunday); a bare ``a`` is just itself.
+        return (start, max(start, field.high)) if stepped else (start, start)
     parts = base.split("-")
     if len(parts) != 2 or not all(parts):
         raise _error(field, f"'{base}' is not a valid range; expected start-end")
@@ -310,7 +310,7 @@ def _nth_weekday(item: str) -> tuple[int, int] | None:
 
 @dataclass(frozen=True, slots=True)
 class _Specials:
-    """The day items croniter's field sets do not hold: ``L`` and ``D#n``."""
+    """The day items a plain value set cannot hold: ``L`` and ``D#n``."""
 
     last_day: bool = False
     nth_weekdays: frozenset[tuple[int, int]] = frozenset()
@@ -337,6 +337,8 @@ def _specials(text: str, field: _Field) -> _Specials:
 
 
 def _field_values(text: str, field: _Field) -> frozenset[int]:
+    """The values a field allows, without its ``L`` and ``D#n`` items (``CronSpec`` holds
+    those); a bad field is refused with a message naming it. The one parse of a field."""
     _refuse_markers(text, field)
     values: set[int] = set()
     for item in _specials(text, field).plain:
@@ -497,32 +499,9 @@ def _is_fixed_time(minute_text: str, hour_text: str) -> bool:
             and "*" not in hour_text and "/" not in hour_text)
 
 
-_EQUAL_RANGE = re.compile(r"\b(\w+)-\1\b")
-
-
-def _library_sets(fields: list[str]) -> list[frozenset[int]]:
-    """The value set of each (already validated) field, as croniter expands it, without the
-    ``L`` and ``D#n`` items (``CronSpec`` holds those); a field of nothing else is empty."""
-    plain = [",".join(_specials(text, field).plain) for text, field in zip(fields, _FIELDS,
-                                                                          strict=True)]
-    # croniter needs something in each field: a placeholder, emptied below
-    text = " ".join(_EQUAL_RANGE.sub(r"\1", field) or "1" for field in plain)
-    expanded, _ = croniter.expand(text)
-    # croniter says '*' for the whole field, also inside a list ("*,5" is ['*', 5]): the list
-    # is then the whole field, as cronie reads it.
-    return [
-        frozenset() if not items else
-        frozenset(range(field.low, field.star_high + 1))
-        if "*" in values else frozenset(int(v) % 7 if field is _WEEKDAY else int(v)
-                                        for v in values)
-        for values, field, items in zip(expanded, _FIELDS, plain, strict=True)
-    ]
-
-
 def _spec_from_fields(fields: list[str]) -> CronSpec:
-    for text, field in zip(fields, _FIELDS, strict=True):
-        _field_values(text, field)          # refuses bad fields with a message naming them
-    minute, hour, day, month, weekday = _library_sets(fields)
+    minute, hour, day, month, weekday = (_field_values(text, field)
+                                         for text, field in zip(fields, _FIELDS, strict=True))
     # cronie: a day field whose text begins with '*' is unrestricted (see the module's doc)
     day_restricted = not fields[2].startswith("*")
     week_restricted = not fields[4].startswith("*")
