@@ -39,6 +39,7 @@ from crondepot.job.store import (
     first_run,
     owed_runs,
 )
+from crondepot.jsontext import unstorable
 from crondepot.scheduler.plan import PlannedRun
 from crondepot.scheduler.tick import insert_runs
 
@@ -70,6 +71,8 @@ class BulkFilter:
         if key_prefix is not None and not key_prefix:
             raise InvalidJob("expected key_prefix to be at least one character, got \"\"",
                              field="key_prefix")
+        if key_prefix is not None and (why := unstorable(key_prefix)) is not None:
+            raise InvalidJob(f"key_prefix {why}", field="key_prefix")
         if labels is not None:
             labels = checked_labels(labels) or None
         if host is not None:

@@ -299,3 +299,15 @@ def test_revoked_token_is_refused(client: TestClient, h: dict[str, str],
 
 def test_emi_reminder_is_valid() -> None:
     assert EMI["cron"] == "0 9 5 * *"
+
+
+@pytest.mark.parametrize("field", ["start_at", "end_at", "at"])
+@pytest.mark.parametrize("value", ["9999-12-31T23:59:59Z", "9000-01-01T00:00:00Z"])
+def test_an_instant_near_the_end_of_time_is_a_422_not_a_500(
+        client: TestClient, h: dict[str, str], field: str, value: str) -> None:
+    body: dict[str, Any] = {"tz": "UTC", "target": {"type": "python", "handler": "crondepot.log"},
+                            field: value}
+    body.update({} if field == "at" else {"cron": "0 0 1 1 *"})
+    response = client.post("/v1/jobs", json=body, headers=h)
+    assert response.status_code == 422, response.text
+    assert field in response.text and "out of range" in response.text

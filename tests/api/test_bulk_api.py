@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -144,3 +145,17 @@ def test_bulk_actions_are_audited_per_job_and_summarised(
     assert ("job.pause", str(a)) in actions
     summary = next(i for i in items if i["action"] == "job.bulk_pause")
     assert summary["after"] == {"filter": {"labels": {"bank": "42"}}, "changed": 1}
+
+
+@pytest.mark.parametrize("prefix", ["a\u0000b", "a\ud800"])
+def test_a_key_prefix_postgresql_cannot_store_is_a_422_not_a_500(
+        client: TestClient, h: dict[str, str], prefix: str) -> None:
+    _add(client, h, "a")
+    for dry_run in (True, False):
+        # escaped JSON: a lone surrogate can be spelled in JSON, not sent as UTF-8
+        response = client.post("/v1/jobs/bulk/pause",
+                               headers={**h, "Content-Type": "application/json"},
+                               content=json.dumps({"key_prefix": prefix, "dry_run": dry_run}))
+        assert response.status_code == 422, response.text
+        assert "key_prefix" in response.text
+    assert client.get("/v1/jobs?paused=true", headers=h).json()["items"] == []

@@ -165,6 +165,9 @@ def _parse(doc: Any) -> JobSpec:
     return spec
 
 
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
+
+
 def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
     """An RFC 3339 instant with an offset (``Z`` or ``±hh:mm``), as an aware UTC datetime."""
     value = doc.get(spec.name)
@@ -184,10 +187,15 @@ def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
         raise InvalidJob(f"{spec.path} {json.dumps(value)} is not a real date-time "
                          f"({example})", field=spec.path) from None
     try:
-        return parsed.astimezone(UTC)
+        instant = parsed.astimezone(UTC)
     except OverflowError:
-        raise InvalidJob(f"{spec.path} {json.dumps(value)} is out of range",
-                         field=spec.path) from None
+        instant = None
+    # A timetable walks local days up to a year past an instant; near datetime's end that
+    # overflows (year 9999 gave a 500). Schedules this far out mean nothing to a reminder.
+    if instant is None or instant >= LATEST_INSTANT:
+        raise InvalidJob(f"{spec.path} {json.dumps(value)} is out of range: expected an instant "
+                         f"before {LATEST_INSTANT:%Y-%m-%d}", field=spec.path)
+    return instant
 
 
 # RFC 3339's date-time (section 5.6): "T" or "t" (or a space, which 5.6 allows by note),
