@@ -48,9 +48,28 @@ def test_both_inserts_write_every_column_and_the_reads_return_it(
 def test_the_insert_view_takes_the_store_s_columns_in_order(
         conn: psycopg.Connection[Any]) -> None:
     columns = [name for (name,) in conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'job_inserts' "
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'job_writes' "
         "ORDER BY ordinal_position")]
     assert len(columns) == len(_COLUMNS) + 1 and columns[-1] == "created_at"
+
+
+def test_the_previous_release_still_inserts_through_its_view(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    # Expand, then contract: while a rolling upgrade runs, an API of the previous release
+    # inserts a job through job_inserts as it always did (22 values, the instant last); the
+    # columns added since take their defaults.
+    old = [name for (name,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'job_inserts' "
+        "ORDER BY ordinal_position")]
+    assert len(old) == 22 and old[-1] == "created_at" and "labels" not in old
+    conn.execute(
+        "INSERT INTO job_inserts OVERRIDING SYSTEM VALUE SELECT 9001, %s, 'old-api', "
+        "'0 9 * * *', 'UTC', now(), now(), 'normal', true, "
+        "'{\"type\": \"python\", \"handler\": \"crondepot.log\"}', '{}', 'run_late', "
+        "NULL, NULL, 'all', 1000, 0, NULL, 6, 60, NULL, now()", (tenant_id,))
+    row = conn.execute("SELECT labels, at, max_runs, fire_count, alert_after_failures "
+                       "FROM jobs WHERE id = 9001").fetchone()
+    assert row == ({}, None, None, 0, None)
 
 
 def _checks(conn: psycopg.Connection[Any]) -> str:

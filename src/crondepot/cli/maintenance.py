@@ -15,6 +15,7 @@ from crondepot.cli.options import (
     database,
     duration,
     duration_or_off,
+    int_in,
     window,
 )
 from crondepot.db import connect
@@ -45,6 +46,13 @@ def add_maintenance(parser: argparse.ArgumentParser) -> None:
                        default=env("CRONDEPOT_REAP_EVERY", "5s"),
                        help="return runs with expired leases to the queue this often "
                             "(default 5s)")
+    group.add_argument("--max-lease", metavar="SECONDS",
+                       type=int_in(1, 10 * 365 * 86400, "a whole number of seconds"),
+                       default=env("CRONDEPOT_MAX_LEASE_SECONDS",
+                                   str(DEFAULT_MAX_LEASE_SECONDS)),
+                       help="a run's lease time over all its attempts, at most; a run that used "
+                            "it all goes to the dead letter, by the worker or the rescuer "
+                            f"(default {DEFAULT_MAX_LEASE_SECONDS} = 12 h)")
     group.add_argument("--retention-days", type=retention_days, metavar="DAYS",
                        default=env("CRONDEPOT_RETENTION_DAYS", "30"),
                        help="delete finished runs older than this (0 = keep; default 30; "
@@ -60,11 +68,9 @@ def add_maintenance(parser: argparse.ArgumentParser) -> None:
                             "check found pending")
 
 
-def maintenance_config(args: argparse.Namespace, url: str, name: str,
-                       max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS
-                       ) -> MaintenanceConfig:
+def maintenance_config(args: argparse.Namespace, url: str, name: str) -> MaintenanceConfig:
     return MaintenanceConfig(url=url, name=name, enabled=args.maintenance,
-                             reap_seconds=args.reap_every, max_lease_seconds=max_lease_seconds,
+                             reap_seconds=args.reap_every, max_lease_seconds=args.max_lease,
                              retention_days=args.retention_days,
                              verify_every=args.verify_every, verify_window=args.verify_window)
 

@@ -14,7 +14,6 @@ from crondepot import logs, metrics
 from crondepot.cli.maintenance import add_maintenance, maintenance_config
 from crondepot.cli.options import add_database, check_schema, database, int_in
 from crondepot.cli.output import fail
-from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 
 T = TypeVar("T", int, float)
 
@@ -44,12 +43,6 @@ def register(commands: Any) -> None:
                         help="on SIGTERM, how long calls in progress may finish (default 30)")
     parser.add_argument("--heartbeat", type=_positive_float, default=5.0, metavar="SECONDS",
                         help="lease renewal interval (default 5)")
-    parser.add_argument("--max-lease", type=_positive_seconds, metavar="SECONDS",
-                        default=env("CRONDEPOT_MAX_LEASE_SECONDS",
-                                    str(DEFAULT_MAX_LEASE_SECONDS)),
-                        help="a run's lease time over all its attempts, at most; a run that "
-                             f"used it all goes to the dead letter (default "
-                             f"{DEFAULT_MAX_LEASE_SECONDS} = 12 h)")
     parser.add_argument("--metrics-port", type=int_in(0, 65535, "a port"), metavar="PORT",
                         default=env("CRONDEPOT_METRICS_PORT", "0"),
                         help="serve Prometheus /metrics on this port (env "
@@ -85,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
                               max_lease_seconds=args.max_lease,
                               maintenance=maintenance_config(
-                                  args, db.url, f"worker-{args.name or os.getpid()}",
-                                  max_lease_seconds=args.max_lease),
+                                  args, db.url, f"worker-{args.name or os.getpid()}"),
                               **({"name": args.name} if args.name else {}))
         worker = Worker(config)
         worker.install_signal_handlers()
@@ -132,7 +124,6 @@ def _zero_or_more(what: str) -> Callable[[str], float]:
 
 
 _seconds_or_zero = _zero_or_more("a number of seconds")
-_positive_seconds = _above_zero(int, "a whole number of seconds")
 
 
 def _weights(text: str) -> tuple[int, int, int]:

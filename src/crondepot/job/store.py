@@ -141,7 +141,7 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
 # 12-14 us for packing arrays, and a little less server CPU); a smaller one, such as the
 # API's single create, is one INSERT, one round trip fewer than COPY and INSERT … SELECT.
 COPY_AT_LEAST = 100
-# A job's values in the column order of the job_inserts view (migration 0013), which both
+# A job's values in the column order of the job_writes view (migration 0017), which both
 # inserts write through: insert_jobs takes them as arrays named by _COLUMNS, the COPY of an
 # import batch as rows of _COPY_TYPES, the creation instant last.
 Row = tuple[Any, ...]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from typing import Any
 
 import psycopg
@@ -32,6 +33,7 @@ class Leadership:
     def __init__(self, url: str, name: str) -> None:
         self.url, self.name = url, name
         self._conn: psycopg.Connection[Any] | None = None
+        self._quiet_until = 0.0     # monotonic: no second "cannot stand" warning before
 
     @property
     def held(self) -> bool:
@@ -54,9 +56,14 @@ class Leadership:
                 self._conn.execute(Q.maintenance_still_lead)
             return True
         except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             if self._conn is not None:
-                log.warning("maintenance leadership lost: %s",
-                            str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+                log.warning("maintenance leadership lost: %s", reason)
+            elif time.monotonic() >= self._quiet_until:
+                # A follower that cannot even ask (no connection, too many clients): said once
+                # a minute, since maintenance stops if no process can ask.
+                log.warning("cannot stand for maintenance leader: %s", reason)
+                self._quiet_until = time.monotonic() + 60
             self.release()
             return False
 

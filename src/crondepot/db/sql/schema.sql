@@ -708,12 +708,6 @@ CREATE VIEW public.job_inserts AS
     max_attempts,
     lease_seconds,
     rate_limit,
-    at,
-    start_at,
-    end_at,
-    max_runs,
-    labels,
-    alert_after_failures,
     created_at
    FROM public.jobs;
 
@@ -730,6 +724,41 @@ CREATE TABLE public.job_timetables (
     until timestamp with time zone NOT NULL,
     CONSTRAINT job_timetables_check CHECK ((until >= since))
 );
+
+--
+-- Name: job_writes; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    created_at
+   FROM public.jobs;
 
 --
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -

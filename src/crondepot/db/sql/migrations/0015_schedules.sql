@@ -24,22 +24,15 @@ ALTER TABLE jobs
 ALTER TABLE jobs VALIDATE CONSTRAINT jobs_cron_or_at;
 ALTER TABLE jobs VALIDATE CONSTRAINT jobs_window_order;
 
--- The views of migration 0013 with the new columns: stored_jobs gains them at its end;
--- job_inserts takes them before created_at, which stays last (the inserts append it).
+-- stored_jobs (migration 0013) gains the new columns at its end. job_inserts is left as it
+-- is: the previous release inserts through it (new columns take their defaults); this
+-- release writes through job_writes (migration 0017).
 CREATE OR REPLACE VIEW stored_jobs AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused,
        target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
        updated_at, cancelled_at, version, timetable_since,
        at, start_at, end_at, max_runs, fire_count, ended_at, ended_reason
-FROM jobs;
-
-DROP VIEW job_inserts;
-CREATE VIEW job_inserts AS
-SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
-       active, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
-       max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
-       at, start_at, end_at, max_runs, created_at
 FROM jobs;
 
 -- The jobs audit trigger's functions now live in functions/audit_jobs.sql (revision 1):

@@ -8,9 +8,8 @@ ALTER TABLE jobs ADD COLUMN labels jsonb NOT NULL DEFAULT '{}'
     CONSTRAINT jobs_labels_check CHECK (jsonb_typeof(labels) = 'object');
 CREATE INDEX jobs_labels ON jobs USING gin (labels jsonb_path_ops);
 
--- The two views of migration 0013 gain the column (job_inserts before the creation
--- instant, which create_jobs writes last). A later migration that changes them again must
--- list it too.
+-- stored_jobs (migrations 0013, 0015) gains the column; the inserts' view with it is
+-- job_writes (migration 0017). A later migration that changes stored_jobs must list it too.
 DROP VIEW stored_jobs;
 CREATE VIEW stored_jobs AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused,
@@ -18,14 +17,6 @@ SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, act
        spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at,
        updated_at, cancelled_at, version, timetable_since,
        at, start_at, end_at, max_runs, fire_count, ended_at, ended_reason, labels
-FROM jobs;
-
-DROP VIEW job_inserts;
-CREATE VIEW job_inserts AS
-SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
-       active, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
-       max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
-       at, start_at, end_at, max_runs, labels, created_at
 FROM jobs;
 
 -- Holds: a tenant's queued runs of one rate limit (kind 'rate_limit') or one target host

@@ -47,10 +47,7 @@ ALTER TABLE tenants ADD COLUMN alert_after_failures integer NOT NULL DEFAULT 3
 CREATE INDEX jobs_failing ON jobs (tenant_id, id) WHERE failing_fires > 0;
 
 -- alert_after_failures is a field of the job document: the store reads it through
--- stored_jobs (appended last) and writes it through job_inserts, where it goes before
--- created_at (the instant insert_jobs and the import's COPY write last): that view is made
--- again, since CREATE OR REPLACE VIEW can only add columns at the end. Nothing depends on it
--- (the import's staging table is a copy of its columns, made per session).
+-- stored_jobs (appended last) and writes it through job_writes, below.
 CREATE OR REPLACE VIEW stored_jobs AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, active, paused,
        target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup,
@@ -60,8 +57,13 @@ SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, act
        alert_after_failures
 FROM jobs;
 
-DROP VIEW job_inserts;
-CREATE VIEW job_inserts AS
+-- job_writes: the columns every insert of this release writes, in the order insert_jobs and
+-- the import's COPY send them (creation instant last). A new view rather than job_inserts
+-- made again: a process of the previous release still inserts through job_inserts (its 22
+-- columns, created_at last) while this one migrates, and its import stages rows shaped like
+-- that view; the columns added since take their defaults there (expand, then contract:
+-- docs/architecture.md, "Changing the schema").
+CREATE VIEW job_writes AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
        active, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
        max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,

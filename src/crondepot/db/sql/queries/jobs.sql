@@ -17,8 +17,8 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
 -- format: psycopg would otherwise quote every element in Python. created_at is the instant
 -- the first fire was computed from (the job's timetable is in force after it). The arrays
--- are job_inserts's columns in order (migrations 0013, 0015, 0016, 0017), the instant last.
-INSERT INTO job_inserts
+-- are job_writes's columns in order (migration 0017), the instant last.
+INSERT INTO job_writes
 OVERRIDING SYSTEM VALUE
 SELECT *, %(now)s::timestamptz FROM unnest(
     %(ids)b::bigint[], %(tenant_ids)b::bigint[], %(keys)b::text[], %(crons)b::text[],
@@ -35,13 +35,13 @@ RETURNING id;
 
 -- name: create_import_table
 -- The session's staging table for create_jobs batches of COPY_AT_LEAST or more: the columns
--- of job_inserts. Filled by binary COPY (psycopg writes those rows in C; packing 21 arrays
+-- of job_writes. Filled by binary COPY (psycopg writes those rows in C; packing 21 arrays
 -- for insert_jobs cost three times the Python CPU), emptied at every commit.
 CREATE TEMP TABLE IF NOT EXISTS import_jobs ON COMMIT DELETE ROWS AS
-SELECT * FROM job_inserts WITH NO DATA;
+SELECT * FROM job_writes WITH NO DATA;
 
 -- name: copy_import_rows
--- The rows of one batch, every column of job_inserts in order.
+-- The rows of one batch, every column of job_writes in order.
 COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 
 -- name: insert_import_rows
@@ -49,7 +49,7 @@ COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 -- are this batch's: ids come from a sequence, so a batch written earlier in the same
 -- transaction (not yet emptied by a commit) has smaller ones. ORDER BY id: the first of two
 -- lines with one key wins, as with unnest.
-INSERT INTO job_inserts
+INSERT INTO job_writes
 OVERRIDING SYSTEM VALUE
 SELECT *
 FROM pg_temp.import_jobs
