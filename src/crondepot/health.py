@@ -22,7 +22,6 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from crondepot.db import Q
 from crondepot.errors import CrondepotError
@@ -78,10 +77,7 @@ def list_unhealthy_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: Jo
     """A page of the tenant's unhealthy jobs in id order, strictly after id ``after``, with
     the same filters as ``job.store.list_jobs``."""
     rows = conn.cursor(row_factory=dict_row).execute(Q.list_unhealthy_jobs, {
-        "tenant_id": tenant_id, "after": after, "limit": limit, "priority": where.priority,
-        "paused": where.paused, "active": where.active, "key_prefix": where.key_prefix,
-        "labels": Jsonb(where.labels) if where.labels else None,
-    }).fetchall()
+        "tenant_id": tenant_id, "after": after, "limit": limit, **where.params()}).fetchall()
     return [stored_job(row) for row in rows]
 
 

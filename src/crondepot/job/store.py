@@ -222,6 +222,12 @@ class JobFilter:
     key_prefix: str | None = None
     labels: dict[str, str] | None = None      # every one must match (containment)
 
+    def params(self) -> dict[str, Any]:
+        """The named parameters every listing query with these filters takes."""
+        return {"priority": self.priority, "paused": self.paused, "active": self.active,
+                "key_prefix": self.key_prefix,
+                "labels": Jsonb(self.labels) if self.labels else None}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Triggered:
@@ -303,10 +309,7 @@ def list_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *
               after: int = 0, limit: int = 100) -> list[StoredJob]:
     """A page of jobs in id order, strictly after id ``after``."""
     rows = conn.cursor(row_factory=dict_row).execute(Q.list_tenant_jobs, {
-        "tenant_id": tenant_id, "after": after, "limit": limit, "priority": where.priority,
-        "paused": where.paused, "active": where.active, "key_prefix": where.key_prefix,
-        "labels": Jsonb(where.labels) if where.labels else None,
-    }).fetchall()
+        "tenant_id": tenant_id, "after": after, "limit": limit, **where.params()}).fetchall()
     return [_stored(row) for row in rows]
 
 
