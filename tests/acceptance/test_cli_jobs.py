@@ -84,6 +84,9 @@ def cli(db_url: str, capsys: pytest.CaptureFixture[str],
     monkeypatch.setattr(cli_module, "_GROUPS",
                         groups + tuple(g for g in NEW_GROUPS if g not in groups))
     monkeypatch.delenv("CRONDEPOT_TENANT", raising=False)
+    # Tables into a capture are as wide as COLUMNS says, when it is set (a terminal that ran
+    # the suite may have exported 80): the tests read whole cells.
+    monkeypatch.setenv("COLUMNS", "200")
     return Cli(db_url, capsys, monkeypatch)
 
 
