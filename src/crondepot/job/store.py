@@ -198,7 +198,7 @@ class StoredJob:
     updated_at: datetime
     cancelled_at: datetime | None
     version: int
-    timetable_since: datetime     # the current cron and tz are in force after this instant
+    timetable_since: datetime     # the current cron, tz and window are in force after it
     fire_count: int = 0           # fires written so far (max_runs counts them)
     ended_at: datetime | None = None       # ended by its schedule: its last fire's time
     ended_reason: str | None = None        # completed | end_at | max_runs
