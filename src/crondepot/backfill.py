@@ -3,9 +3,9 @@
 After an outage that lost rows, a restore, or rows removed by hand, ``crondepot verify``
 reports fires without a row (*unaccounted*). ``backfill`` writes them: for one job and a
 range ``[since, until)`` of nominal times, it rebuilds the fires of the timetables in force
-at each instant (the current cron and tz after ``timetable_since``, the earlier ones from
-``job_timetables``, exactly as ``crondepot verify`` does) and writes a run for each fire
-that has no row:
+at each instant (the current cron, tz and window after ``timetable_since``, the earlier
+ones with their own windows from ``job_timetables``, exactly as ``crondepot verify`` does)
+and writes a run for each fire that has no row:
 
 - with the run id the tick would have given it (``timetable.run_id``), by one
   ``INSERT ... ON CONFLICT (run_id) DO NOTHING``: a fire never gets a second row;
@@ -177,13 +177,15 @@ def _fires(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, since:
     if until <= since:
         return []
     hash_key = job.spec.hash_key(job.id)
-    # The job's window bounds the fires of all its timetables, as `crondepot verify` reads it.
-    window = {"start_at": job.spec.start_at, "end_at": job.spec.end_at}
+    # Each earlier timetable is bounded by the window it had while in force (kept with it),
+    # the current one by the job's, as `crondepot verify` reads them.
     segments: list[tuple[Schedule, datetime, datetime | None]] = [
-        (schedule(cron, tz, hash_key=hash_key if uses_hash(cron) else None, **window),
+        (schedule(cron, tz, hash_key=hash_key if uses_hash(cron) else None,
+                  start_at=start_at, end_at=end_at),
          start, stop)
-        for cron, tz, start, stop in conn.execute(Q.backfill_job_timetables, {
-            "job_id": job.id, "tenant_id": tenant_id, "since": since, "until": until})]
+        for cron, tz, start, stop, start_at, end_at in conn.execute(
+            Q.backfill_job_timetables, {"job_id": job.id, "tenant_id": tenant_id,
+                                        "since": since, "until": until})]
     if job.timetable_since < until:
         segments.append((job.spec.timetable(job.id), job.timetable_since,
                          job.cancelled_at or job.ended_at))

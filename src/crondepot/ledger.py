@@ -4,11 +4,12 @@
 window and compares them with the rows in ``runs``:
 
 - *Which timetable was in force.* A job's current cron and tz are in force after
-  ``jobs.timetable_since`` (its creation, or the last edit of either); the ones it had
-  before, each with the interval it was in force, are in ``job_timetables``. A cancelled
-  job's timetable ends at ``cancelled_at``, a job that ended by its schedule at ``ended_at``
-  (its last fire); a job's window (``start_at``, ``end_at``) bounds the fires of all its
-  timetables, and an ``at`` job's one fire is read from its row (docs/schedules.md).
+  ``jobs.timetable_since`` (its creation, or the last edit of either or of its window);
+  the ones it had before, each with the interval it was in force and the window
+  (``start_at``, ``end_at``) that bounded its fires then, are in ``job_timetables``. A
+  cancelled job's timetable ends at ``cancelled_at``, a job that ended by its schedule at
+  ``ended_at`` (its last fire); the job's current window bounds its current timetable only,
+  and an ``at`` job's one fire is read from its row (docs/schedules.md).
   Pauses change nothing here: a paused fire gets a ``skipped``/``paused`` row like any other.
 - *What is owed already.* An active job's ``next_nominal_at`` is the first fire nobody has
   written yet: the scheduler writes fires when they fall due and moves it on in the same

@@ -5,6 +5,7 @@ and `crondepot verify` finds every fire of them accounted for, none after their 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import takewhile
 from typing import Any
 
 import psycopg
@@ -236,3 +237,68 @@ def test_verify_flags_an_at_job_whose_one_run_was_lost(
     report = verify(conn, since=at - timedelta(hours=1), until=at + timedelta(hours=1),
                     now=at + timedelta(hours=1))
     assert [(f.job_id, f.nominal_at, f.rows) for f in report.unaccounted] == [(job_id, at, 0)]
+
+
+@pytest.mark.parametrize("cron", ["0 * * * *", "H * * * *"])
+def test_widening_the_window_owes_no_fire_the_old_window_excluded(
+        conn: psycopg.Connection[Any], tenant_id: int, cron: str) -> None:
+    # The reviewer's case: start_at 10:30 kept 01:00-05:00 out when they passed; dropping it
+    # at 05:30 makes the fires after 05:30 the job's, not those before.
+    from crondepot.backfill import backfill
+
+    job_id = add(conn, tenant_id, utc(2026, 1, 1), cron=cron, start_at="2026-01-01T10:30:00Z")
+    tick(conn, batch=10, now=utc(2026, 1, 1, 5, 30))
+    assert runs(conn, job_id) == []
+    job = get_job(conn, tenant_id, job_id)
+    job = update_job(conn, tenant_id, job_id, {"start_at": None}, version=job.version,
+                     now=utc(2026, 1, 1, 5, 30))
+    end = utc(2026, 1, 1, 8, 5)
+    tick(conn, batch=10, now=end)
+    owed = [f.at for f in takewhile(lambda f: f.at <= end,
+                                    job.spec.timetable(job_id).fires_after(utc(2026, 1, 1, 5, 30)))]
+    assert len(owed) >= 2 and [r[1] for r in runs(conn, job_id)] == owed
+    report = verify(conn, since=utc(2026, 1, 1), until=end, now=end)
+    assert report.clean and report.fires == len(owed)
+    done = backfill(conn, tenant_id, job_id, since=utc(2026, 1, 1), until=end, now=end)
+    assert (done.fires, done.written, done.written_skipped) == (len(owed), [], [])
+    assert len(runs(conn, job_id)) == len(owed)
+    # A fire lost after the change is still found, and backfill writes only that one.
+    conn.execute("DELETE FROM runs WHERE run_id = %s", (run_id(job_id, owed[1]),))
+    report = verify(conn, since=utc(2026, 1, 1), until=end, now=end)
+    assert [f.nominal_at for f in report.unaccounted] == [owed[1]]
+    done = backfill(conn, tenant_id, job_id, since=utc(2026, 1, 1), until=end, now=end)
+    assert done.written + done.written_skipped == [run_id(job_id, owed[1])]
+    assert verify(conn, since=utc(2026, 1, 1), until=end, now=end).clean
+
+
+def test_narrowing_the_window_keeps_the_fires_owed_before_it_and_owes_none_after(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    from crondepot.backfill import backfill
+
+    job_id = add(conn, tenant_id, utc(2026, 1, 1), cron="0 * * * *",
+                 end_at="2026-01-01T20:00:00Z")
+    tick(conn, batch=10, now=utc(2026, 1, 1, 5, 5))
+    job = get_job(conn, tenant_id, job_id)
+    # end_at moved earlier, and start_at moved past the fires already written.
+    update_job(conn, tenant_id, job_id,
+               {"start_at": "2026-01-01T05:40:00Z", "end_at": "2026-01-01T07:00:00Z"},
+               version=job.version, now=utc(2026, 1, 1, 5, 30))
+    tick(conn, batch=10, now=utc(2026, 1, 1, 6, 5))
+    # A fire lost before the change is still the job's (owed under the window then in
+    # force): found, and backfilled; nothing else is written.
+    conn.execute("DELETE FROM runs WHERE run_id = %s", (run_id(job_id, utc(2026, 1, 1, 3)),))
+    report = verify(conn, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 6, 5),
+                    now=utc(2026, 1, 1, 6, 5))
+    assert report.fires == 6 and [f.nominal_at for f in report.unaccounted] == [
+        utc(2026, 1, 1, 3)]
+    done = backfill(conn, tenant_id, job_id, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 6, 5),
+                    now=utc(2026, 1, 1, 6, 5))
+    assert done.written + done.written_skipped == [run_id(job_id, utc(2026, 1, 1, 3))]
+    tick(conn, batch=10, now=utc(2026, 1, 1, 12))
+    assert [r[1].hour for r in runs(conn, job_id)] == [1, 2, 3, 4, 5, 6, 7]
+    job = get_job(conn, tenant_id, job_id)
+    assert (job.ended_reason, job.ended_at) == ("end_at", utc(2026, 1, 1, 7))
+    # 01:00-05:00 were owed under the window in force then; 08:00-20:00 are not owed now.
+    report = verify(conn, since=utc(2026, 1, 1), until=utc(2026, 1, 1, 23),
+                    now=utc(2026, 1, 1, 23))
+    assert report.clean and report.fires == 7

@@ -9,8 +9,9 @@ after it. Every fire whose nominal time has passed and that has no row yet is *s
 first, in the change's transaction: written as the scheduler would have written it (its
 catch-up and misfire rules decide; its due time, spread included, as it was), or recorded
 skipped ``paused`` if the job was paused. Only then does the job move on, from the change's
-instant. An edit of cron or tz also keeps the old timetable, and the interval it was in
-force, in ``job_timetables``: ``crondepot verify`` (crondepot.ledger) reads them back.
+instant. An edit of cron, tz or the window (start_at, end_at) also keeps the old timetable,
+its window and the interval it was in force, in ``job_timetables``: ``crondepot verify``
+(crondepot.ledger) and ``crondepot backfill`` read them back.
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ class StoredJob:
     updated_at: datetime
     cancelled_at: datetime | None
     version: int
-    timetable_since: datetime     # the current cron and tz are in force after this instant
+    timetable_since: datetime     # the current cron, tz and window are in force after it
     fire_count: int = 0           # fires written so far (max_runs counts them)
     ended_at: datetime | None = None       # ended by its schedule: its last fire's time
     ended_reason: str | None = None        # completed | end_at | max_runs
@@ -332,13 +333,19 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         since = job.timetable_since
         if (spec.cron, spec.tz, spec.at) != (job.spec.cron, job.spec.tz, job.spec.at):
             since = db_now
-        if (spec.cron, spec.tz) != (job.spec.cron, job.spec.tz) and job.spec.cron is not None:
+        # A window edit changes which fires the job owes as much as a cron edit: the fires
+        # before it are judged by the old window, those after by the new one. (max_runs needs
+        # no segment: the ledger reads it only as ended_at, and an ended job is not edited.)
+        if job.spec.cron is not None and (
+                (spec.cron, spec.tz, spec.start_at, spec.end_at)
+                != (job.spec.cron, job.spec.tz, job.spec.start_at, job.spec.end_at)):
             # The old timetable's fires up to now are settled above; keep when it was in
-            # force, so verify knows which fires were the job's (an at job's one fire is
-            # checked from its row).
+            # force and the window that bounded it, so verify and backfill know which fires
+            # were the job's (an at job's one fire is checked from its row).
             conn.execute(Q.insert_job_timetable, {
                 "job_id": job_id, "tenant_id": tenant_id, "cron": job.spec.cron,
-                "tz": job.spec.tz, "since": job.timetable_since, "until": db_now})
+                "tz": job.spec.tz, "since": job.timetable_since, "until": db_now,
+                "start_at": job.spec.start_at, "end_at": job.spec.end_at})
             since = db_now
         nominal, due = first_run(spec, job_id, db_now)
         _refuse_no_fire(spec, nominal, job.fire_count + len(settled))

@@ -722,6 +722,8 @@ CREATE TABLE public.job_timetables (
     tz text NOT NULL,
     since timestamp with time zone NOT NULL,
     until timestamp with time zone NOT NULL,
+    start_at timestamp with time zone,
+    end_at timestamp with time zone,
     CONSTRAINT job_timetables_check CHECK ((until >= since))
 );
 

@@ -24,6 +24,13 @@ ALTER TABLE jobs
 ALTER TABLE jobs VALIDATE CONSTRAINT jobs_cron_or_at;
 ALTER TABLE jobs VALIDATE CONSTRAINT jobs_window_order;
 
+-- A window change is a timetable change for the ledger: the fires owed before it are judged
+-- by the window then in force, those after by the new one. So a past timetable keeps its own
+-- window (NULL: no bound; the rows written before this migration had none).
+ALTER TABLE job_timetables
+    ADD COLUMN start_at timestamptz,
+    ADD COLUMN end_at timestamptz;
+
 -- stored_jobs (migration 0013) gains the new columns at its end. job_inserts is left as it
 -- is: the previous release inserts through it (new columns take their defaults); this
 -- release writes through job_writes (migration 0017).

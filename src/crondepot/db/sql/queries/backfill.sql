@@ -6,8 +6,9 @@
 -- makes a fire written by anyone else a no-op, never a second row.
 
 -- name: backfill_job_timetables
--- The job's earlier timetables in force somewhere in [since, until): (since, until] each.
-SELECT cron, tz, since, until FROM job_timetables
+-- The job's earlier timetables in force somewhere in [since, until): (since, until] each,
+-- with the window (start_at, end_at) that bounded their fires then.
+SELECT cron, tz, since, until, start_at, end_at FROM job_timetables
 WHERE job_id = %(job_id)s::bigint AND tenant_id = %(tenant_id)s::bigint
   AND since < %(until)s::timestamptz AND until >= %(since)s::timestamptz
 ORDER BY since;

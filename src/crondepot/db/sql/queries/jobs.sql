@@ -166,9 +166,11 @@ ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 
 -- name: insert_job_timetable
--- An edit changed cron or tz: the old pair and the interval (since, until] in which its
--- fires were the job's (crondepot verify reads them). A second change at the same instant
--- leaves an empty interval, which holds no fire and is not kept.
-INSERT INTO job_timetables (job_id, tenant_id, cron, tz, since, until)
-VALUES (%(job_id)s, %(tenant_id)s, %(cron)s, %(tz)s, %(since)s, %(until)s)
+-- An edit changed cron, tz or the window (start_at, end_at): the old timetable, its window
+-- and the interval (since, until] in which its fires were the job's (crondepot verify and
+-- backfill read them). A second change at the same instant leaves an empty interval, which
+-- holds no fire and is not kept.
+INSERT INTO job_timetables (job_id, tenant_id, cron, tz, since, until, start_at, end_at)
+VALUES (%(job_id)s, %(tenant_id)s, %(cron)s, %(tz)s, %(since)s, %(until)s, %(start_at)s,
+        %(end_at)s)
 ON CONFLICT (job_id, until) DO NOTHING;

@@ -49,8 +49,10 @@ JOIN unnest(%(crons)s::text[], %(tzs)s::text[]) AS h(cron, tz) USING (cron, tz)
 JOIN jobs AS j ON j.id = s.job_id;
 
 -- name: ledger_fires
--- A job's window (start_at, end_at; migration 0015) bounds the fires of all its timetables;
--- a job that ended by its schedule owes nothing after ended_at, as a cancelled one after
+-- A window (start_at, end_at; migration 0015) bounds the fires of its timetable: the job's
+-- current one by the job's window, an earlier one by the window kept with it in
+-- job_timetables (the one in force while it was, so a window edit owes no fire it excluded
+-- when it passed, and drops none it included); a job that ended by its schedule owes nothing after ended_at, as a cancelled one after
 -- cancelled_at. The window's fires judged: how many there are, how many are pending (not owed a row yet:
 -- at or after an active job's next_nominal_at), unaccounted (owed, no row) and duplicated
 -- (more than one row), on every row; then the first %(limit)s problem fires, one a row (a
@@ -99,7 +101,7 @@ WITH fires AS (
     WHERE (%(tenant)s::bigint IS NULL OR t.tenant_id = %(tenant)s::bigint)
       AND t.since < %(until)s::timestamptz AND t.until >= %(since)s::timestamptz
       AND f.nominal > t.since AND f.nominal <= t.until
-      AND f.nominal BETWEEN coalesce(j.start_at, '-infinity') AND coalesce(j.end_at, 'infinity')
+      AND f.nominal BETWEEN coalesce(t.start_at, '-infinity') AND coalesce(t.end_at, 'infinity')
     UNION ALL
     -- earlier timetables with H
     SELECT j.id, j.tenant_id, j.key, j.active, j.next_nominal_at, f.nominal
@@ -110,7 +112,7 @@ WITH fires AS (
     WHERE (%(tenant)s::bigint IS NULL OR t.tenant_id = %(tenant)s::bigint)
       AND t.since < %(until)s::timestamptz AND t.until >= %(since)s::timestamptz
       AND f.nominal > t.since AND f.nominal <= t.until
-      AND f.nominal BETWEEN coalesce(j.start_at, '-infinity') AND coalesce(j.end_at, 'infinity')
+      AND f.nominal BETWEEN coalesce(t.start_at, '-infinity') AND coalesce(t.end_at, 'infinity')
     UNION ALL
     -- at jobs: their one fire, found on jobs_at (migration 0015)
     SELECT j.id, j.tenant_id, j.key, j.active, j.next_nominal_at, j.at
