@@ -75,10 +75,10 @@ def hold(conn: psycopg.Connection[Any], tenant_id: int, kind: str, name: str) ->
     """Hold the tenant's runs of ``name``; False if it was held already (nothing changes)."""
     kind, name = checked(kind, name)
     with conn.transaction():
+        conn.execute(Q.lock_holds)
         row = conn.execute(Q.insert_hold, {"tenant_id": tenant_id, "kind": kind,
                                            "name": name}).fetchone()
         if row is not None:
-            conn.execute(Q.lock_holds)
             conn.execute(Q.move_out_held_runs, {"tenant_id": tenant_id, "horizon": None})
             record_summary(conn, tenant_id, f"{kind}.pause", name, {"held": True})
     return row is not None
