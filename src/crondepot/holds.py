@@ -3,9 +3,14 @@ the hold lasts (issue 17: "the SMS gateway is down"). Jobs are not touched: the 
 goes on writing their fires, which wait queued; after the resume the workers take them, and
 a run whose misfire deadline passed meanwhile is recorded skipped, never sent (design §5).
 
-The claim (functions/claim_runs.sql, claim_fair.sql) reads the ``holds`` table (migration
-0016) once per call; a tenant without a hold pays nothing more. This module only writes and
-reads that table; it never changes a run.
+Held runs are taken out of the claim's ready range (migration 0018): a new hold moves the
+tenant's matching queued runs to ``available_at = 'infinity'`` in one statement, keeping
+each run's ready time in ``held_available_at``; runs queued later for a held job (new fires,
+retries, replays) are moved by the maintenance leader's rescuer each turn (``sweep``); the
+release puts back the runs no other hold names. So a claim never walks a held backlog: it
+meets at most the few runs queued since the rescuer's last turn, which its own check
+(``crondepot_run_held``, read only for tenants with a hold) passes over. A held run keeps
+its misfire deadline: the rescuer records it skipped when that passes, held or not.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from crondepot.errors import InvalidJob
 from crondepot.job.fields import LIMIT_NAME
 
 Kind = Literal["rate_limit", "host"]
+# The sweep moves out held runs ready within this many seconds: the claim meets no others,
+# and the rescuer turns every few seconds (maintenance reap_seconds, 5 by default).
+SWEEP_HORIZON = 300.0
 # A host as crondepot_host_of (functions/host_of.sql) reads it from a URL: a name or
 # address, or an IPv6 address in brackets; compared lowercase.
 HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]")
@@ -67,9 +75,11 @@ def hold(conn: psycopg.Connection[Any], tenant_id: int, kind: str, name: str) ->
     """Hold the tenant's runs of ``name``; False if it was held already (nothing changes)."""
     kind, name = checked(kind, name)
     with conn.transaction():
+        conn.execute(Q.lock_holds)
         row = conn.execute(Q.insert_hold, {"tenant_id": tenant_id, "kind": kind,
                                            "name": name}).fetchone()
         if row is not None:
+            conn.execute(Q.move_out_held_runs, {"tenant_id": tenant_id, "horizon": None})
             record_summary(conn, tenant_id, f"{kind}.pause", name, {"held": True})
     return row is not None
 
@@ -78,12 +88,26 @@ def release(conn: psycopg.Connection[Any], tenant_id: int, kind: str, name: str)
     """End the hold; False if there was none. Wakes the workers: the runs are ready."""
     kind, name = checked(kind, name)
     with conn.transaction():
+        conn.execute(Q.lock_holds)
         row = conn.execute(Q.delete_hold, {"tenant_id": tenant_id, "kind": kind,
                                            "name": name}).fetchone()
         if row is not None:
+            conn.execute(Q.put_back_released_runs, {"tenant_id": tenant_id})
             record_summary(conn, tenant_id, f"{kind}.resume", name, {"held": False})
             conn.execute(Q.notify_runs_queued, {"priorities": "urgent,normal,bulk"})
     return row is not None
+
+
+def sweep(conn: psycopg.Connection[Any], *, horizon_seconds: float = SWEEP_HORIZON) -> int:
+    """Move out the held queued runs ready within ``horizon_seconds`` that are not yet (the
+    rescuer's turn); return how many. Costs one probe of the empty ``holds`` table when
+    there is no hold."""
+    with conn.transaction():
+        if conn.execute(Q.any_hold).fetchone() is None:
+            return 0
+        conn.execute(Q.lock_holds)
+        return conn.execute(Q.move_out_held_runs,
+                            {"tenant_id": None, "horizon": horizon_seconds}).rowcount
 
 
 def list_holds(conn: psycopg.Connection[Any], tenant_id: int | None) -> list[Hold]:

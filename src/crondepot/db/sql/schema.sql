@@ -420,8 +420,6 @@ BEGIN
                         AND NOT coalesce(r.deadline_at < clock, false)
                         AND (held IS NULL OR r.tenant_id <> ALL (held)
                              OR NOT crondepot_run_held(r.tenant_id, r.job_id))
-                    AND (held IS NULL OR r.tenant_id <> ALL (held)
-                         OR NOT crondepot_run_held(r.tenant_id, r.job_id))
                       ORDER BY r.available_at
                       LIMIT wanted[borrower]
                       FOR UPDATE SKIP LOCKED) AS q;
@@ -876,6 +874,7 @@ CREATE TABLE public.runs (
     lease_used interval DEFAULT '00:00:00'::interval NOT NULL,
     deadline_at timestamp with time zone,
     worker text,
+    held_available_at timestamp with time zone,
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))

@@ -1,4 +1,4 @@
--- revision: 2
+-- revision: 3
 -- crondepot_claim_runs: a worker's claim in one call (queue/claim.py calls it through
 -- queue.sql's claim_runs). This file is the function's one home: `crondepot migrate`
 -- re-applies it whenever its text changes (db/migrations.py, "definitions"); the migrations
@@ -47,11 +47,16 @@
 -- (queue.sql: skip_runs_past_deadline). The result columns are those of the first release:
 -- workers of the previous release keep claiming while a new one migrates.
 --
--- Holds (issue 17, holds.py, migration 0016): a run whose job's rate limit or target host
--- its tenant holds is passed over, like a late one. The claim reads the tenants with a hold
--- once (one probe of the holds table's primary key, empty in the common case); each scan
--- asks crondepot_run_held only for the runs of those tenants, so without a hold the scans
--- are the plans they were (the extra condition is a test of a NULL array).
+-- Holds (issue 17, holds.py, migrations 0016 and 0018): held runs are moved out of the
+-- ready range (available_at = 'infinity', their own time kept in held_available_at) when
+-- the hold is made and, for runs queued later, by the rescuer each turn; so no scan here
+-- walks a held backlog (100,000 held runs cost every claim about a second when they were
+-- only filtered here). The runs queued since the rescuer's last turn are passed over like
+-- late ones: the claim reads the tenants with a hold once (one probe of the holds table's
+-- primary key, empty in the common case); each scan asks crondepot_run_held only for the
+-- runs of those tenants, so without a hold the scans are the plans they were (the extra
+-- condition is a test of a NULL array). A tenant whose runs are all moved out is listed
+-- below (its newest entry is at 'infinity') and found not ready by one probe of the front.
 --
 -- Settings: plans are made once per session, perhaps while runs is nearly empty, and kept
 -- after it has grown; a plan made then would seq-scan it (12 ms a claim over 40,000 runs),
@@ -213,8 +218,6 @@ BEGIN
                         AND NOT coalesce(r.deadline_at < clock, false)
                         AND (held IS NULL OR r.tenant_id <> ALL (held)
                              OR NOT crondepot_run_held(r.tenant_id, r.job_id))
-                    AND (held IS NULL OR r.tenant_id <> ALL (held)
-                         OR NOT crondepot_run_held(r.tenant_id, r.job_id))
                       ORDER BY r.available_at
                       LIMIT wanted[borrower]
                       FOR UPDATE SKIP LOCKED) AS q;

@@ -17,7 +17,8 @@ SELECT tenant_id, tenant, role, token_id FROM found;
 
 -- name: api_get_run
 -- One run of one tenant; another tenant's run id finds nothing (404, not 403).
-SELECT run_id, job_id, priority, status, nominal_at, due_at, attempt, available_at,
+SELECT run_id, job_id, priority, status, nominal_at, due_at, attempt,
+       coalesce(held_available_at, available_at) AS available_at,   -- held: its own (0018)
        lease_owner, lease_expires_at, first_claimed_at, started_at, finished_at, skip_reason,
        last_error, error_class, result, created_at, updated_at
 FROM runs
@@ -25,7 +26,8 @@ WHERE run_id = %(run_id)s::text AND tenant_id = %(tenant_id)s::bigint;
 
 -- name: api_list_job_runs
 -- A job's runs, newest first, after a (nominal_at, run_id) cursor; served by runs_job.
-SELECT run_id, job_id, priority, status, nominal_at, due_at, attempt, available_at,
+SELECT run_id, job_id, priority, status, nominal_at, due_at, attempt,
+       coalesce(held_available_at, available_at) AS available_at,   -- held: its own (0018)
        lease_owner, lease_expires_at, first_claimed_at, started_at, finished_at, skip_reason,
        last_error, error_class, result, created_at, updated_at
 FROM runs
@@ -73,7 +75,7 @@ SELECT count(*) FROM runs WHERE tenant_id = %(tenant_id)s::bigint AND status = '
 -- Filters are optional (NULL = any). With a status, served by runs_tenant_status_ended in
 -- its order (a range scan that stops at the limit); a job id alone by runs_job.
 SELECT r.run_id, r.job_id, j.key AS job_key, r.priority, r.status, r.nominal_at, r.due_at,
-       r.attempt, r.available_at, r.lease_owner, r.lease_expires_at, r.first_claimed_at,
+       r.attempt, coalesce(r.held_available_at, r.available_at) AS available_at, r.lease_owner, r.lease_expires_at, r.first_claimed_at,
        r.started_at, r.finished_at, r.skip_reason, r.last_error, r.error_class, r.result,
        r.created_at, r.updated_at, coalesce(r.finished_at, r.due_at) AS ended_at
 FROM runs r

@@ -73,5 +73,7 @@ WHERE id = ANY (%(ids)s::bigint[]) AND tenant_id = %(tenant_id)s::bigint AND act
 -- name: bulk_cancel_queued_runs
 -- cancel_queued_runs for a batch (runs_job serves it): running runs finish.
 UPDATE runs
-SET status = 'cancelled', finished_at = now(), updated_at = now()
+SET status = 'cancelled', finished_at = now(), updated_at = now(),
+    -- a held run's own ready time back (holds.py): only queued runs are at 'infinity'
+    available_at = coalesce(held_available_at, available_at), held_available_at = NULL
 WHERE job_id = ANY (%(ids)s::bigint[]) AND status = 'queued';

@@ -153,7 +153,9 @@ WHERE id = %(id)s::bigint AND active;
 -- The queued runs of a cancelled job are not sent. Running ones finish: their call may
 -- already have happened.
 UPDATE runs
-SET status = 'cancelled', finished_at = now(), updated_at = now()
+SET status = 'cancelled', finished_at = now(), updated_at = now(),
+    -- a held run's own ready time back (holds.py): only queued runs are at 'infinity'
+    available_at = coalesce(held_available_at, available_at), held_available_at = NULL
 WHERE job_id = %(job_id)s::bigint AND status = 'queued';
 
 -- name: insert_manual_run

@@ -132,7 +132,8 @@ SELECT run_id FROM done;
 -- over them; this sweep records them skipped, 'deadline_passed', in bounded passes run with
 -- the reaper, found on the partial index runs_queued_deadline (only runs with a deadline).
 -- SKIP LOCKED: a run a claim holds this instant is its business. Each counts as a failed
--- fire of its job (jobs.failing_fires).
+-- fire of its job (jobs.failing_fires). Held runs too (holds.py): a hold keeps a run from
+-- being sent, never past its deadline.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 late AS MATERIALIZED (
     SELECT r.run_id
@@ -144,7 +145,10 @@ late AS MATERIALIZED (
 ), done AS (
     UPDATE runs AS r
     SET status = 'skipped', skip_reason = 'deadline_passed', finished_at = clock.now,
-        updated_at = clock.now
+        updated_at = clock.now,
+        -- a held run (holds.py) gets its own ready time back: a run not queued is never
+        -- left at 'infinity'
+        available_at = coalesce(r.held_available_at, r.available_at), held_available_at = NULL
     FROM late, clock
     WHERE r.run_id = late.run_id
     RETURNING r.run_id, r.job_id, r.tenant_id
