@@ -71,7 +71,7 @@ def test_one_leader_and_a_new_one_within_seconds_of_a_kill(db_url: str) -> None:
             wait_until(lambda: _rescued(conn), timeout=15, message="the run rescued")
         finally:
             codes = [w.stop() for w in workers.values() if w.popen.poll() is None]
-    assert took <= 10, took   # measured 0.1-2.1 s: the next election round after the FIN
+    assert took <= 10, took   # expected within one election round (2 s) after the FIN
     assert codes == [0]
 
 
