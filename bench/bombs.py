@@ -1,4 +1,4 @@
-"""Memory of two hostile inputs (issue 16): a gzip bomb answered by a target, and an NDJSON
+"""Memory of two hostile inputs: a gzip bomb answered by a target, and an NDJSON
 import of bare newlines.
 
 - ``gzip``: one ``WebhookTarget.call`` (this process) to a loopback server answering

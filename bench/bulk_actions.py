@@ -1,4 +1,4 @@
-"""Bulk actions at scale (issue 17): pause, resume and cancel of N jobs of one tenant matched
+"""Bulk actions at scale: pause, resume and cancel of N jobs of one tenant matched
 by a label, in a fresh database (``crondepot_bulkbench_<hex>``, migrated, dropped after).
 
 N jobs (default 100,000) ``0 9 * * *`` on Asia/Kolkata, each with a spread key, an http

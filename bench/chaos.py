@@ -1,6 +1,6 @@
 """Fault-injection run: the whole system under crashes, restarts and a misbehaving gateway.
 
-Proves the promise of issue 7 with figures: a crash causes a late run, never a lost one,
+Proves the promise with figures (docs/reliability.md): a crash causes a late run, never a lost one,
 and a repeat never reaches a target that drops repeated keys.
 
 What it does (everything on loopback, nothing on the machine's shared PostgreSQL):
@@ -20,7 +20,7 @@ What it does (everything on loopback, nothing on the machine's shared PostgreSQL
   (``pg_ctl stop -m immediate`` + start); one worker ``SIGSTOP``-ed for lease + 10 s, then
   ``SIGCONT``-ed; a 503 storm (half of all requests) and an outage (every request 503) at
   both gateways. Every fault is logged with its time;
-- meanwhile an operator works (issue 14): about 1 % of the every-minute jobs a minute get
+- meanwhile an operator works (docs/ledger.md): about 1 % of the every-minute jobs a minute get
   an edit (payload, cron ``* * * * *`` <-> ``*/2 * * * *``, or spread seconds) through
   ``update_job``, some are paused and resumed a little later (the last few stay paused),
   and ``crondepot import`` loads NDJSON files with bad lines (invalid JSON, a bad cron
@@ -161,7 +161,7 @@ class Plan:
 
 def plan_for(args: argparse.Namespace) -> Plan:
     if args.failover:
-        # The deployment of design §9: two PostgreSQL nodes under Patroni, 2 schedulers and
+        # docs/availability.md's deployment: two PostgreSQL nodes under Patroni, 2 schedulers and
         # 2 workers on the multi-host URL; one event at a time, the cluster healthy before
         # each. --ci: 4 minutes; otherwise --minutes (at least 5).
         minutes = 4.0 if args.ci else max(5.0, args.minutes)
@@ -420,7 +420,7 @@ def _fires_from(spec: JobSpec, job_id: int, first: datetime | None,
 
 
 def job_fires(job: Job, until: datetime) -> list[ModelFire]:
-    """The job's fires up to ``until`` (nominal), by the ledger rule (design §5): a change
+    """The job's fires up to ``until`` (nominal), by the ledger rule (docs/ledger.md): a change
     at ``t`` settles the fires up to ``t`` under the document and state before it (a fire
     of a pause then gets its skipped/paused row; one still inside its spread window is
     written with its old due time), and the job goes on with the first fire after ``t`` of
@@ -1773,7 +1773,7 @@ def execute(run: Run, command: str, wall_start: float) -> int:
         migrate(conn)
         tenant = create_tenant(conn, TENANT)
         set_limit(conn, LIMIT_NAME, plan.limit_rate, 20)
-        # The tenant may name the shared bucket (design §6: what tenants share is granted).
+        # The tenant may name the shared bucket (what tenants share is granted).
         grant(conn, tenant.id, limits=[LIMIT_NAME])
         for name in ("dedupe", "plain"):
             gateway = RecordingGateway(dedupe=name == "dedupe", rate=plan.gateway_rate)

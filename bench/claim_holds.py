@@ -1,4 +1,4 @@
-"""A claim while a hold covers many queued runs (issue 17 holds): in a fresh database
+"""A claim while a hold covers many queued runs (docs/operations.md, holds): in a fresh database
 (``crondepot_holdbench``, migrated, dropped after), tenant A has N queued runs (default
 100,000) of one job calling sms.example.com, tenant B 200 free runs of another; A holds the
 host. Times the hold, then ``SELECT crondepot_claim_runs(...)`` called directly (20 normal

@@ -1,4 +1,4 @@
-"""Fairness benchmark (issue 15): one tenant's burst against another tenant's steady runs.
+"""Fairness benchmark: one tenant's burst against another tenant's steady runs.
 
 Two measurements, each in a fresh database (``crondepot_fbench_<n>``, created, migrated with
 ``crondepot.db.migrate`` and dropped afterwards) on the machine's PostgreSQL, with ``P`` real

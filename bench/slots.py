@@ -1,4 +1,4 @@
-"""Slots benchmark (issue 4): a worker's 20 slots as threads or as asyncio tasks, measured.
+"""Slots benchmark: a worker's 20 slots as threads or as asyncio tasks, measured.
 
 Compares, for one process with ``--slots`` (20) concurrent slots:
 

@@ -735,7 +735,7 @@ def print_lag(result: Lag) -> None:
 
 
 def print_targets(drains: list[Drain], lag_result: Lag | None) -> None:
-    print("\nTargets (issue 4):")
+    print("\nTargets:")
     ours = [d for d in drains if d.system == "crondepot"]
     rates = {key: f2l for key, (_, f2l) in medians(drains).items()}
     mine = [(key, r) for key, r in rates.items() if key[0] == "crondepot"]

@@ -1,10 +1,10 @@
 """Bulk actions: pause, resume or cancel every job of one tenant that a filter matches
-(issue 17: when the SMS gateway is down, pausing millions of jobs one by one is no lever).
+(when the SMS gateway is down, pausing millions of jobs one by one is no lever).
 
 Set-based: the matching jobs are taken in batches in id order, each batch in one
 transaction of a few statements (lock the batch, write every job's owed fires with one
 insert, change every job with one update), never a statement per job. Each job goes through
-the rule its single-job action keeps (job/store.py, the ledger rule of design §4/§5): the
+the rule its single-job action keeps (job/store.py, the ledger rule of docs/ledger.md): the
 fires whose nominal time has passed are settled first, computed by the same ``owed_runs``,
 then the job moves on from the batch's instant. The audit log gets each job's row entry
 (the triggers of migration 0003, as for a single pause) and one summary of the action.

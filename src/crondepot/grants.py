@@ -1,4 +1,6 @@
-"""Grants: which Python handlers and rate-limit buckets a tenant may name (design §6).
+"""Grants: which Python handlers and rate-limit buckets a tenant may name.
+
+See docs/operations.md, "Tenants".
 
 A handler is code in the workers, which the API cannot see; a grant is what declares its
 name to the API, for one tenant (``crondepot tenants grant bank42 --handler sms.send``). A

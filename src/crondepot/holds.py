@@ -1,7 +1,7 @@
 """Holds: a tenant's queued runs of one rate limit or one target host are not claimed while
-the hold lasts (issue 17: "the SMS gateway is down"). Jobs are not touched: the scheduler
+the hold lasts ("the SMS gateway is down"). Jobs are not touched: the scheduler
 goes on writing their fires, which wait queued; after the resume the workers take them, and
-a run whose misfire deadline passed meanwhile is recorded skipped, never sent (design §5).
+a run whose misfire deadline passed meanwhile is recorded skipped, never sent (docs/ledger.md).
 
 Held runs are taken out of the claim's ready range (migration 0018): a new hold moves the
 tenant's matching queued runs to ``available_at = 'infinity'`` in one statement, keeping

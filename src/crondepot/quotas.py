@@ -1,4 +1,4 @@
-"""Quotas: the operator's caps on a tenant's jobs (design §6).
+"""Quotas: the operator's caps on a tenant's jobs (docs/operations.md, "Tenants").
 
 Per tenant: at most ``max_jobs`` jobs that are not cancelled (paused ones count), at most
 ``max_urgent_jobs`` of them urgent, and whether it may use ``urgent`` at all. None means no

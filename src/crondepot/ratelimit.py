@@ -9,9 +9,9 @@ more tokens than it has calls waiting, so few expire unused. A worker over the l
 waits; it never fails the run. A bucket that does not exist is not "no limit": the run
 fails for good (UnknownLimit), so a typo cannot send a day's calls at once.
 
-Who may use a bucket (design §6): one made by the operator is shared, usable by the tenants
-it is granted to (crondepot.grants); one a tenant made with ``PUT /v1/limits/{name}`` is
-that tenant's alone.
+Who may use a bucket (docs/operations.md, "Tenants"): one made by the operator is shared,
+usable by the tenants it is granted to (crondepot.grants); one a tenant made with
+``PUT /v1/limits/{name}`` is that tenant's alone.
 """
 
 from __future__ import annotations

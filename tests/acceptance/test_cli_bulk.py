@@ -1,5 +1,5 @@
 """``crondepot jobs bulk``, ``jobs list --label``, ``limits pause|resume`` and ``hosts``
-as real processes on a real database (issue 17 item 3): the count first, a question on a
+as real processes on a real database: the count first, a question on a
 terminal, ``--yes`` required off one, exit 2 with a message for bad input."""
 
 from __future__ import annotations

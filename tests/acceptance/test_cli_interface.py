@@ -1,4 +1,4 @@
-"""One consistent command line (issue 17 item 5): a job by id or key everywhere, ``jobs
+"""One consistent command line: a job by id or key everywhere, ``jobs
 update``, the API's field names and paging in ``--json``, ``CRONDEPOT_TENANT`` for every
 tenant-scoped command, ``--version``, help for every option, plain output off a terminal,
 and argument errors that exit 2 with a message, never a traceback (real processes)."""

@@ -93,7 +93,7 @@ CREATE TRIGGER test_log_claims AFTER UPDATE ON runs
 @pytest.mark.slow
 def test_10000_webhook_runs_over_two_processes_each_posted_exactly_once(
         db_url: str, server: TargetServer) -> None:
-    # Issue 4: 10,000 runs over 2 worker processes x 10 slots, a real HTTP target on
+    # 10,000 runs over 2 worker processes x 10 slots, a real HTTP target on
     # loopback; every run's target called exactly once, with its run id as the key.
     with connect(db_url) as conn:
         _http_runs(conn, 10_000, server.url())

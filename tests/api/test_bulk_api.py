@@ -1,4 +1,4 @@
-"""Labels, bulk actions and holds through the API (issue 17 item 3)."""
+"""Labels, bulk actions and holds through the API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No input gives a 500 (issue 16): integers bounded before SQL, digits read as ASCII only,
+"""No input gives a 500: integers bounded before SQL, digits read as ASCII only,
 decoded cursors checked for text PostgreSQL cannot store, windows that end before they start
 refused. Each case answers a 422 problem naming the parameter and changes nothing."""
 

@@ -1,4 +1,4 @@
-"""One interface (issue 17 item 5), API side: a job by its key, and one paging style
+"""One interface, API side: a job by its key, and one paging style
 (``?cursor=`` in, ``next_cursor`` out) on every list, the dead letter and the audit log
 included."""
 

@@ -1,4 +1,4 @@
-"""Issue 14 through the API: an import never loses its good lines, a payload PostgreSQL
+"""The ledger rule through the API: an import never loses its good lines, a payload PostgreSQL
 measures as too large is a 422 (not a 500), replay says what it held back, and
 GET /v1/verify checks the caller's own jobs."""
 
@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from tests.api.conftest import EMI, snapshot
 
 # 427 bytes as compact JSON; 18,187 as PostgreSQL stores it (each 1e300 written out in full):
-# before issue 14 it passed the size check and failed the table's CHECK, a 500.
+# before the fix it passed the size check and failed the table's CHECK, a 500.
 HUGE_NUMBERS = {"a": [1e300] * 60}
 NDJSON = {"Content-Type": "application/x-ndjson"}
 

@@ -59,6 +59,6 @@ def test_schemathesis_finds_no_failure(db_url: str, role: str, tmp_path: Path) -
                     "Unsupported regex"):
         assert trouble not in outcome.output, outcome.output[-6000:]
     if outcome.failures:
-        pytest.xfail("known, owned elsewhere in issue 16: " + "; ".join(sorted(
+        pytest.xfail("known, owned elsewhere: " + "; ".join(sorted(
             {f"{f['operation']} {f['check']} ({_known(f)})" for f in outcome.failures})))
     assert outcome.exit_code == 0, outcome.output[-6000:]

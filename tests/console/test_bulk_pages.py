@@ -1,4 +1,4 @@
-"""The console's label filter, bulk form (count, then confirm) and holds (issue 17 item 3)."""
+"""The console's label filter, bulk form (count, then confirm) and holds."""
 
 from __future__ import annotations
 

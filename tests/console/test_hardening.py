@@ -1,4 +1,4 @@
-"""No input gives the console a 500 (issue 16): integers bounded and read as ASCII digits,
+"""No input gives the console a 500: integers bounded and read as ASCII digits,
 query, path and form text PostgreSQL cannot store refused, form bodies bounded before they
 are parsed (no login needed to send one), windows that end before they start refused. A
 refused request changes nothing."""

@@ -1,4 +1,4 @@
-"""Labels, bulk actions by filter and holds (issue 17 item 3), against a real database.
+"""Labels, bulk actions by filter and holds, against a real database.
 
 Bulk pause/resume/cancel keep the ledger rule exactly as the single-job actions do (the
 fires owed before the change are written first); a hold keeps a tenant's runs of a rate

@@ -1,4 +1,4 @@
-"""Fair claims (design §6 "Tenants", issue 15): within a priority, the claim shares its turns
+"""Fair claims (docs/worker.md): within a priority, the claim shares its turns
 across the tenants that have runs ready, by their weights, instead of taking the oldest
 ready runs of any tenant. The weighted order between priorities, lending and the urgent-only
 turns are checked across tenants by the model test in test_claim_lending.py."""

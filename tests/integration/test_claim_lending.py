@@ -1,7 +1,7 @@
 """The claim's lending rules, checked against a model: for any ready runs per priority and any
 turns, the claim function takes as many runs of each priority as the rules say.
 
-The rules (design §6, migration 0004): each priority takes its own turns first (urgent's
+The rules (docs/worker.md, "Claiming"): each priority takes its own turns first (urgent's
 urgent-only turns included); a priority short of ready runs lends the lendable turns it could
 not use to the next priority (urgent -> normal -> bulk -> urgent) that still has ready runs,
 and what that one cannot supply goes on to the one after; a borrower that supplies part of

@@ -1,9 +1,9 @@
 """The misfire deadline is checked when it matters: when a run is claimed (the claim passes
 over it; the workers' sweep records it), after a long wait for a rate-limit token, before
-each retry, and at replay (issue 14, item 3). A run past it is recorded skipped,
+each retry, and at replay (docs/ledger.md, "Deadlines"). A run past it is recorded skipped,
 'deadline_passed', and never sent; a replay sends it only when asked to.
 
-The fourth loss of issue 14: the scheduler judged skip_after / skip_after_local_time once,
+A loss the ledger rule closed: the scheduler judged skip_after / skip_after_local_time once,
 when it wrote the run; a run then waiting in the queue, retrying, or replayed from the dead
 letter went out whatever the time ("renewal offer, never after noon" sent at 15:00).
 """

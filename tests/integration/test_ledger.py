@@ -3,7 +3,8 @@ every fire's row, and ``verify`` finds a fire without a row or with two.
 
 The clock is injected as the code takes it (``now=``: the store, the tick and verify all ask
 the database for ``coalesce(now, now())``), so the tests walk through a morning at will.
-The first four tests are the regressions of issue 14: each lost a fire before the change.
+The first four tests are the ledger rule's regressions (docs/ledger.md): each lost a fire
+before the change.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def t(conn: psycopg.Connection[Any]) -> int:
     return tenant(conn)
 
 
-# -- the losses of issue 14 (the deadline one is in test_deadline.py, the import one in
+# -- the losses the ledger rule closed (the deadline one is in test_deadline.py, the import one in
 # -- tests/api/test_ledger_api.py) -----------------------------------------------------------
 
 def test_an_edit_inside_the_spread_window_keeps_the_fire_it_follows(

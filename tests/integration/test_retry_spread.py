@@ -1,4 +1,4 @@
-"""Issue 4: 50,000 runs failing together come back spread out, not in one second.
+"""50,000 runs failing together come back spread out, not in one second.
 
 The runs are real rows, claimed through the queue API, and each attempt goes through the
 worker's own ``Executor.run`` with a handler raising ``TemporaryError``: the same path a

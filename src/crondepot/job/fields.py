@@ -105,7 +105,7 @@ class Tagged:
 
 LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 HANDLER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
-# Labels, Kubernetes-like (issue 17): a filter spells one as key=value, so neither has '='.
+# Labels, Kubernetes-like: a filter spells one as key=value, so neither has '='.
 LABEL_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")
 MAX_LABELS = 16
@@ -160,7 +160,7 @@ LABELS = Field(path="labels", type="object", default={}, nullable=True,
                            "beginning and ending with a letter or digit; a value is the same "
                            "without '/', or empty (as Kubernetes labels); null: none")
 
-# Schedules beyond cron (design §7). Instants are RFC 3339 with an offset, checked in code
+# Schedules beyond cron (docs/schedules.md). Instants are RFC 3339 with an offset, checked in code
 # (spec.py _instant); the schema says "format": "date-time" and a length bound.
 AT = Field(path="at", type="string", format="date-time", max_length=64,
            description="instead of cron: one run at this instant (RFC 3339 with an offset, "

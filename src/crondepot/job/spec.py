@@ -469,7 +469,7 @@ def _rate_limit(value: Any) -> str | None:
 
 
 def labels(value: Any) -> dict[str, str]:
-    """The labels of a document (issue 17), checked by the field table's patterns."""
+    """The labels of a document , checked by the field table's patterns."""
     if value is None:
         return {}
     found = _object(value, "labels")

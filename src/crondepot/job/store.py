@@ -4,7 +4,7 @@ Reads and changes are scoped by tenant: a job of another tenant is not found, ex
 an unknown id. Every change names the state it expects (the version, "active", "paused") and
 raises instead of writing when the job is not in it; nothing here knows about HTTP.
 
-The ledger rule (design §4, §5): a change (edit, pause, resume, cancel) applies to the fires
+The ledger rule (docs/ledger.md): a change (edit, pause, resume, cancel) applies to the fires
 after it. Every fire whose nominal time has passed and that has no row yet is *settled*
 first, in the change's transaction: written as the scheduler would have written it (its
 catch-up and misfire rules decide; its due time, spread included, as it was), or recorded

@@ -2,8 +2,8 @@
 
 Within a priority, a claim shares its turns among the tenants that have runs ready, in
 proportion to their ``tenants.claim_weight`` (default 1), so one tenant's burst of due runs
-does not hold back another tenant's (design §6 "Tenants"). The sharing itself happens in the
-claim (``db/sql/functions/claim_fair.sql``); this module sets the weights.
+does not hold back another tenant's (docs/operations.md, "Tenants"). The sharing itself
+happens in the claim (``db/sql/functions/claim_fair.sql``); this module sets the weights.
 """
 
 from __future__ import annotations

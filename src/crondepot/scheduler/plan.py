@@ -80,7 +80,7 @@ def plan(job: DueJob, now: datetime, next_fire: NextFire, *, owed: bool = False,
 
     With ``owed``, every fire whose *nominal* time has passed is written, even one whose due
     time (nominal + spread) is still ahead: a change to the job (edit, pause, cancel) applies
-    to fires after it, so the fires before it are settled first (design §5), with their due
+    to fires after it, so the fires before it are settled first (docs/ledger.md), with their due
     times as they were.
     """
     # a nominal time at or before this is due (owed: has passed)

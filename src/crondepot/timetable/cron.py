@@ -493,7 +493,7 @@ def _is_fixed_time(minute_text: str, hour_text: str) -> bool:
     # cronie (entry.c, cron.c) calls a job "wildcard" when its minute or hour field begins
     # with '*' (MIN_STAR, HR_STAR): only the others, fixed-time jobs, are moved to the end of
     # a skipped hour, and only wildcard jobs fire again in a repeated one. crondepot also
-    # counts a '*' or '/' anywhere in the hour as wildcard (design §5: a step in the hour
+    # counts a '*' or '/' anywhere in the hour as wildcard (docs/scheduler.md: a step in the hour
     # keeps firing through both passes), where cronie looks at the first character only.
     return (not minute_text.startswith("*")
             and "*" not in hour_text and "/" not in hour_text)

@@ -1,6 +1,6 @@
 """A job's schedule: its timetable (a cron, or one ``at`` instant) inside its window.
 
-This module owns the three limits a job document may put on its timetable (design §7):
+This module owns the three limits a job document may put on its timetable (docs/schedules.md):
 ``at`` (one fire at an instant instead of a cron), ``start_at`` (no fire before it) and
 ``end_at`` (no fire after it; both bounds inclusive). ``max_runs`` is not here: it counts
 the fires the job has had, which only the job's row knows (scheduler/plan.py applies it).
