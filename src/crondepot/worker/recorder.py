@@ -3,7 +3,8 @@
 A commit that flushes WAL costs milliseconds; a no-op run costs microseconds. Recording each
 success in its own transaction made the flush the worker's limit, so slots hand their
 successes to this one thread, which writes whatever has piled up since its last write in a
-single ``UPDATE … FROM unnest(…)`` (group commit). Nothing about the guarantees changes:
+single call of ``crondepot_record_successes`` (db/sql/functions/record_successes.sql: group
+commit). Nothing about the guarantees changes:
 
 - a run stays in hand (its lease renewed by the heartbeat, counted against the worker's
   limit of runs in hand, waited for at shutdown) until its success is committed; only the
