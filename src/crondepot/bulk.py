@@ -177,8 +177,8 @@ def _change(conn: psycopg.Connection[Any], tenant_id: int, action: Action,
         conn.execute(Q.bulk_cancel_queued_runs, {"ids": ids})
     else:
         firsts = [first_run(job.spec, job.id, now, memo) for job in jobs]
-        conn.execute(Q.bulk_pause_jobs if action == "pause" else Q.bulk_resume_jobs, {
-            "ids": ids, "tenant_id": tenant_id,
+        conn.execute(Q.bulk_set_paused, {
+            "ids": ids, "tenant_id": tenant_id, "paused": action == "pause",
             "next_nominal_ats": [first[0] for first in firsts],
             "next_run_ats": [first[1] for first in firsts]})
         # A job whose settled fires were its last (max_runs), or with no fire left after now

@@ -34,34 +34,22 @@ ORDER BY id
 LIMIT %(limit)s::integer
 FOR UPDATE;
 
--- name: bulk_pause_jobs
--- pause_job for a batch, one statement: each job's next fire (the first of its pause) is
--- at its id's position in the arrays. The owed fires were written first (insert_runs), as
--- pause_job does. Not a join with unnest(): with the statistics saying no job is paused
+-- name: bulk_set_paused
+-- pause_job (paused true) or resume_job (false) for a batch, one statement: each job's next
+-- fire (the first of its pause, or of its timetable from now) is at its id's position in the
+-- arrays. The owed fires were written first (insert_runs; 'paused' skips before a resume),
+-- as the single-job actions do. Not a join with unnest(): with the statistics saying no job is paused
 -- (or all are), the planner joined a seq scan of jobs to the arrays in a nested loop, 8 s
 -- a batch of 1,000 among 20,000 jobs; id = ANY is an index scan whatever they say, and
 -- array_position costs microseconds for a batch's 1,000 ids.
 UPDATE jobs
-SET paused = true,
+SET paused = %(paused)s::boolean,
     next_run_at = (%(next_run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
     next_nominal_at =
         (%(next_nominal_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
     version = version + 1, updated_at = now()
 WHERE id = ANY (%(ids)s::bigint[]) AND tenant_id = %(tenant_id)s::bigint AND active
-  AND NOT paused;
-
--- name: bulk_resume_jobs
--- resume_job for a batch (shaped as bulk_pause_jobs, for the same reason): each job
--- restarts its timetable from now (the fires missed while paused were written skipped
--- 'paused' first).
-UPDATE jobs
-SET paused = false,
-    next_run_at = (%(next_run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
-    next_nominal_at =
-        (%(next_nominal_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
-    version = version + 1, updated_at = now()
-WHERE id = ANY (%(ids)s::bigint[]) AND tenant_id = %(tenant_id)s::bigint AND active
-  AND paused;
+  AND paused <> %(paused)s::boolean;
 
 -- name: bulk_cancel_jobs
 -- cancel_job for a batch: cancelled_at is the instant their fires were settled up to.
