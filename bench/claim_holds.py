@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 import psycopg
-from bench.common import admin_connect, fresh_database
 
+from common import admin_connect, fresh_database
 from crondepot import holds
 from crondepot.job import JobSpec, create_jobs
 from crondepot.tenants import create_tenant
