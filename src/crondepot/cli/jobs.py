@@ -89,10 +89,6 @@ def _read_source(document: str | None, file: str | None) -> str:
 
 # -- rendering ----------------------------------------------------------------------------
 
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def state(job: StoredJob) -> str:
     if not job.active:
         return f"ended ({job.ended_reason})" if job.ended_reason else "cancelled"
