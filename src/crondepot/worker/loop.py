@@ -123,7 +123,13 @@ class Worker(Stoppable):
                 url=config.url, name="worker", max_lease_seconds=config.max_lease_seconds),
             self._stop)
 
+    def busy_slots(self) -> int:
+        # Read without the lock: a gauge sampled at scrape time may be a moment old.
+        return self.config.concurrency - self._free["urgent"] - self._free["general"]
+
     def run(self) -> None:
+        # The gauge asks at scrape time: no per-run update from every slot thread.
+        metrics.slots_busy.set_function(self.busy_slots)
         self._pool.open(wait=True, timeout=60)
         self._outcomes.start()
         slots: Slots[Attempt] = Slots(self.config.concurrency, self._execute)
@@ -236,7 +242,6 @@ class Worker(Stoppable):
                 self._next_beat = beat_by
         if sooner:
             self._beat_sooner.set()
-        metrics.slots_busy.inc(len(claimed))
         for attempt, slot in claimed:
             slots.submit(attempt, slot)
         return len(claimed), *seen
@@ -274,7 +279,6 @@ class Worker(Stoppable):
                 if not recording:
                     self._held.pop(attempt.run.run_id, None)
                 self._signal_slot_freed()
-            metrics.slots_busy.dec()
 
     def _forget(self, attempt: Attempt) -> None:
         with self._lock:
@@ -360,7 +364,11 @@ class Worker(Stoppable):
         except psycopg.Error as exc:
             log.warning("heartbeat failed: %s", exc)
             return
-        for attempt in attempts:
+        with self._lock:
+            # A success recorded while the renewal was in flight is no longer running, so it
+            # was not renewed: that is not a lost lease.
+            still_held = [a for a in attempts if self._held.get(a.run.run_id) is a]
+        for attempt in still_held:
             deadline = renewed.get(attempt.run.run_id)
             if deadline is not None:
                 attempt.deadline = deadline

@@ -46,6 +46,7 @@ Done = Callable[[bool, BaseException | None], None]
 class _Pending:
     success: Success
     done: Done
+    count: Callable[[], None] | None = None     # the call's metrics, counted once when taken
 
     def resolve(self, recorded: bool, error: BaseException | None = None) -> None:
         try:
@@ -70,13 +71,16 @@ class OutcomeWriter:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, success: Success, done: Done) -> None:
+    def submit(self, success: Success, done: Done,
+               count: Callable[[], None] | None = None) -> None:
         """Queue a success; ``done`` is called from the writer's thread once it is committed
         (True), refused because the lease was lost (False), or could not be written at all
-        (False and the error: the run comes back after its lease)."""
+        (False and the error: the run comes back after its lease). ``count`` is called once
+        from the writer's thread, before the write is sent: what was counted is never
+        behind what was committed."""
         with self._cond:
             if not self._closing:
-                self._queue.append(_Pending(success, done))
+                self._queue.append(_Pending(success, done, count))
                 self._cond.notify()
                 return
         _Pending(success, done).resolve(False, NotRecorded("outcome writer closed"))
@@ -102,6 +106,10 @@ class OutcomeWriter:
                 if not self._queue:
                     return
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            for pending in batch:
+                if pending.count is not None:
+                    pending.count()
+                    pending.count = None       # a batch written again is not counted again
             try:
                 self._write(batch)
                 backoff.reset()
