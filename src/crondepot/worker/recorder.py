@@ -21,6 +21,7 @@ Retries and final failures are rare, carry an error text each, and keep their ow
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -62,10 +63,13 @@ class NotRecorded(Exception):
 class OutcomeWriter:
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
-        self._cond = threading.Condition()
-        self._queue: list[_Pending] = []
+        # A SimpleQueue, not a list under a Condition: every slot thread hands over every
+        # success, and a shared lock taken that often by 100 threads was a tenth of a busy
+        # worker's Python (py-spy --gil). None is the writer's signal to finish.
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._closing = False
         self._give_up_at = float("inf")
+        self._wake = threading.Event()       # close() cuts a retry's wait short
         self._thread = threading.Thread(target=self._loop, name="outcomes", daemon=True)
 
     def start(self) -> None:
@@ -78,34 +82,38 @@ class OutcomeWriter:
         (False and the error: the run comes back after its lease). ``count`` is called once
         from the writer's thread, before the write is sent: what was counted is never
         behind what was committed."""
-        with self._cond:
-            if not self._closing:
-                self._queue.append(_Pending(success, done, count))
-                self._cond.notify()
-                return
-        _Pending(success, done).resolve(False, NotRecorded("outcome writer closed"))
+        pending = _Pending(success, done, count)
+        if self._closing:
+            pending.resolve(False, NotRecorded("outcome writer closed"))
+            return
+        self._queue.put(pending)
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued (trying until ``timeout``), then stop."""
-        with self._cond:
-            self._closing = True
-            self._give_up_at = time.monotonic() + timeout
-            self._cond.notify()
+        self._give_up_at = time.monotonic() + timeout
+        self._closing = True
+        self._queue.put(None)
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout + 1)
-        with self._cond:
-            left, self._queue = self._queue, []
+        # Whatever the writer did not take (it gave up, or a slot submitted as it closed).
+        left: list[_Pending] = []
+        _drain(self._queue, left)
         _fail(left, NotRecorded("outcome writer closed before the write"))
 
     def _loop(self) -> None:
         backoff = Backoff()
+        carried: list[_Pending] = []      # a batch whose write failed, oldest first
+        finishing = False
         while True:
-            with self._cond:
-                while not self._queue and not self._closing:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            if not carried and not finishing:
+                first = self._queue.get()
+                finishing = first is None
+                carried = [] if first is None else [first]
+            finishing = _drain(self._queue, carried, MAX_BATCH) or finishing
+            if not carried:
+                return                                   # closing, and nothing left
+            batch, carried = carried[:MAX_BATCH], carried[MAX_BATCH:]
             for pending in batch:
                 if pending.count is not None:
                     pending.count()
@@ -114,16 +122,15 @@ class OutcomeWriter:
                 self._write(batch)
                 backoff.reset()
             except (psycopg.OperationalError, psycopg.InterfaceError, TimeoutError) as exc:
-                with self._cond:
-                    self._queue[:0] = batch          # keep them, oldest first
-                    if self._closing and time.monotonic() >= self._give_up_at:
-                        left, self._queue = self._queue, []
-                        _fail(left, NotRecorded(f"database unavailable: {exc}"))
-                        return
-                    wait = min(backoff.next(), 0.2) if self._closing else backoff.next()
-                    log.warning("could not record %d outcomes, retrying in %.1fs: %s",
-                                len(batch), wait, exc)
-                    self._cond.wait(wait)
+                carried[:0] = batch                      # keep them, oldest first
+                if self._closing and time.monotonic() >= self._give_up_at:
+                    _fail(carried, NotRecorded(f"database unavailable: {exc}"))
+                    return
+                wait = min(backoff.next(), 0.2) if self._closing else backoff.next()
+                log.warning("could not record %d outcomes, retrying in %.1fs: %s",
+                            len(batch), wait, exc)
+                self._wake.wait(wait)
+                self._wake.clear()
             except Exception as exc:   # a bug or a data error: report it to every slot
                 log.exception("recording %d outcomes failed", len(batch))
                 _fail(batch, exc)
@@ -134,6 +141,23 @@ class OutcomeWriter:
         metrics.outcome_batch_size.observe(len(batch))
         for pending in batch:
             pending.resolve(pending.success.run_id in recorded)
+
+
+def _drain(source: queue.SimpleQueue[_Pending | None], into: list[_Pending],
+           limit: int | None = None) -> bool:
+    """Move what is waiting in ``source`` to ``into`` (until it holds ``limit``); True if the
+    close signal was among it."""
+    closed = False
+    while limit is None or len(into) < limit:
+        try:
+            item = source.get_nowait()
+        except queue.Empty:
+            break
+        if item is None:
+            closed = True
+        else:
+            into.append(item)
+    return closed
 
 
 def _fail(batch: list[_Pending], error: BaseException) -> None:
