@@ -84,8 +84,6 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from tests.support.cluster import PrivateCluster  # noqa: E402
-
 import patroni_cluster  # noqa: E402
 from crondepot.db import connect, migrate  # noqa: E402
 from crondepot.grants import grant  # noqa: E402
@@ -105,6 +103,7 @@ from crondepot.ratelimit import set_limit  # noqa: E402
 from crondepot.tenants import create_tenant  # noqa: E402
 from crondepot.timetable import run_id, spread_offset  # noqa: E402
 from crondepot.worker.targets import ALLOWLIST_ENV  # noqa: E402
+from crondepot_testkit.cluster import PrivateCluster  # noqa: E402
 from gateway import Gateway, Request  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"

@@ -15,13 +15,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 
-sys.path[:0] = [str(Path(__file__).resolve().parent)]
-
-import patroni_cluster  # noqa: E402
+import patroni_cluster
 
 
 def trial(strict: bool) -> str:

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from tests.support import fuzzing  # noqa: E402
-from tests.support.processes import free_port  # noqa: E402
 
 from common import DEFAULT_ADMIN_URL, fresh_database  # noqa: E402
+from crondepot_testkit.processes import free_port  # noqa: E402
 
 
 def main() -> int:

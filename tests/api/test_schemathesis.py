@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from crondepot_testkit.processes import free_port
 from tests.support import fuzzing
-from tests.support.processes import free_port
 
 SEED = 16
 BOUNDS = ("--max-examples", "25", "--workers", "1",
