@@ -12,6 +12,7 @@ its row is on the new primary. Once with ``synchronous_mode_strict: false`` and 
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
 import time
@@ -62,6 +63,7 @@ def trial(strict: bool) -> str:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     missing = patroni_cluster.available()
     if missing:
         print(f"needs {missing}", file=sys.stderr)
