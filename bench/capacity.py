@@ -32,10 +32,10 @@ figure is this benchmark's alone).
   size of a 9:00 burst drained in 1, 5 and 15 minutes, jobs per core; the arithmetic is
   printed. docs/availability.md ("Capacity model") records a run.
 
-Run it (pgserver's PostgreSQL binaries, as ``tests/support/cluster.py`` uses them):
+Run it (pgserver's PostgreSQL binaries, as ``src/crondepot_testkit/cluster.py`` uses them):
 
-    PYTHONPATH=src:. python bench/capacity.py               # 100k jobs, 3 x 20k runs
-    PYTHONPATH=src:. python bench/capacity.py --quick       # 10k jobs, 3 x 2k runs
+    python bench/capacity.py               # 100k jobs, 3 x 20k runs
+    python bench/capacity.py --quick       # 10k jobs, 3 x 2k runs
 
 Figures are printed, never asserted.
 """
@@ -54,28 +54,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import psutil  # type: ignore[import-untyped]
 import psycopg
 
-BENCH_DIR = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH_DIR), str(BENCH_DIR.parent)]
-
-from tests.support.cluster import PrivateCluster  # noqa: E402
-
-from common import BenchDatabases, admin_connect, run_interruptibly, server_cpu, wal_lsn  # noqa: E402
-from crondepot.db import connect  # noqa: E402
-from crondepot.job import JobSpec, create_jobs  # noqa: E402
-from crondepot.queue import Success, record_successes  # noqa: E402
-from crondepot.queue.claim import WeightedOrder, claim_runs  # noqa: E402
-from crondepot.retention import DEFAULT_RETENTION  # noqa: E402
-from crondepot.scheduler.tick import tick  # noqa: E402
-from crondepot.worker.loop import _configure_connection  # noqa: E402
-from ledger import MIX, TARGET  # noqa: E402
-from workers import HANDLER, Children, grant_handler, scheduler_argv, worker_argv  # noqa: E402
+from common import BenchDatabases, admin_connect, run_interruptibly, server_cpu, wal_lsn
+from crondepot.db import connect
+from crondepot.job import JobSpec, create_jobs
+from crondepot.queue import Success, record_successes
+from crondepot.queue.claim import WeightedOrder, claim_runs
+from crondepot.retention import DEFAULT_RETENTION
+from crondepot.scheduler.tick import tick
+from crondepot.worker.loop import _configure_connection
+from crondepot_testkit.cluster import PrivateCluster
+from ledger import MIX, TARGET
+from workers import HANDLER, Children, grant_handler, scheduler_argv, worker_argv
 
 CREATE_BATCH = 5000
 TICK_BATCH = 2000                   # SchedulerConfig.batch

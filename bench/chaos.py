@@ -5,9 +5,9 @@ and a repeat never reaches a target that drops repeated keys.
 
 What it does (everything on loopback, nothing on the machine's shared PostgreSQL):
 
-- starts a private PostgreSQL (``tests/support/cluster.py``: pgserver's binaries, a free
-  port), migrates it, creates a tenant and a shared rate limit ``sms-gateway`` a little under
-  the gateways' own limit;
+- starts a private PostgreSQL (``src/crondepot_testkit/cluster.py``: pgserver's binaries,
+  a free port), migrates it, creates a tenant and a shared rate limit ``sms-gateway`` a
+  little under the gateways' own limit;
 - starts two in-process gateways (``bench/gateway.py``): one drops repeated idempotency keys
   (jobs with ``"dedupes": true``), one does not (``"dedupes": false``);
 - creates thousands of every-minute jobs (spread over 50 s of the minute, ``run_late``,
@@ -81,16 +81,11 @@ from typing import Any
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-
-from tests.support.cluster import PrivateCluster  # noqa: E402
-
-import patroni_cluster  # noqa: E402
-from crondepot.db import connect, migrate  # noqa: E402
-from crondepot.grants import grant  # noqa: E402
-from crondepot.job.spec import JobSpec  # noqa: E402
-from crondepot.job.store import (  # noqa: E402
+import patroni_cluster
+from crondepot.db import connect, migrate
+from crondepot.grants import grant
+from crondepot.job.spec import JobSpec
+from crondepot.job.store import (
     JobFilter,
     StoredJob,
     VersionMismatch,
@@ -101,12 +96,25 @@ from crondepot.job.store import (  # noqa: E402
     resume_job,
     update_job,
 )
-from crondepot.ratelimit import set_limit  # noqa: E402
-from crondepot.tenants import create_tenant  # noqa: E402
-from crondepot.timetable import run_id, spread_offset  # noqa: E402
-from crondepot.worker.targets import ALLOWLIST_ENV  # noqa: E402
-from gateway import Gateway, Request  # noqa: E402
+from crondepot.ratelimit import set_limit
+from crondepot.tenants import create_tenant
+from crondepot.timetable import run_id
+from crondepot.worker.targets import ALLOWLIST_ENV
+from crondepot_testkit.chaos_model import (
+    TARGET_ALLOWLIST,
+    Change,
+    Expected,
+    Fault,
+    Job,
+    attribute,
+    clock,
+    expected_runs,
+    job_fires,
+)
+from crondepot_testkit.cluster import PrivateCluster
+from gateway import Gateway, Request
 
+ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reliability.md"
 FAILOVER_DOC = ROOT / "docs" / "availability.md"
 # The failover run's events, in this order (bench/patroni_cluster.py), and how long the
@@ -121,7 +129,6 @@ TENANT = "chaos"
 FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
 LIMIT_NAME = "sms-gateway"
-TARGET_ALLOWLIST = "127.0.0.1/32"   # the fake gateways listen on loopback
 SKEW = "+2h"
 CLAIM_GRACE_S = 5.0   # a worker's poll interval (1 s) and a claim under load, with room
 
@@ -252,15 +259,6 @@ class Service:
 
 
 @dataclass
-class Fault:
-    kind: str                   # kill-worker, kill-scheduler, pg-restart, pause, storm, outage
-    at: float                   # time.time() when it began
-    target: str = ""
-    end: float | None = None    # when it ended (interval faults), or when the restart was ready
-    detail: str = ""
-
-
-@dataclass
 class Run:
     """Everything the chaos run owns, so that ``close`` can always undo it."""
 
@@ -284,7 +282,7 @@ class Run:
         entry = Fault(kind=kind, at=time.time(), target=target, detail=detail)
         with self.lock:
             self.faults.append(entry)
-        print(f"  [{_clock(entry.at)}] fault: {kind} {target} {detail}".rstrip(), flush=True)
+        print(f"  [{clock(entry.at)}] fault: {kind} {target} {detail}".rstrip(), flush=True)
         return entry
 
     def close(self) -> None:
@@ -301,10 +299,6 @@ class Run:
         if self.cluster is not None:
             self.cluster.destroy()
             self.cluster = None
-
-
-def _clock(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 class RecordingGateway(Gateway):
@@ -324,49 +318,6 @@ class RecordingGateway(Gateway):
 
 
 # -- setup -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One change the operator made to a job, as the database recorded it."""
-
-    kind: str                   # edit-payload, edit-cron, edit-spread, pause, resume
-    at: datetime                # when it took effect: the new timetable's start for a cron
-                                # edit; else its transaction's now() (a little earlier)
-    spec: JobSpec               # the job's document after it
-    paused: bool                # paused after it
-    version: int                # the job's version after it
-    next_fire: datetime | None = None   # the first fire it left to come (None: unknown)
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    id: int
-    spec: JobSpec               # as created
-    kind: str                   # "every-minute", "spike" or "imported"
-    gateway: str                # "dedupe" or "plain"
-    first: datetime             # the first nominal instant, as create_jobs planned it
-    changes: list[Change] = field(default_factory=list)   # the operator's, in order
-
-
-@dataclass(frozen=True, slots=True)
-class Expected:
-    run_id: str
-    job_id: int
-    kind: str                   # "every-minute", "spike" or "imported"
-    gateway: str                # "dedupe" or "plain"
-    due: float                  # unix seconds
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFire:
-    """A fire of a job's timetable as it was in force, and what the ledger must hold for it."""
-
-    job_id: int
-    nominal: datetime
-    due: float                  # unix seconds: nominal + the spread offset in force
-    state: str                  # "run": a run; "paused": a skipped/paused row; "pending": none
-    early: bool                 # settled by a change before its due time (its row is early)
 
 
 def create_load(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
@@ -404,72 +355,6 @@ def create_load(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
                 raise SystemExit(f"job {made.id} has no first run")
             jobs.append(Job(made.id, spec, kind, gateway, made.next_nominal_at))
     return jobs, spike
-
-
-def _offset(spec: JobSpec, job_id: int) -> timedelta:
-    return timedelta(seconds=spread_offset(spec.spread_key or spec.hash_key(job_id),
-                                           spec.spread_seconds))
-
-
-def _fires_from(spec: JobSpec, job_id: int, first: datetime | None,
-                until: datetime) -> list[datetime]:
-    """``first`` (a fire) and the fires after it, up to and including ``until``."""
-    if first is None or first > until:
-        return []
-    return [first] + [f.at for f in spec.timetable(job_id).fires_between(first, until, 100_000)]
-
-
-def job_fires(job: Job, until: datetime) -> list[ModelFire]:
-    """The job's fires up to ``until`` (nominal), by the ledger rule (docs/ledger.md): a change
-    at ``t`` settles the fires up to ``t`` under the document and state before it (a fire
-    of a pause then gets its skipped/paused row; one still inside its spread window is
-    written with its old due time), and the job goes on with the first fire after ``t`` of
-    the new document. Fires after a pause that no change followed are pending.
-
-    ``t`` is the database clock read after the job's row lock. A cron edit records it (the
-    new timetable's start); for the other changes the timetable stays, and the first fire
-    the change left to come (read in its transaction) marks it exactly: the fires before
-    that one were settled. Without it, the transaction's now(), a little earlier, is used."""
-    out: list[ModelFire] = []
-    spec, paused = job.spec, False
-    cursor: datetime | None = job.first
-    for change in job.changes:
-        offset = _offset(spec, job.id)
-        same = (change.spec.cron, change.spec.tz) == (spec.cron, spec.tz)
-        if same and change.next_fire is not None:
-            settled = [at for at in _fires_from(spec, job.id, cursor, change.next_fire)
-                       if at < change.next_fire]
-        else:
-            settled = _fires_from(spec, job.id, cursor, change.at)
-        for at in settled:
-            due = at + offset
-            out.append(ModelFire(job.id, at, due.timestamp(), "paused" if paused else "run",
-                                 early=due > change.at))
-        spec, paused = change.spec, change.paused
-        if change.next_fire is not None:
-            cursor = change.next_fire
-        else:
-            following = spec.timetable(job.id).next_fires(change.at, 1)
-            cursor = following[0] if following else None
-    offset = _offset(spec, job.id)
-    for at in _fires_from(spec, job.id, cursor, until):
-        out.append(ModelFire(job.id, at, (at + offset).timestamp(),
-                             "pending" if paused else "run", early=False))
-    return [f for f in out if f.nominal <= until]
-
-
-def expected_runs(jobs: Sequence[Job], cutoff: float) -> list[Expected]:
-    """Every run due before the cut-off: the first run the job was created with, then its
-    timetable as the operator's changes left it (``job_fires``: the same computation as the
-    scheduler's and the store's, done independently here)."""
-    end = datetime.fromtimestamp(cutoff, UTC)
-    out: list[Expected] = []
-    for job in jobs:
-        for fire in job_fires(job, end):
-            if fire.state == "run" and fire.due < cutoff:
-                out.append(Expected(run_id(job.id, fire.nominal), job.id, job.kind,
-                                    job.gateway, fire.due))
-    return out
 
 
 def start_services(run: Run, url: str) -> None:
@@ -555,7 +440,7 @@ def inject(run: Run, started: float, stop: threading.Event) -> None:
                 paused.signal(signal.SIGCONT)
                 assert pause_fault is not None
                 pause_fault.end = now
-                print(f"  [{_clock(now)}] SIGCONT {paused.name}", flush=True)
+                print(f"  [{clock(now)}] SIGCONT {paused.name}", flush=True)
                 paused = None
             if storm is not None and now >= storm_end:
                 for gateway in run.gateways.values():
@@ -591,7 +476,7 @@ def inject(run: Run, started: float, stop: threading.Event) -> None:
             assert isinstance(run.cluster, PrivateCluster)
             run.cluster.restart("immediate")
             fault.end = time.time()
-            print(f"  [{_clock(fault.end)}] PostgreSQL is back "
+            print(f"  [{clock(fault.end)}] PostgreSQL is back "
                   f"({fault.end - fault.at:.1f}s)", flush=True)
         elif action == "pause":
             candidates = [s for s in run.services if s.name.startswith("worker") and s.alive]
@@ -633,7 +518,7 @@ def progress(run: Run, url: str, started: float, stop: threading.Event) -> None:
                                ).fetchone()
             depth = f"queued {row[0]}, running {row[1]}, succeeded {row[2]}" if row else "?"
         delivered = sum(c["keys_delivered"] for c in counts.values())
-        print(f"  [{_clock(time.time())}] t+{time.time() - started:5.0f}s delivered {delivered}"
+        print(f"  [{clock(time.time())}] t+{time.time() - started:5.0f}s delivered {delivered}"
               f" · requests {sum(c['requests'] for c in counts.values())} · {depth}", flush=True)
 
 
@@ -952,7 +837,7 @@ class Operator:
         if action.committed_on_error:
             retried += " (an attempt that raised had committed)"
         when = f" at db {action.db_at:%H:%M:%S.%f}"[:-3] if action.db_at else ""
-        print(f"  [{_clock(action.at)}] operator: {action.kind} {action.target} "
+        print(f"  [{clock(action.at)}] operator: {action.kind} {action.target} "
               f"{action.detail} -> {action.outcome}{when}{retried}".replace("  ->", " ->"),
               flush=True)
 
@@ -1035,11 +920,11 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
         try:
             cluster.wait_for(cluster.replicating, 90, "a healthy cluster")
         except TimeoutError:
-            run.notes.append(f"{_clock(time.time())}: the cluster was not healthy (no sync "
+            run.notes.append(f"{clock(time.time())}: the cluster was not healthy (no sync "
                              f"standby streaming) 90 s before {action}; injected anyway")
         leader = cluster.leader()
         if leader is None:
-            run.notes.append(f"{_clock(time.time())}: no primary before {action}; skipped")
+            run.notes.append(f"{clock(time.time())}: no primary before {action}; skipped")
             continue
         other = next(n for n in cluster.nodes if n is not leader)
         hold = {"partition": FAILOVER_HOLD_S, "etcd-outage": FAILOVER_HOLD_S,
@@ -1052,7 +937,7 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
             try:
                 cluster.switchover(leader, other)
             except (RuntimeError, subprocess.SubprocessError) as exc:
-                run.notes.append(f"switchover at {_clock(began)} failed: {exc}")
+                run.notes.append(f"switchover at {clock(began)} failed: {exc}")
         elif action == "kill-patroni":
             cluster.kill_patroni(leader)
         elif action == "partition":
@@ -1098,7 +983,7 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
         fault.detail = "; ".join(part for part in (
             fault.detail, writes, f"primary {primary.name}" if primary else "no primary")
             if part)
-        print(f"  [{_clock(time.time())}] {action}: {fault.detail}", flush=True)
+        print(f"  [{clock(time.time())}] {action}: {fault.detail}", flush=True)
 
 
 def db_checks(url: str, restart_ready: float | None) -> dict[str, Any]:
@@ -1142,31 +1027,6 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
 
 
-def attribute(first: float, faults: Sequence[Fault], evidence: dict[str, str],
-              window: float) -> str:
-    """The cause of a repeat whose first accepted request arrived at ``first``."""
-    if "lost-lease" in evidence:
-        return (f"pause past the lease: {evidence['lost-lease']} logged 'lease was lost' "
-                "for this run when it resumed")
-    if "slot-failed" in evidence:
-        restarts = [f for f in faults if f.kind == "pg-restart"
-                    and f.at - 1 <= first + window and (f.end or f.at) >= first - 1]
-        where = " during the PostgreSQL restart" if restarts else ""
-        return (f"outcome write failed{where}: {evidence['slot-failed']} logged 'slot failed'"
-                " after the call, the lease expired, the run was called again")
-    for f in faults:
-        if f.kind == "kill-worker" and first - 1 <= f.at <= first + window:
-            return (f"worker kill -9 between send and record: {f.target} killed at "
-                    f"{_clock(f.at)}, {f.at - first:+.2f}s from the first request")
-    for f in faults:
-        if f.kind == "pause" and f.at <= first + window and (f.end or math.inf) >= first - 1:
-            return f"pause past the lease (by time): {f.target} stopped {_clock(f.at)}"
-    for f in faults:
-        if f.kind == "pg-restart" and f.at - 1 <= first + window and (f.end or f.at) >= first:
-            return f"PostgreSQL restart at {_clock(f.at)} within the call window (by time)"
-    return "UNEXPLAINED"
-
-
 def _iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).isoformat()
 
@@ -1187,7 +1047,7 @@ def run_verify(run: Run, url: str, since: float, until: float) -> dict[str, Any]
     doc = _json_object(proc.stdout) or {}
     figures = {k: doc.get(k) for k in ("fires", "pending", "unaccounted_count",
                                        "duplicated_count", "seconds")}
-    print(f"  [{_clock(began)}] crondepot verify: exit {proc.returncode}, {figures}",
+    print(f"  [{clock(began)}] crondepot verify: exit {proc.returncode}, {figures}",
           flush=True)
     return {"command": "python -m crondepot " + shlex.join(args) + " --db URL",
             "exit": proc.returncode, "doc": doc, "wall_s": round(time.time() - began, 2),
@@ -1359,17 +1219,17 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
                 and row.available > reach):
             # Late, not lost: in the queue with its retry time set after the drain's end.
             deferred.append({"run_id": e.run_id, "attempt": row.attempt,
-                             "retry_at": _clock(row.available),
-                             "error_class": row.error_class, "due": _clock(e.due)})
+                             "retry_at": clock(row.available),
+                             "error_class": row.error_class, "due": clock(e.due)})
             continue
         missed.append({"run_id": e.run_id, "kind": e.kind, "gateway": e.gateway,
-                       "due": _clock(e.due),
+                       "due": clock(e.due),
                        "row": None if row is None else {
                            "status": row.status, "attempt": row.attempt,
                            "error_class": row.error_class, "last_error": row.last_error,
-                           "skip_reason": row.skip_reason, "retry_at": _clock(row.available),
-                           "workers_stopped": _clock(run.stopped_at or time.time())},
-                       "requests": [(r.status, _clock(r.arrived)) for g in by_gateway.values()
+                           "skip_reason": row.skip_reason, "retry_at": clock(row.available),
+                           "workers_stopped": clock(run.stopped_at or time.time())},
+                       "requests": [(r.status, clock(r.arrived)) for g in by_gateway.values()
                                     for r in g.get(e.run_id, [])]})
 
     dedupe = run.gateways["dedupe"].stats()
@@ -1383,7 +1243,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
         cause = attribute(accepted[0], run.faults, evidence.get(key, {}), window)
         row = rows.get(key)
         duplicates.append({"run_id": key, "effects": len(accepted),
-                           "first": _clock(accepted[0]),
+                           "first": clock(accepted[0]),
                            "gap_s": round(accepted[1] - accepted[0], 1),
                            "status": row.status if row else "?", "cause": cause})
     causes = Counter(d["cause"].split(":")[0] for d in duplicates)
@@ -1420,7 +1280,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
                     if window_runs and len(done) >= math.ceil(0.99 * len(window_runs))
                     else None)
         entry: dict[str, Any] = {
-            "at": _clock(f.at), "t": round(f.at - started, 1), "kind": f.kind,
+            "at": clock(f.at), "t": round(f.at - started, 1), "kind": f.kind,
             "target": f.target, "detail": f.detail,
             "lasted_s": round(end - f.at, 1) if f.end else None,
             "next_delivery_s": _round(next_ok(end)),
@@ -1479,7 +1339,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
         "drain_s": round(drained[0], 1), "not_final_at_drain_end": drained[1],
         "expected": len(expected),
         "expected_by_kind": dict(Counter(e.kind for e in expected)),
-        "spike_at": _clock(spike[0].due) if spike else None,
+        "spike_at": clock(spike[0].due) if spike else None,
         "delivered": sum(1 for e in expected if e.run_id in first_ok),
         "final_without_delivery": dict(final_without_delivery),
         "missed": missed, "deferred": deferred, "crashes": run.crashes,
@@ -1808,9 +1668,9 @@ def execute(run: Run, command: str, wall_start: float) -> int:
                     last = service.log_paths[-1].read_text(errors="replace").strip()
                     last = last.splitlines()[-1] if last else ""
                     run.crashes.append(
-                        f"{_clock(time.time())} {service.name}.g{service.generation} exited by "
+                        f"{clock(time.time())} {service.name}.g{service.generation} exited by "
                         f"itself with {service.popen.returncode}, last line {last[:200]!r}")
-                    print(f"  [{_clock(time.time())}] {service.name}.g{service.generation} "
+                    print(f"  [{clock(time.time())}] {service.name}.g{service.generation} "
                           f"exited by itself ({service.popen.returncode}); restarting it",
                           flush=True)
                     service.start()

@@ -2,10 +2,11 @@
 the PostgreSQL facts printed with every run, and child processes that die with the
 benchmark.
 
-Imported by ``bench/*.py`` run as scripts (this folder is then first on ``sys.path``), and by
-crondepot worker processes that import ``workers`` as a module. So module-level imports stay
-at what every process here loads anyway (psycopg); psutil and crondepot are imported inside
-the functions that use them, and a worker's RSS figure stays crondepot's own.
+Imported by ``bench/*.py`` run as scripts (Python puts a script's folder first on the import
+path), and by crondepot worker processes that import ``workers`` as a module. So
+module-level imports stay at what every process here loads anyway (psycopg); psutil and
+crondepot are imported inside the functions that use them, and a worker's RSS figure stays
+crondepot's own.
 """
 
 from __future__ import annotations

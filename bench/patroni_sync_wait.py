@@ -12,16 +12,14 @@ its row is on the new primary. Once with ``synchronous_mode_strict: false`` and 
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 
-sys.path[:0] = [str(Path(__file__).resolve().parent)]
-
-import patroni_cluster  # noqa: E402
+import patroni_cluster
 
 
 def trial(strict: bool) -> str:
@@ -65,6 +63,7 @@ def trial(strict: bool) -> str:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     missing = patroni_cluster.available()
     if missing:
         print(f"needs {missing}", file=sys.stderr)

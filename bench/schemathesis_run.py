@@ -2,13 +2,14 @@
 
     python bench/schemathesis_run.py [--minutes 10] [--seed N] [--admin-url URL] [--keep DIR]
 
-For each token: a fresh database (migrated, seeded by tests/support/fuzzing.py with jobs,
-runs of every status, dead letters, limits and the two tokens), ``crondepot api`` on it, and
-``schemathesis run <api>/openapi.json`` with every check, every phase (examples, coverage,
-fuzzing, stateful) and the settings and hooks of tests/support/schemathesis.toml, for
-``--minutes`` (``--max-time``: fuzzing and stateful repeat until it is spent). Prints the
-exact command, the phases' summary and each distinct failure (operation, check, message).
-The suite's tests/api/test_schemathesis.py runs the same command, bounded.
+For each token: a fresh database (migrated, seeded by src/crondepot_testkit/fuzzing.py with
+jobs, runs of every status, dead letters, limits and the two tokens), ``crondepot api`` on
+it, and ``schemathesis run <api>/openapi.json`` with every check, every phase (examples,
+coverage, fuzzing, stateful) and the settings and hooks of
+src/crondepot_testkit/schemathesis.toml, for ``--minutes`` (``--max-time``: fuzzing and
+stateful repeat until it is spent). Prints the exact command, the phases' summary and each
+distinct failure (operation, check, message). The suite's tests/api/test_schemathesis.py
+runs the same command, bounded.
 
 Exit status: 0 when no token's run found a failure.
 """
@@ -22,13 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "src")]
-
-from tests.support import fuzzing  # noqa: E402
-from tests.support.processes import free_port  # noqa: E402
-
-from common import DEFAULT_ADMIN_URL, fresh_database  # noqa: E402
+from common import DEFAULT_ADMIN_URL, fresh_database
+from crondepot_testkit import fuzzing
+from crondepot_testkit.processes import free_port
 
 
 def main() -> int:

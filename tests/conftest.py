@@ -27,7 +27,7 @@ from psycopg.conninfo import make_conninfo
 from crondepot.db import connect, migrate
 from crondepot.db.embedded import EmbeddedPostgres
 from crondepot.db.migrations import schema_checksum
-from tests.support.cluster import PrivateCluster
+from crondepot_testkit.cluster import PrivateCluster
 
 _TEMPLATE_LOCK = 7301847220451893300
 

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import conninfo_to_dict
 
 from crondepot.db import connect
+from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support.jobs import bulk_due_jobs, counts
-from tests.support.processes import Proc, free_port, wait_until
 
 
 def crondepot(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

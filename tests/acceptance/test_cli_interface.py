@@ -371,7 +371,7 @@ def test_up_prints_its_addresses_serves_metrics_and_stops_the_postgresql_it_star
     children and then that server (it kept running after "all stopped" before)."""
     from urllib.request import urlopen
 
-    from tests.support.processes import Proc, free_port, wait_until
+    from crondepot_testkit.processes import Proc, free_port, wait_until
 
     folder = Path(tempfile.mkdtemp(prefix="crondepot-up-"))
     folder.chmod(0o755)          # pgserver runs postgres as its own user when root

@@ -107,7 +107,7 @@ def test_two_scheduler_processes_fire_an_at_job_once_and_end_a_max_runs_job(
         cli: Cli) -> None:
     import signal
 
-    from tests.support.processes import Proc, wait_until
+    from crondepot_testkit.processes import Proc, wait_until
 
     _tenant(cli, "bank42")
     at = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)

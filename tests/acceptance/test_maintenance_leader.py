@@ -14,8 +14,8 @@ import psycopg
 
 from crondepot.db import connect
 from crondepot.maintenance.leader import IDLE_SECONDS
+from crondepot_testkit.processes import Proc, wait_until
 from tests.support.jobs import queued_runs
-from tests.support.processes import Proc, wait_until
 
 LOCK = 7301847220451893402   # queries/maintenance.sql: maintenance_try_lead
 

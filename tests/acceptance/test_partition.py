@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from crondepot.db import connect, migrate
+from crondepot_testkit.cluster import PrivateCluster
+from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support import partition
-from tests.support.cluster import PrivateCluster
-from tests.support.processes import Proc, free_port, wait_until
 
 pytestmark = pytest.mark.skipif(not partition.available(),
                                 reason="a partition needs root and iptables (.ci/run installs it)")

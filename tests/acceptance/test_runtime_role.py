@@ -19,7 +19,7 @@ import pytest
 from psycopg import sql
 
 from crondepot.db import connect
-from tests.support.processes import Proc, free_port, wait_until
+from crondepot_testkit.processes import Proc, free_port, wait_until
 
 
 def crondepot(*args: str, env: dict[str, str] | None = None,

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from crondepot.db import connect, migrate
-from tests.support.cluster import PrivateCluster
+from crondepot_testkit.cluster import PrivateCluster
+from crondepot_testkit.processes import Proc, wait_until
 from tests.support.jobs import bulk_due_jobs, counts
-from tests.support.processes import Proc, wait_until
 
 ROUNDS = int(os.environ.get("CRONDEPOT_STRESS_ROUNDS", "5"))
 DEBUG = {"CRONDEPOT_LOG_LEVEL": "DEBUG"}

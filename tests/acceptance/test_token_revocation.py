@@ -19,7 +19,7 @@ import pytest
 
 from crondepot.db import connect
 from crondepot.tenants import create_tenant
-from tests.support.processes import Proc, free_port, wait_until
+from crondepot_testkit.processes import Proc, free_port, wait_until
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

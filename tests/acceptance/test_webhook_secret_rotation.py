@@ -22,7 +22,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from crondepot.db import connect
 from crondepot.signing_secret import rotate_secret
 from crondepot.tenants import create_tenant
-from tests.support.processes import Proc, wait_until
+from crondepot_testkit.processes import Proc, wait_until
 from tests.support.target_server import Received, Route, TargetServer
 
 

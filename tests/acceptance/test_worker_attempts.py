@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
+from crondepot_testkit.processes import Proc, wait_until
 from tests.support.jobs import queued_runs
-from tests.support.processes import Proc, wait_until
 
 RUNNER = "import sys\nimport crondepot.cli as cli\nsys.exit(cli.main(sys.argv[1:]))\n"
 

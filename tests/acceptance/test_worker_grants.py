@@ -12,8 +12,8 @@ from crondepot import grants
 from crondepot.db import connect
 from crondepot.grants import CACHE_SECONDS
 from crondepot.ratelimit import set_limit
+from crondepot_testkit.processes import Proc, wait_until
 from tests.support.jobs import grant_limit, queued_runs, tenant
-from tests.support.processes import Proc, wait_until
 
 
 def _worker(url: str) -> Proc:

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
-from tests.support.cluster import PrivateCluster
+from crondepot_testkit.cluster import PrivateCluster
+from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, grant_limit, queued_runs, tenant
-from tests.support.processes import Proc, free_port, wait_until
 
 
 def _workers(url: str, n: int, *extra: str) -> list[Proc]:

@@ -15,8 +15,8 @@ import pytest
 
 from crondepot.db import connect
 from crondepot.worker.targets import verify
+from crondepot_testkit.processes import Proc, wait_until
 from tests.support.jobs import queued_runs
-from tests.support.processes import Proc, wait_until
 from tests.support.target_server import Route, TargetServer
 
 

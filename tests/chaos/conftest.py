@@ -3,17 +3,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import chaos
 from crondepot.worker.targets import ALLOWLIST_ENV
+from crondepot_testkit import chaos_model
 
 
 @pytest.fixture(autouse=True)
 def _gateways_allow_listed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ALLOWLIST_ENV, chaos.TARGET_ALLOWLIST)
+    monkeypatch.setenv(ALLOWLIST_ENV, chaos_model.TARGET_ALLOWLIST)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import chaos
 from crondepot.job.spec import JobSpec
 from crondepot.timetable import run_id, spread_offset
+from crondepot_testkit import chaos_model
 
 
 def _spec(cron: str, spread: int = 0) -> JobSpec:
@@ -26,7 +22,8 @@ def test_expected_runs_keep_due_times_before_the_cutoff() -> None:
     first = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     offset = spread_offset("k-1", 50)
     cutoff = datetime(2026, 1, 1, 12, 3, tzinfo=UTC).timestamp()
-    runs = chaos.expected_runs([chaos.Job(7, spec, "every-minute", "plain", first)], cutoff)
+    job = chaos_model.Job(7, spec, "every-minute", "plain", first)
+    runs = chaos_model.expected_runs([job], cutoff)
     assert [r.run_id for r in runs] == [
         run_id(7, datetime(2026, 1, 1, 12, m, tzinfo=UTC)) for m in range(3)]
     assert all(r.due == r_nominal + offset for r, r_nominal in zip(
@@ -34,13 +31,13 @@ def test_expected_runs_keep_due_times_before_the_cutoff() -> None:
 
 
 def test_a_repeat_is_attributed_to_the_fault_that_explains_it() -> None:
-    kill = chaos.Fault(kind="kill-worker", at=1000.5, target="worker-2.g3")
-    pause = chaos.Fault(kind="pause", at=2000.0, end=2025.0, target="worker-1.g1")
+    kill = chaos_model.Fault(kind="kill-worker", at=1000.5, target="worker-2.g3")
+    pause = chaos_model.Fault(kind="pause", at=2000.0, end=2025.0, target="worker-1.g1")
     faults = [kill, pause]
-    assert chaos.attribute(1000.0, faults, {}, 8).startswith("worker kill -9")
-    assert chaos.attribute(2001.0, faults, {}, 8).startswith("pause past the lease (by time)")
-    assert chaos.attribute(2001.0, faults, {"lost-lease": "worker-1.1.log"}, 8).startswith(
+    assert chaos_model.attribute(1000.0, faults, {}, 8).startswith("worker kill -9")
+    assert chaos_model.attribute(2001.0, faults, {}, 8).startswith("pause past the lease (by time)")
+    assert chaos_model.attribute(2001.0, faults, {"lost-lease": "worker-1.1.log"}, 8).startswith(
         "pause past the lease: worker-1.1.log")
-    assert chaos.attribute(1500.0, faults, {}, 8) == "UNEXPLAINED"
+    assert chaos_model.attribute(1500.0, faults, {}, 8) == "UNEXPLAINED"
     # a kill long before the first 200 does not explain it
-    assert chaos.attribute(1020.0, [kill], {}, 8) == "UNEXPLAINED"
+    assert chaos_model.attribute(1020.0, [kill], {}, 8) == "UNEXPLAINED"

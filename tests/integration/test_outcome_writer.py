@@ -15,9 +15,9 @@ from psycopg_pool import ConnectionPool
 from crondepot.db import connect, migrate
 from crondepot.queue import Success, claim_runs, record_successes
 from crondepot.worker.recorder import NotRecorded, OutcomeWriter
-from tests.support.cluster import PrivateCluster
+from crondepot_testkit.cluster import PrivateCluster
+from crondepot_testkit.processes import wait_until
 from tests.support.jobs import queued_runs
-from tests.support.processes import wait_until
 
 
 class Outcomes:

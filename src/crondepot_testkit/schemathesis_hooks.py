@@ -1,4 +1,4 @@
-"""schemathesis hooks for crondepot's runs (named by tests/support/schemathesis.toml).
+"""schemathesis hooks for crondepot's runs (named by schemathesis.toml beside it).
 
 - ``application/x-ndjson``: the import's body is documented as an array of job documents;
   each item is sent as one line of compact JSON (anything else generated, as one line).

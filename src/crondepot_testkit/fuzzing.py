@@ -36,13 +36,13 @@ from crondepot.job.store import cancel_job, pause_job, trigger_job
 from crondepot.ratelimit import put_own_limit, set_limit
 from crondepot.tenants import create_tenant
 from crondepot.tokens import create_token
-from tests.support.schemathesis_hooks import KEEP_ENV
+from crondepot_testkit.schemathesis_hooks import KEEP_ENV
 
 TOKEN_IDS_FROM = 4_000_000_000_000
 HANDLERS = ("sms.send", "reports.nightly", "crondepot.log")
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 CONFIG = Path(__file__).with_name("schemathesis.toml")
-ROOT = Path(__file__).resolve().parents[2]
+SRC = Path(__file__).resolve().parents[1]   # the folder holding crondepot_testkit
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +172,7 @@ class Outcome:
 
 def run(base: str, token: str, *, seed: int, keep: Sequence[int] = (),
         extra: Sequence[str] = (), workdir: Path | None = None) -> Outcome:
-    """``schemathesis run <base>/openapi.json`` (every check; tests/support/schemathesis.toml)
+    """``schemathesis run <base>/openapi.json`` (every check; schemathesis.toml beside this file)
     as ``token``, its own ``keep`` token ids spared (schemathesis_hooks.before_call)."""
     folder = Path(workdir or tempfile.mkdtemp(prefix="schemathesis-"))
     report = folder / "report.ndjson"
@@ -235,7 +235,7 @@ def _failed_checks(event: Any) -> Iterator[dict[str, Any]]:
 
 
 def _pythonpath() -> str:
-    """The hooks module is imported by the schemathesis process: the repository's root (and
-    src, when crondepot is not installed) on its path."""
-    parts = [str(ROOT), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]
+    """The hooks module (crondepot_testkit.schemathesis_hooks) is imported by the schemathesis
+    process: the folder holding this package on its path, for when it is not installed."""
+    parts = [str(SRC), os.environ.get("PYTHONPATH", "")]
     return os.pathsep.join(part for part in parts if part)

@@ -1,4 +1,5 @@
-"""A private PostgreSQL cluster a test can restart (never the machine's shared service).
+"""A private PostgreSQL cluster a test or a benchmark can restart (never the machine's shared
+service).
 
 Uses the PostgreSQL binaries that ship inside the pgserver package, listening on a free
 loopback port. As root, PostgreSQL refuses to run, so the cluster runs as the ``pgserver``
@@ -10,26 +11,20 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 from pgserver._commands import POSTGRES_BIN_PATH
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from crondepot_testkit.processes import free_port
 
 
 class PrivateCluster:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="crondepot-cluster-"))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.user: str | None = None
         if os.geteuid() == 0:
             from pgserver.utils import ensure_user_exists

@@ -1,4 +1,5 @@
-"""Real crondepot processes for acceptance tests, and waiting on conditions (not sleeps)."""
+"""Real crondepot processes for acceptance tests, a free loopback port, and waiting on
+conditions (not sleeps)."""
 
 from __future__ import annotations
 
