@@ -1,6 +1,6 @@
--- revision: 2
+-- revision: 3
 -- crondepot_claim_fair: the claim's take from one priority when several tenants have runs
--- ready in it (functions/claim_runs.sql calls it; design §6 "Tenants", migration 0012).
+-- ready in it (functions/claim_runs.sql calls it; docs/worker.md, "Fair across tenants"; migration 0012).
 -- Locks and returns the ids of up to p_want queued runs of p_priority, ready at p_clock and
 -- not in p_taken, shared among p_tenants in proportion to tenants.claim_weight; each
 -- tenant's runs oldest first. Work-conserving: a tenant with fewer ready runs than its share

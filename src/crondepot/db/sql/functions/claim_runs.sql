@@ -1,4 +1,4 @@
--- revision: 3
+-- revision: 4
 -- crondepot_claim_runs: a worker's claim in one call (queue/claim.py calls it through
 -- queue.sql's claim_runs). This file is the function's one home: `crondepot migrate`
 -- re-applies it whenever its text changes (db/migrations.py, "definitions"); the migrations
@@ -21,7 +21,7 @@
 -- lease is measured on the database clock, and db_now is returned so the worker can
 -- translate the deadline to its monotonic clock without trusting its wall clock.
 --
--- Fair across tenants (design §6 "Tenants", migration 0012): the claim first lists, in one
+-- Fair across tenants (docs/worker.md, "Fair across tenants"; migration 0012): the claim first lists, in one
 -- statement, the (priority, tenant) pairs that have a run ready. runs_queued is ordered
 -- (priority, tenant_id, available_at), so a recursive query hops from one pair to the
 -- next: one index descent per pair with queued runs, however many runs each has. A queue
@@ -40,14 +40,14 @@
 -- A property test checks the runs taken per priority against a model of the lending rules,
 -- with the runs spread over several tenants; another counts the scans.
 --
--- The deadline (design §5): a run whose misfire deadline (runs.deadline_at) has passed is
+-- The deadline (docs/scheduler.md, "Catch-up, misfire, spread"): a run whose misfire deadline (runs.deadline_at) has passed is
 -- never leased: every scan passes over it (NULL, run_late, is never past), so a claim fills
 -- its turns with runs still worth sending however many late ones wait ahead of them. The
 -- workers' maintenance records the late ones skipped, 'deadline_passed'
 -- (queue.sql: skip_runs_past_deadline). The result columns are those of the first release:
 -- workers of the previous release keep claiming while a new one migrates.
 --
--- Holds (issue 17, holds.py, migrations 0016 and 0018): held runs are moved out of the
+-- Holds (holds.py, migrations 0016 and 0018): held runs are moved out of the
 -- ready range (available_at = 'infinity', their own time kept in held_available_at) when
 -- the hold is made and, for runs queued later, by the rescuer each turn; so no scan here
 -- walks a held backlog (100,000 held runs cost every claim about a second when they were

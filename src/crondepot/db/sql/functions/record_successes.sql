@@ -1,4 +1,4 @@
--- revision: 2
+-- revision: 3
 -- crondepot_record_successes: the outcome writer's successes, many runs in one statement
 -- and one commit (queue/outcome.py through queue.sql's record_successes). This file is the
 -- function's one home; `crondepot migrate` re-applies it whenever its text changes.
@@ -26,7 +26,7 @@
 -- ANY (ids)` is an index condition on the primary key whatever the statistics say, and the
 -- other scans are switched off so nothing else can look cheaper.
 --
--- Revision 2 (issue 17): the run row keeps the name of the worker that made its last attempt
+-- Revision 2 (attempt history and job health): the run row keeps the name of the worker that made its last attempt
 -- (`worker`; the lease owner, which the outcome clears; after a reap the reaper already
 -- copied it), and the job's health is healed: a success sets its jobs.failing_fires back to
 -- 0. Only a job that was failing is written (and locked, in id order so that two batches

@@ -54,7 +54,7 @@ WHERE r.run_id = held.run_id;
 -- A hold ended (its row deleted before, in the same transaction): the tenant's moved-out
 -- runs that no other hold names get their own ready time back (one range scan of
 -- runs_queued per priority, at 'infinity'). A run past its misfire deadline is put back
--- too: the claim never leases it and the rescuer records it skipped (design §5).
+-- too: the claim never leases it and the rescuer records it skipped (a misfire deadline is never passed).
 UPDATE runs AS r
 SET available_at = r.held_available_at, held_available_at = NULL
 WHERE r.status = 'queued' AND r.priority IN ('urgent', 'normal', 'bulk')

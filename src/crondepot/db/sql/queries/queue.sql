@@ -39,7 +39,7 @@ SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 -- used it all goes to the dead letter instead (LeaseCapReached), as the reaper would send
 -- it, so a queued run always has lease time left. A retry that would come after the run's
 -- misfire deadline is not queued: the run is recorded skipped, reason 'deadline_passed'
--- (design §5; "never after noon" holds for retries too). The attempt row is read first (same
+-- ("never after noon" holds for retries too). The attempt row is read first (same
 -- token: same attempt, and neither lease_used nor started_at changes within one), so the
 -- total is computed once. A queued-again run's ended attempt is kept in run_attempts (the
 -- next claim overwrites the run row's); a run that ends here (dead, skipped) keeps it in its
@@ -128,7 +128,7 @@ RETURNING run_id, job_id
 SELECT run_id FROM done;
 
 -- name: skip_runs_past_deadline
--- Queued runs past their misfire deadline (design §5: never sent late): the claim passes
+-- Queued runs past their misfire deadline (never sent late): the claim passes
 -- over them; this sweep records them skipped, 'deadline_passed', in bounded passes run with
 -- the reaper, found on the partial index runs_queued_deadline (only runs with a deadline).
 -- SKIP LOCKED: a run a claim holds this instant is its business. Each counts as a failed
