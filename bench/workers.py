@@ -413,8 +413,9 @@ def worker_argv(system: str, url: str, name: str, concurrency: int) -> list[str]
     return [sys.executable, str(Path(__file__).resolve()), "--peer-worker", system, "--db", url]
 
 
-def scheduler_argv(url: str, name: str) -> list[str]:
-    return [sys.executable, "-m", "crondepot", "scheduler", "--db", url, "--name", name]
+def scheduler_argv(url: str, name: str, batch: int | None = None) -> list[str]:
+    return [sys.executable, "-m", "crondepot", "scheduler", "--db", url, "--name", name,
+            *(["--batch", str(batch)] if batch else [])]
 
 
 # --------------------------------------------------------------------------- server figures
@@ -527,6 +528,8 @@ def _measure(conn: psycopg.Connection[Any], url: str, result: Drain, children: C
 class Lag:
     jobs: int
     schedulers: int
+    slots: int
+    batch: int | None                 # the schedulers' --batch (None: their default)
     window: float = 0.0               # seconds of due times measured
     runs: int = 0                     # runs due in the window
     unstarted: int = 0                # of which not claimed by the end (counted as late)
@@ -579,9 +582,9 @@ BUSIEST_SECOND = """
 
 
 def lag(databases: BenchDatabases, rate: int, schedulers: int, concurrency: int,
-        warmup: float, seconds: float) -> Lag:
+        warmup: float, seconds: float, batch: int | None = None) -> Lag:
     jobs = rate * 60
-    result = Lag(jobs=jobs, schedulers=schedulers)
+    result = Lag(jobs=jobs, schedulers=schedulers, slots=concurrency, batch=batch)
     with databases.fresh() as url:
         create_lag_jobs(url, jobs)
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
@@ -593,7 +596,7 @@ def lag(databases: BenchDatabases, rate: int, schedulers: int, concurrency: int,
             children = Children()
             try:
                 for i in range(schedulers):
-                    children.start(scheduler_argv(url, f"s{i + 1}"), "scheduler")
+                    children.start(scheduler_argv(url, f"s{i + 1}", batch), "scheduler")
                 children.start(worker_argv("crondepot", url, "w1", concurrency), "worker")
                 children.sample_rss()
                 print(f"({(end_at - db_now.timestamp()):.0f}s)", end=" ", flush=True)
@@ -778,7 +781,8 @@ def print_ratios(drains: list[Drain], rounds: int) -> None:
 
 def print_lag(result: Lag) -> None:
     print(f"\nLag: {result.jobs:,} jobs '* * * * *' spread over 60 s, {result.schedulers} "
-          f"schedulers, 1 worker with 20 slots; {result.runs:,} runs due in {result.window:.0f} s "
+          f"schedulers{f' (--batch {result.batch})' if result.batch else ''}, 1 worker "
+          f"with {result.slots} slots; {result.runs:,} runs due in {result.window:.0f} s "
           f"after warm-up ({result.runs / result.window:.0f} runs/s, busiest second "
           f"{result.busiest_second})")
     for label, values in (("first claim - due", result.lags_ms),
@@ -843,6 +847,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lag-only", action="store_true", help="only the lag measurement")
     parser.add_argument("--rate", type=int, default=140, help="lag: runs due per second (140)")
     parser.add_argument("--schedulers", type=int, default=3, help="lag: scheduler copies (3)")
+    parser.add_argument("--scheduler-batch", type=int, default=None, metavar="N",
+                        help="lag: the schedulers' --batch (their default)")
     parser.add_argument("--warmup", type=float, default=30.0,
                         help="lag: seconds after the first due run left out (30)")
     parser.add_argument("--seconds", type=float, default=120.0,
@@ -887,7 +893,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"  lag: {args.rate * 60:,} jobs, {args.schedulers} schedulers, 1 worker ...",
               end=" ", flush=True)
         lag_result = lag(databases, args.rate, args.schedulers, args.concurrency,
-                         args.warmup, args.seconds)
+                         args.warmup, args.seconds, args.scheduler_batch)
         print("done", flush=True)
     if drains:
         print()
