@@ -18,7 +18,7 @@ from crondepot.cli.job_ref import HELP as JOB_HELP
 from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.jobs import console
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import fail, print_json
+from crondepot.cli.output import fail, print_json, print_more
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.deadletter import DeadFilter, DeadRun, dead_page, replay
 from crondepot.errors import CrondepotError
@@ -92,8 +92,7 @@ def run_list(args: argparse.Namespace) -> int:
         print_json({"items": [dead_json(r) for r in runs], "next_cursor": next_cursor})
         return 0
     _table(runs, title="dead letter")
-    if next_cursor is not None:
-        print(f"more: --cursor {next_cursor}")
+    print_more(next_cursor)
     return 0
 
 

@@ -25,7 +25,7 @@ from crondepot.cli.job_ref import HELP as JOB_HELP
 from crondepot.cli.job_ref import job_ref, resolve
 from crondepot.cli.jobs import console, get_job, utc_text
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import print_json
+from crondepot.cli.output import print_json, print_more
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError
 from crondepot.job.store import JobNotFound
@@ -144,8 +144,7 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_row(r["run_id"], _status(r), utc_text(r["nominal_at"]), utc_text(r["due_at"]),
                       str(r["attempt"]), utc_text(r["finished_at"]), _error(r))
     console().print(table)
-    if next_cursor is not None:
-        print(f"more: --cursor {next_cursor}")
+    print_more(next_cursor)
     return 0
 
 
@@ -181,8 +180,7 @@ def _list_across(args: argparse.Namespace) -> int:
                       utc_text(r["finished_at"]) if r["finished_at"] else
                       f"due {utc_text(r['due_at'])}", str(r["attempt"]), _error(r))
     console().print(table)
-    if next_cursor is not None:
-        print(f"more: --cursor {next_cursor}")
+    print_more(next_cursor)
     return 0
 
 
