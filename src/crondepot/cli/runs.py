@@ -32,10 +32,10 @@ from crondepot.job.store import JobNotFound
 from crondepot.reads import (
     RunFilter,
     RunNotFound,
-    decode_run_cursor,
     encode_run_cursor,
     get_run,
     job_runs,
+    run_cursor_or_none,
     runs_page,
 )
 from crondepot.render import run_json
@@ -252,10 +252,6 @@ def _error(row: dict[str, Any]) -> str:
 
 
 def _decode(cursor: str | None) -> tuple[datetime, str] | None:
-    if cursor is None:
-        return None
-    try:
-        return decode_run_cursor(cursor)
-    except ValueError:
-        raise InvalidCursor("--cursor: expected a next_cursor value") from None
+    return run_cursor_or_none(
+        cursor, lambda _: InvalidCursor("--cursor: expected a next_cursor value"))
 
