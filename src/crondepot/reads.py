@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -135,3 +136,16 @@ def decode_run_cursor(cursor: str) -> tuple[datetime, str]:
     if at.tzinfo is None or jsontext.unstorable(str(run_id)) is not None:
         raise ValueError("not a next_cursor value")
     return at, str(run_id)
+
+
+def run_cursor_or_none(cursor: str | None,
+                       invalid: Callable[[str], Exception]) -> tuple[datetime, str] | None:
+    """``decode_run_cursor`` for a cursor that may be absent: None (the first page) for None,
+    and for a text that is not a cursor the caller's own error, ``invalid(cursor)`` (the API's
+    422 naming the field, the CLI's message naming the option), raised from None."""
+    if cursor is None:
+        return None
+    try:
+        return decode_run_cursor(cursor)
+    except ValueError:
+        raise invalid(cursor) from None

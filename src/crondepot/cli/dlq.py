@@ -18,11 +18,11 @@ from crondepot.cli.job_ref import HELP as JOB_HELP
 from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.jobs import console
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import fail, print_json
+from crondepot.cli.output import fail, print_json, print_more
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.deadletter import DeadFilter, DeadRun, dead_page, replay
 from crondepot.errors import CrondepotError
-from crondepot.reads import decode_run_cursor, encode_run_cursor
+from crondepot.reads import encode_run_cursor, run_cursor_or_none
 
 
 class InvalidDeadFilter(CrondepotError, ValueError):
@@ -77,7 +77,9 @@ def _where(conn: Any, args: argparse.Namespace, limit: int = 100_000) -> DeadFil
         job_id = resolve(conn, tenant_id(conn, args.tenant), ref)
     elif args.tenant:
         tenant_id(conn, args.tenant)        # an unknown tenant is an error, not an empty list
-    after = _decode(args.cursor) if getattr(args, "cursor", None) else None
+    after = run_cursor_or_none(
+        getattr(args, "cursor", None) or None,
+        lambda _: InvalidDeadFilter("--cursor: expected a next_cursor value"))
     return DeadFilter(tenant=args.tenant, job_id=job_id, run_ids=args.run_ids or None,
                       error=args.error, since=args.since, until=args.until, limit=limit,
                       after=after)
@@ -92,8 +94,7 @@ def run_list(args: argparse.Namespace) -> int:
         print_json({"items": [dead_json(r) for r in runs], "next_cursor": next_cursor})
         return 0
     _table(runs, title="dead letter")
-    if next_cursor is not None:
-        print(f"more: --cursor {next_cursor}")
+    print_more(next_cursor)
     return 0
 
 
@@ -136,10 +137,3 @@ def _table(runs: list[DeadRun], *, title: str) -> None:
                       r.finished_at.isoformat(timespec="seconds"),
                       f"{r.error_class}: {(r.last_error or '')[:80]}")
     console().print(table)
-
-
-def _decode(cursor: str) -> tuple[Any, str]:
-    try:
-        return decode_run_cursor(cursor)
-    except ValueError:
-        raise InvalidDeadFilter("--cursor: expected a next_cursor value") from None

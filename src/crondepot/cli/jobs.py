@@ -28,7 +28,7 @@ from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
 from crondepot.cli.next_fires import _NOTES as DST_NOTES
 from crondepot.cli.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.output import console as plain_console
-from crondepot.cli.output import print_json
+from crondepot.cli.output import print_json, print_more
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError, InvalidJob
 from crondepot.health import job_health, list_unhealthy_jobs
@@ -210,8 +210,7 @@ def run_list(args: argparse.Namespace) -> int:
                       ",".join(f"{k}={v}" for k, v in job.spec.labels.items()),
                       utc_text(job.next_run_at) if job.active and not job.paused else "-")
     console().print(table)
-    if next_cursor is not None:
-        print(f"more: --cursor {next_cursor}")
+    print_more(next_cursor)
     return 0
 
 

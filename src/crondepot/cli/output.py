@@ -25,6 +25,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_more(next_cursor: str | None) -> None:
+    """After a page of a list: how to ask for the next page, when there is one."""
+    if next_cursor is not None:
+        print(f"more: --cursor {next_cursor}")
+
+
 def fail(message: str, *, as_json: bool = False, code: int = 2) -> int:
     """Report an error on stderr (as a JSON object with --json) and return the exit code."""
     if as_json:

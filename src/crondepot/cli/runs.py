@@ -25,17 +25,17 @@ from crondepot.cli.job_ref import HELP as JOB_HELP
 from crondepot.cli.job_ref import job_ref, resolve
 from crondepot.cli.jobs import console, get_job, utc_text
 from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import print_json
+from crondepot.cli.output import print_json, print_more
 from crondepot.cli.tenants import add_tenant, tenant_id
 from crondepot.errors import CrondepotError
 from crondepot.job.store import JobNotFound
 from crondepot.reads import (
     RunFilter,
     RunNotFound,
-    decode_run_cursor,
     encode_run_cursor,
     get_run,
     job_runs,
+    run_cursor_or_none,
     runs_page,
 )
 from crondepot.render import run_json
@@ -144,8 +144,7 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_row(r["run_id"], _status(r), utc_text(r["nominal_at"]), utc_text(r["due_at"]),
                       str(r["attempt"]), utc_text(r["finished_at"]), _error(r))
     console().print(table)
-    if next_cursor is not None:
-        print(f"more: --cursor {next_cursor}")
+    print_more(next_cursor)
     return 0
 
 
@@ -181,8 +180,7 @@ def _list_across(args: argparse.Namespace) -> int:
                       utc_text(r["finished_at"]) if r["finished_at"] else
                       f"due {utc_text(r['due_at'])}", str(r["attempt"]), _error(r))
     console().print(table)
-    if next_cursor is not None:
-        print(f"more: --cursor {next_cursor}")
+    print_more(next_cursor)
     return 0
 
 
@@ -254,10 +252,6 @@ def _error(row: dict[str, Any]) -> str:
 
 
 def _decode(cursor: str | None) -> tuple[datetime, str] | None:
-    if cursor is None:
-        return None
-    try:
-        return decode_run_cursor(cursor)
-    except ValueError:
-        raise InvalidCursor("--cursor: expected a next_cursor value") from None
+    return run_cursor_or_none(
+        cursor, lambda _: InvalidCursor("--cursor: expected a next_cursor value"))
 

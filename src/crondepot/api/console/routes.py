@@ -66,9 +66,9 @@ from crondepot.priority import PRIORITIES
 from crondepot.reads import (
     RUN_STATES,
     RunFilter,
-    decode_run_cursor,
     encode_run_cursor,
     get_run,
+    run_cursor_or_none,
     runs_page,
 )
 
@@ -331,13 +331,8 @@ def runs(request: Request, conn: Conn) -> HTMLResponse:
     if since is not None and until is not None and since > until:
         raise ConsoleError(422, "Invalid filter", f"since ({values['since']}) is after "
                            f"until ({values['until']})", session=current)
-    before = None
-    if q.get("cursor"):
-        try:
-            before = decode_run_cursor(q.get("cursor", "")[:400])
-        except ValueError:
-            raise ConsoleError(422, "Invalid filter", "cursor: not a next page of this list",
-                               session=current) from None
+    before = run_cursor_or_none(q.get("cursor", "")[:400] or None, lambda _: ConsoleError(
+        422, "Invalid filter", "cursor: not a next page of this list", session=current))
     where = RunFilter(status=values["status"] or None, job_id=job_id,
                       error=values["error"] or None, since=since, until=until)
     rows, cursor = runs_page(conn, current.who.tenant_id, where, before=before, limit=50)
@@ -422,13 +417,8 @@ def dead_letter(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
     where, values = _dead_filter(conn, current, lambda n: request.query_params.get(n, ""))
     cursor = request.query_params.get("cursor", "")[:400]
-    after = None
-    if cursor:
-        try:
-            after = decode_run_cursor(cursor)
-        except ValueError:
-            raise ConsoleError(422, "Invalid filter", "cursor: not a next page of this list"
-                               ) from None
+    after = run_cursor_or_none(cursor or None, lambda _: ConsoleError(
+        422, "Invalid filter", "cursor: not a next page of this list"))
     # 200 a page, paged with next_cursor like every list; the count and "replay all
     # matching" are of the whole filter, not of the page
     shown, last = dead_page(conn, replace(where, limit=200, after=after))

@@ -13,7 +13,7 @@ from crondepot.api.params import MAX_BIGINT, Instant, window
 from crondepot.api.problems import Invalid
 from crondepot.api.schemas import DeadRunList, ReplayRequest, ReplayResult
 from crondepot.deadletter import DeadFilter, dead_page, replay
-from crondepot.reads import decode_run_cursor, encode_run_cursor
+from crondepot.reads import encode_run_cursor, run_cursor_or_none
 from crondepot.render import dead_json
 
 router = APIRouter(prefix="/v1/dead-letter", tags=["dead letter"])
@@ -30,13 +30,8 @@ def list_(who: Reader, conn: Conn,
                             ] = None,
           limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> JSONResponse:
     window(since, until)
-    after = None
-    if cursor is not None:
-        try:
-            after = decode_run_cursor(cursor)
-        except ValueError:
-            raise Invalid(f"expected cursor to be a next_cursor value, got {cursor[:40]!r}",
-                          field="cursor") from None
+    after = run_cursor_or_none(cursor, lambda text: Invalid(
+        f"expected cursor to be a next_cursor value, got {text[:40]!r}", field="cursor"))
     where = DeadFilter(tenant=who.tenant, job_id=job_id, error=error, since=since, until=until,
                        limit=limit, after=after)
     page, last = dead_page(conn, where)

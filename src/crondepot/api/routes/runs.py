@@ -28,10 +28,10 @@ from crondepot.job.store import get_job
 from crondepot.reads import (
     RUN_STATES,
     RunFilter,
-    decode_run_cursor,
     encode_run_cursor,
     get_run,
     job_runs,
+    run_cursor_or_none,
     runs_page,
 )
 from crondepot.render import run_json
@@ -111,9 +111,5 @@ def retry_run(who: Writer, conn: Conn, run_id: str,
 
 
 def _decode(cursor: str | None) -> tuple[datetime, str] | None:
-    if cursor is None:
-        return None
-    try:
-        return decode_run_cursor(cursor)
-    except ValueError:
-        raise Invalid("expected cursor to be a next_cursor value", field="cursor") from None
+    return run_cursor_or_none(cursor, lambda _: Invalid(
+        "expected cursor to be a next_cursor value", field="cursor"))
