@@ -117,7 +117,6 @@ def _across_jobs(args: argparse.Namespace) -> bool:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    # imported here: crondepot.api loads FastAPI
     if _across_jobs(args):
         return _list_across(args)
     before = _decode(args.cursor)
