@@ -274,8 +274,11 @@ $$;
 CREATE FUNCTION public.crondepot_claim_runs(p_owner text, p_limits integer[], p_lendable integer[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(run_id text, job_id bigint, job_key text, tenant_id bigint, priority text, nominal_at timestamp with time zone, due_at timestamp with time zone, attempt integer, lease_token uuid, lease_expires_at timestamp with time zone, db_now timestamp with time zone, target jsonb, payload jsonb, max_attempts integer, lease_seconds integer, rate_limit text, signing_secret text)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_hashjoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
-    AS $$
+    AS $_$
 #variable_conflict use_column
 DECLARE
     queues   constant text[] := ARRAY['urgent', 'normal', 'bulk'];
@@ -442,20 +445,24 @@ BEGIN
     IF cardinality(taken) = 0 THEN
         RETURN;
     END IF;
-    RETURN QUERY
+    -- Planned on each call (EXECUTE), with the claim's own run ids and the table as it is
+    -- now: see "Settings" above.
+    RETURN QUERY EXECUTE $claim$
     UPDATE runs AS r
-    SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
+    SET status = 'running', attempt = r.attempt + 1, lease_owner = $3,
         lease_token = gen_random_uuid(),
-        lease_expires_at = clock + make_interval(secs => j.lease_seconds),
-        first_claimed_at = coalesce(r.first_claimed_at, clock),
-        started_at = clock, updated_at = clock
-    FROM jobs AS j, tenants AS t
-    WHERE r.run_id = ANY (taken) AND j.id = r.job_id AND t.id = r.tenant_id
+        lease_expires_at = $2 + make_interval(secs => j.lease_seconds),
+        first_claimed_at = coalesce(r.first_claimed_at, $2),
+        started_at = $2, updated_at = $2
+    FROM jobs AS j
+    WHERE r.run_id = ANY ($1) AND j.id = r.job_id
     RETURNING r.run_id, r.job_id, j.key, r.tenant_id, r.priority, r.nominal_at, r.due_at,
-              r.attempt, r.lease_token, r.lease_expires_at, clock, j.target, j.payload,
-              j.max_attempts, j.lease_seconds, j.rate_limit, t.signing_secret;
+              r.attempt, r.lease_token, r.lease_expires_at, $2, j.target, j.payload,
+              j.max_attempts, j.lease_seconds, j.rate_limit,
+              (SELECT t.signing_secret FROM tenants AS t WHERE t.id = r.tenant_id)
+    $claim$ USING taken, clock, p_owner;
 END
-$$;
+$_$;
 
 --
 -- Name: crondepot_count_jobs(); Type: FUNCTION; Schema: public; Owner: -
