@@ -200,7 +200,8 @@ def test_a_claim_planned_while_runs_was_empty_still_reads_only_what_it_claims(
     of the tenant, and kept doing so as the table grew: claims took longer every minute."""
     conn.execute("ANALYZE runs")                  # empty, and the planner knows it
     queued_runs(conn, 1, priority="bulk")
-    assert len(claim_runs(conn, owner="w", shares={"bulk": 1})) == 1     # plans made now
+    (first,) = claim_runs(conn, owner="w", shares={"bulk": 1})          # plans made now
+    assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
     queued_runs(conn, 600)                        # one tenant's runs pile up
     conn.execute("UPDATE runs SET status = 'succeeded', lease_token = NULL, "
                  "lease_expires_at = NULL WHERE run_id IN (SELECT run_id FROM runs "
@@ -211,8 +212,12 @@ def test_a_claim_planned_while_runs_was_empty_still_reads_only_what_it_claims(
             (before,) = conn.execute(reads).fetchone() or (0,)
             claimed = claim_runs(conn, owner="w", shares={"normal": 10})
             (after,) = conn.execute(reads).fetchone() or (0,)
+            record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
+                                    for r in claimed])
+            (recorded,) = conn.execute(reads).fetchone() or (0,)
         assert len(claimed) == 10
         assert after - before <= 3 * len(claimed)
+        assert recorded - after <= len(claimed)      # the record's plan: the primary key
 
 
 def test_outcome_with_a_stale_token_is_refused_and_changes_nothing(
