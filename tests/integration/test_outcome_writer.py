@@ -108,6 +108,45 @@ def test_a_result_postgresql_cannot_store_does_not_fail_the_others_in_its_batch(
         assert stored[run.run_id]["unrecorded_result"].startswith("not storable as JSON")
 
 
+def test_a_count_that_raises_neither_stops_the_writer_nor_loses_a_success(
+        db_url: str, conn: psycopg.Connection[Any]) -> None:
+    """Review finding: the call's metrics are counted by the writer's thread; an error there
+    must not end the thread (later successes would wait in hand for ever)."""
+    queued_runs(conn, 3)
+    runs = claim_runs(conn, owner="w", shares={"normal": 3})
+    outcomes = Outcomes()
+    counted: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("a metric failed")
+
+    with _pool(db_url) as pool:
+        writer = OutcomeWriter(pool)
+        writer.start()
+        for i, run in enumerate(runs):
+            writer.submit(Success(run.run_id, run.lease_token, run.attempt),
+                          outcomes.callback(run.run_id),
+                          count=broken if i == 0 else (lambda r=run: counted.append(r.run_id)))
+        wait_until(lambda: outcomes.count() == 3, timeout=10, message="three told")
+        writer.close()
+    assert all(recorded for recorded, _ in outcomes.told.values())
+    assert sorted(counted) == sorted(r.run_id for r in runs[1:])
+
+
+def test_a_success_submitted_as_the_writer_closes_is_told_once(db_url: str) -> None:
+    """Review finding: a slot that saw the writer open just before close() began put its
+    success after close() had taken what was left; it was never told."""
+    outcomes = Outcomes()
+    with _pool(db_url) as pool:
+        writer = OutcomeWriter(pool)
+        writer.start()
+        writer.close()
+        writer._closing = False        # the slot read the flag before close() set it
+        writer.submit(Success("1:1", uuid4(), 1), outcomes.callback("1:1"))
+    recorded, error = outcomes.told["1:1"]
+    assert not recorded and isinstance(error, NotRecorded)
+
+
 def test_a_writer_that_cannot_reach_the_database_gives_up_only_when_closed(
         db_url: str, conn: psycopg.Connection[Any]) -> None:
     queued_runs(conn, 1)

@@ -148,12 +148,6 @@ class Scheduler(Stoppable):
     def _connect(self) -> None:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.config.url, application_name=f"crondepot-{self.config.name}")
-            # The tick's statements have one right plan: the due index and primary-key
-            # probes. psycopg prepares them after five runs, and with a few hundred ids in
-            # the arrays the planner's costs preferred a sequential scan of jobs for
-            # advance_jobs (40 ms a tick over 30,000 every-minute jobs, in the tick that
-            # decides every run's start lag: auto_explain in the scheduler's session).
-            self._conn.execute("SET enable_seqscan = off")
         if self._listener is None or self._listener.closed:
             self._listener = connect(self.config.url,
                                      application_name=f"crondepot-{self.config.name}-listen")

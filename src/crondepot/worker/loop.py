@@ -365,9 +365,12 @@ class Worker(Stoppable):
             log.warning("heartbeat failed: %s", exc)
             return
         with self._lock:
-            # A success recorded while the renewal was in flight is no longer running, so it
-            # was not renewed: that is not a lost lease.
-            still_held = [a for a in attempts if self._held.get(a.run.run_id) is a]
+            # A call that is over waits only for its outcome's write, which is fenced by the
+            # lease token and reports a lost lease itself; one written while this renewal
+            # was in flight (or waiting on the write's row locks) is no longer running, so
+            # it was not renewed, and that is not a lost lease.
+            still_held = [a for a in attempts
+                          if self._held.get(a.run.run_id) is a and not a.call_over]
         for attempt in still_held:
             deadline = renewed.get(attempt.run.run_id)
             if deadline is not None:

@@ -68,6 +68,7 @@ class OutcomeWriter:
         # worker's Python (py-spy --gil). None is the writer's signal to finish.
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._closing = False
+        self._closed = False                 # close() has taken what the writer left
         self._give_up_at = float("inf")
         self._wake = threading.Event()       # close() cuts a retry's wait short
         self._thread = threading.Thread(target=self._loop, name="outcomes", daemon=True)
@@ -87,6 +88,11 @@ class OutcomeWriter:
             pending.resolve(False, NotRecorded("outcome writer closed"))
             return
         self._queue.put(pending)
+        if self._closed:
+            # close() set _closed before it took what was left; a success put after that
+            # (a slot seeing _closing false just before close() began) is failed here, so
+            # every success is still told exactly once.
+            self._fail_left()
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued (trying until ``timeout``), then stop."""
@@ -97,6 +103,10 @@ class OutcomeWriter:
         if self._thread.is_alive():
             self._thread.join(timeout + 1)
         # Whatever the writer did not take (it gave up, or a slot submitted as it closed).
+        self._closed = True
+        self._fail_left()
+
+    def _fail_left(self) -> None:
         left: list[_Pending] = []
         _drain(self._queue, left)
         _fail(left, NotRecorded("outcome writer closed before the write"))
@@ -116,8 +126,12 @@ class OutcomeWriter:
             batch, carried = carried[:MAX_BATCH], carried[MAX_BATCH:]
             for pending in batch:
                 if pending.count is not None:
-                    pending.count()
-                    pending.count = None       # a batch written again is not counted again
+                    count, pending.count = pending.count, None   # a retried batch: once
+                    try:
+                        count()
+                    except Exception:      # a metric must never stop the writer
+                        log.exception("counting a call failed",
+                                      extra={"run_id": pending.success.run_id})
             try:
                 self._write(batch)
                 backoff.reset()
