@@ -21,6 +21,7 @@ RUNS: dict[str, tuple[str, str, int, str | None, str | None]] = {
     "b_d1": ("B", "dead", 15, "OutcomeUnknown", "timeout: the target does not drop repeats"),
     "a_k1": ("A", "skipped", 40, None, None),
     "a_q1": ("A", "queued", -10, None, None),
+    "b_r1": ("B", "running", 25, None, None),      # listed by its due time
     "d_f1": ("D", "failed", 5, "PermanentError", "permanent: 404 Not Found"),
 }
 BANK42 = [label for label, run in RUNS.items() if run[0] != "D"]
@@ -39,12 +40,15 @@ def seed_runs(conn: psycopg.Connection[Any]) -> tuple[dict[str, str], dict[str, 
             """
             INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, status,
                               attempt, available_at, finished_at, skip_reason, last_error,
-                              error_class)
+                              error_class, lease_owner, lease_token, lease_expires_at)
             SELECT %(run_id)s, %(job_id)s, j.tenant_id, 'normal', t.at, t.at, %(status)s,
                    CASE WHEN %(status)s IN ('queued', 'skipped') THEN 0 ELSE 1 END, t.at,
-                   CASE WHEN %(status)s <> 'queued' THEN t.at END,
+                   CASE WHEN %(status)s NOT IN ('queued', 'running') THEN t.at END,
                    CASE WHEN %(status)s = 'skipped' THEN 'deadline_passed' END,
-                   %(error)s, %(error_class)s
+                   %(error)s, %(error_class)s,
+                   CASE WHEN %(status)s = 'running' THEN 'w1' END,
+                   CASE WHEN %(status)s = 'running' THEN gen_random_uuid() END,
+                   CASE WHEN %(status)s = 'running' THEN now() + interval '1 hour' END
             FROM jobs j, (SELECT now() - make_interval(mins => %(minutes)s) AS at) AS t
             WHERE j.id = %(job_id)s
             """,

@@ -1204,13 +1204,19 @@ CREATE INDEX runs_running ON public.runs USING btree (lease_expires_at) WHERE (s
 -- Name: runs_tenant_status_ended; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_tenant_status_ended ON public.runs USING btree (tenant_id, status, COALESCE(finished_at, due_at) DESC, run_id DESC);
+CREATE INDEX runs_tenant_status_ended ON public.runs USING btree (tenant_id, status, COALESCE(finished_at, due_at) DESC, run_id DESC) WHERE (status <> 'running'::text);
 
 --
 -- Name: tenants_secret_overlap; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX tenants_secret_overlap ON public.tenants USING btree (previous_secret_until) WHERE (previous_secret_until IS NOT NULL);
+
+--
+-- Name: runs_ended; Type: STATISTICS; Schema: public; Owner: -
+--
+
+CREATE STATISTICS public.runs_ended ON COALESCE(finished_at, due_at) FROM public.runs;
 
 --
 -- Name: api_tokens api_tokens_audit_create; Type: TRIGGER; Schema: public; Owner: -

@@ -72,26 +72,40 @@ SELECT count(*) FROM runs WHERE tenant_id = %(tenant_id)s::bigint AND status = '
 -- name: api_list_runs
 -- A tenant's runs across jobs, newest first by when they ended (coalesce(finished_at,
 -- due_at): a run not ended yet counts from its due time), after an (ended, run_id) cursor.
--- Filters are optional (NULL = any). With a status, served by runs_tenant_status_ended in
--- its order (a range scan that stops at the limit); a job id alone by runs_job.
+-- Filters are optional (NULL = any). runs_tenant_status_ended serves the order: with a
+-- status, one range scan that stops at the limit; without one, the tenant's range (a job
+-- id alone: runs_job). That index leaves running runs out (migration 0019: a claim writes
+-- no entry to it), so the runs are read in two parts, each to the limit, and merged: those
+-- not running through that index, the running ones through runs_running (at most the
+-- workers' slots, sorted here). The filters are written once, in `listed`, which each
+-- part inlines (NOT MATERIALIZED) with its own status condition, so each is planned as
+-- the one statement it was.
+WITH listed AS NOT MATERIALIZED (
+    SELECT * FROM runs r
+    WHERE r.tenant_id = %(tenant_id)s::bigint
+      AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+      AND (%(job_id)s::bigint IS NULL OR r.job_id = %(job_id)s::bigint)
+      AND (%(error)s::text IS NULL OR r.error_class = %(error)s::text
+           OR r.last_error ILIKE '%%' || %(error)s::text || '%%')
+      AND (%(since)s::timestamptz IS NULL
+           OR coalesce(r.finished_at, r.due_at) >= %(since)s::timestamptz)
+      AND (%(until)s::timestamptz IS NULL
+           OR coalesce(r.finished_at, r.due_at) < %(until)s::timestamptz)
+      AND (%(before_at)s::timestamptz IS NULL
+           OR (coalesce(r.finished_at, r.due_at), r.run_id)
+              < (%(before_at)s::timestamptz, %(before_run_id)s::text))
+)
 SELECT r.run_id, r.job_id, j.key AS job_key, r.priority, r.status, r.nominal_at, r.due_at,
        r.attempt, coalesce(r.held_available_at, r.available_at) AS available_at, r.lease_owner, r.lease_expires_at, r.first_claimed_at,
        r.started_at, r.finished_at, r.skip_reason, r.last_error, r.error_class, r.result,
        r.created_at, r.updated_at, coalesce(r.finished_at, r.due_at) AS ended_at
-FROM runs r
+FROM ((SELECT * FROM listed WHERE status <> 'running'
+       ORDER BY coalesce(finished_at, due_at) DESC, run_id DESC LIMIT %(limit)s::integer)
+      UNION ALL
+      (SELECT * FROM listed WHERE status = 'running'
+       ORDER BY coalesce(finished_at, due_at) DESC, run_id DESC LIMIT %(limit)s::integer)
+     ) AS r
 JOIN jobs j ON j.id = r.job_id
-WHERE r.tenant_id = %(tenant_id)s::bigint
-  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
-  AND (%(job_id)s::bigint IS NULL OR r.job_id = %(job_id)s::bigint)
-  AND (%(error)s::text IS NULL OR r.error_class = %(error)s::text
-       OR r.last_error ILIKE '%%' || %(error)s::text || '%%')
-  AND (%(since)s::timestamptz IS NULL
-       OR coalesce(r.finished_at, r.due_at) >= %(since)s::timestamptz)
-  AND (%(until)s::timestamptz IS NULL
-       OR coalesce(r.finished_at, r.due_at) < %(until)s::timestamptz)
-  AND (%(before_at)s::timestamptz IS NULL
-       OR (coalesce(r.finished_at, r.due_at), r.run_id)
-          < (%(before_at)s::timestamptz, %(before_run_id)s::text))
 ORDER BY coalesce(r.finished_at, r.due_at) DESC, r.run_id DESC
 LIMIT %(limit)s::integer;
 
@@ -107,6 +121,7 @@ CROSS JOIN LATERAL (
     SELECT count(*) AS runs
     FROM runs r
     WHERE r.tenant_id = t.id AND r.status = o.status
+      AND r.status <> 'running'            -- never, but it lets the planner use the index
       AND coalesce(r.finished_at, r.due_at) >= now() - interval '1 hour'
 ) AS c
 WHERE %(tenant_id)s::bigint IS NULL OR t.id = %(tenant_id)s::bigint
