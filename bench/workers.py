@@ -35,7 +35,10 @@ What it measures, each in a fresh database (``crondepot_wbench_<n>``, created, m
 For every drain: CPU seconds of the measured processes (psutil) and of all the PostgreSQL
 server's processes, and server transactions per run (``pg_stat_database.xact_commit``, read
 after the processes exit, less the benchmark's own probes: in autocommit mode that is about
-the number of statements per run).
+the number of statements per run). The worker CPU per run is given twice: as measured, and
+net of start-up ("net": less the CPU one process of that system uses to start and sit idle
+for 3 s, measured once per system before the drains, times P), since the processes start
+with the drain and a short drain at P = 4 carries four start-ups.
 
 Run it (PostgreSQL 15+, an admin URL that may CREATE DATABASE):
 
@@ -457,6 +460,12 @@ class Drain:
     xacts: int = 0
     claims: int = 0
     wal_bytes: int = 0
+    startup_cpu: float = 0.0          # one idle process's start-up CPU (startup_cpu)
+
+    @property
+    def net_worker_us(self) -> float:
+        """Worker CPU µs per run without the processes' start-up."""
+        return max(0.0, self.worker_cpu - self.processes * self.startup_cpu) / self.size * 1e6
 
     @property
     def rate(self) -> float:
@@ -520,6 +529,26 @@ def _measure(conn: psycopg.Connection[Any], url: str, result: Drain, children: C
         time.sleep(POLL_SECONDS)
     result.wall = time.monotonic() - started
     return probes
+
+
+STARTUP_IDLE_SECONDS = 3.0
+
+
+def startup_cpu(databases: BenchDatabases, system: str, concurrency: int) -> float:
+    """CPU seconds one worker process of ``system`` uses to start (imports, connections,
+    threads) and then sit idle for a few seconds with nothing queued. A drain's worker CPU
+    includes it once per process: at P = 4 on 20,000 runs, 0.4 s of start-up is 80 µs "per
+    run" that no run costs. The table's net column takes it out."""
+    with databases.fresh() as url:
+        load(system, url, 0)
+        children = Children()
+        try:
+            children.start(worker_argv(system, url, "w-idle", concurrency), "worker")
+            time.sleep(STARTUP_IDLE_SECONDS)
+            children.check_alive()
+            return children.cpu_seconds("worker")
+        finally:
+            children.stop()
 
 
 # --------------------------------------------------------------------------- lag
@@ -713,7 +742,7 @@ def wait_quiet(limit: float) -> None:
 def print_drains(drains: list[Drain]) -> None:
     cores = os.cpu_count() or 1
     head = (f"{'system':>18} {'procs':>5} {'runs':>7} {'wall s':>7} {'runs/s':>7} "
-            f"{'f->l s':>7} {'runs/s f->l':>11} {'RSS MB':>7} {'wkr us/run':>10} "
+            f"{'f->l s':>7} {'runs/s f->l':>11} {'RSS MB':>7} {'wkr us/run':>10} {'net':>5} "
             f"{'PG us/run':>9} {'WAL B/run':>9} {'xacts/run':>9} {'runs/claim':>10} "
             f"{'CPU busy':>8}")
     print(head)
@@ -722,7 +751,8 @@ def print_drains(drains: list[Drain]) -> None:
         busy = (d.worker_cpu + d.postgres_cpu) / (d.wall * cores) * 100 if d.wall else 0
         print(f"{d.system:>18} {d.processes:>5} {d.size:>7,} {d.wall:>7.2f} {d.rate:>7,.0f} "
               f"{d.first_to_last:>7.2f} {d.rate_f2l:>11,.0f} {d.peak_rss / MB:>7.1f} "
-              f"{d.worker_cpu / d.size * 1e6:>10.0f} {d.postgres_cpu / d.size * 1e6:>9.0f} "
+              f"{d.worker_cpu / d.size * 1e6:>10.0f} {d.net_worker_us:>5.0f} "
+              f"{d.postgres_cpu / d.size * 1e6:>9.0f} "
               f"{d.wal_bytes / d.size:>9.0f} {d.xacts / d.size:>9.2f} "
               f"{d.size / max(1, d.claims):>10.1f} {busy:>7.0f}%")
 
@@ -879,12 +909,18 @@ def run(args: argparse.Namespace) -> None:
             raise SystemExit(f"--systems: unknown {sorted(unknown)}; choose from {SYSTEMS}")
         missing = missing_peers(systems)
         systems = [s for s in systems if s not in missing]
+        startup: dict[str, float] = {}
+        for system in systems:
+            startup[system] = startup_cpu(databases, system, args.concurrency)
+            print(f"  {system}: one idle worker process, start-up CPU "
+                  f"{startup[system]:.2f} s", flush=True)
         for p, system in [(p, system) for _ in range(max(1, args.rounds))
                           for p in [int(x) for x in args.processes.split(",")]
                           for system in systems]:
             print(f"  {system}: {args.size:,} runs, {p} process{'es' if p > 1 else ''} ...",
                   end=" ", flush=True)
             d = drain(databases, system, args.size, p, args.concurrency)
+            d.startup_cpu = startup[system]
             print(f"{d.wall:.2f}s, {d.rate:,.0f} runs/s wall, {d.rate_f2l:,.0f} first->last",
                   flush=True)
             drains.append(d)
