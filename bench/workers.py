@@ -69,6 +69,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -477,9 +478,15 @@ class Drain:
 
 
 def drain(databases: BenchDatabases, system: str, size: int, processes: int,
-          concurrency: int) -> Drain:
+          concurrency: int, schema_changes: Sequence[str] = ()) -> Drain:
+    """One drain; ``schema_changes`` run in the fresh database before the load (the
+    variants of bench/worker_ab.py)."""
     result = Drain(system=system, processes=processes, size=size)
     with databases.fresh() as url:
+        if schema_changes:
+            with admin_connect(url) as conn:
+                for statement in schema_changes:
+                    conn.execute(statement)
         load(system, url, size)
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
             children = Children()
