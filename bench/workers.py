@@ -466,7 +466,8 @@ class Drain:
     @property
     def net_worker_us(self) -> float:
         """Worker CPU µs per run without the processes' start-up."""
-        return max(0.0, self.worker_cpu - self.processes * self.startup_cpu) / self.size * 1e6
+        # Not clamped: a negative figure says the machine's speed moved between the two.
+        return (self.worker_cpu - self.processes * self.startup_cpu) / self.size * 1e6
 
     @property
     def rate(self) -> float:

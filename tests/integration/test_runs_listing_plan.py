@@ -81,3 +81,17 @@ def test_the_list_and_the_counts_use_the_index(conn: psycopg.Connection[Any]) ->
         assert not any('"Relation Name": "runs"' in part and '"Seq Scan"' in part
                        for part in counts.split("{")), counts
 
+
+
+def test_the_consoles_queued_and_running_counts_use_an_index(
+        conn: psycopg.Connection[Any]) -> None:
+    """The console's queued and running counts of a tenant are read from an index each
+    (running runs are not in runs_tenant_status_ended), never by a scan of runs."""
+    bank, _acme = _seed(conn)
+    row = conn.execute("EXPLAIN (FORMAT JSON) " + Q.console_runs_by_state,
+                       {"tenant_id": bank}).fetchone()
+    assert row is not None
+    queued, running = row[0][0]["Plan"]["Plans"][:2]     # the parts, in the query's order
+    for part in (queued, running):
+        scans = [node for node in _nodes(part) if node.get("Relation Name") == "runs"]
+        assert scans and all(node["Node Type"] != "Seq Scan" for node in scans), part
