@@ -8,9 +8,18 @@
 -- The planner reads the statistics of an index's expression only from indexes without a
 -- predicate: without these, it guessed a third of a tenant's runs for "ended in the last
 -- hour" and listed them with a sequential scan of runs. ANALYZE fills them now, not at
--- autovacuum's next pass.
+-- autovacuum's next pass; but never on an empty runs (a fresh install): the claim keeps
+-- its plans for the session, and plans made on a table analyzed empty read a tenant's
+-- whole queue per claim (a table never analyzed is costed as a few pages, and planned
+-- right). The first ANALYZE is autovacuum's, once runs has rows.
 CREATE STATISTICS runs_ended ON (coalesce(finished_at, due_at)) FROM runs;
-ANALYZE runs;
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM runs) THEN
+        ANALYZE runs;
+    END IF;
+END
+$$;
 -- Built under a new name first, then swapped: the build (about a second per million runs)
 -- holds the lock CREATE INDEX takes, under which writes to runs wait and reads go on; only
 -- the swap takes the lock that stops reads too, and it is instant (but waits for the
