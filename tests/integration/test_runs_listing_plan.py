@@ -49,11 +49,23 @@ def _nodes(plan: Any) -> list[dict[str, Any]]:
     return found
 
 
-def _scans_of_runs(conn: psycopg.Connection[Any], params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The executed plan's scans of runs, each with its index and the rows it returned."""
-    row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + Q.api_list_runs, params).fetchone()
+def _plan_root(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any], *,
+               analyze: bool = False) -> dict[str, Any]:
+    explain = "EXPLAIN (ANALYZE, FORMAT JSON) " if analyze else "EXPLAIN (FORMAT JSON) "
+    row = conn.execute(explain + sql, params).fetchone()
     assert row is not None
-    return [node for node in _nodes(row[0][0]["Plan"]) if node.get("Relation Name") == "runs"]
+    plan: dict[str, Any] = row[0][0]["Plan"]
+    return plan
+
+
+def _runs_scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's scans of runs, each with its index (and, executed, the rows it returned)."""
+    return [node for node in _nodes(plan) if node.get("Relation Name") == "runs"]
+
+
+def _scans_of_runs(conn: psycopg.Connection[Any], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The executed list's scans of runs."""
+    return _runs_scans(_plan_root(conn, Q.api_list_runs, params, analyze=True))
 
 
 def test_the_list_and_the_counts_use_the_index(conn: psycopg.Connection[Any]) -> None:
@@ -82,16 +94,13 @@ def test_the_list_and_the_counts_use_the_index(conn: psycopg.Connection[Any]) ->
                        for part in counts.split("{")), counts
 
 
-
 def test_the_consoles_queued_and_running_counts_use_an_index(
         conn: psycopg.Connection[Any]) -> None:
     """The console's queued and running counts of a tenant are read from an index each
     (running runs are not in runs_tenant_status_ended), never by a scan of runs."""
     bank, _acme = _seed(conn)
-    row = conn.execute("EXPLAIN (FORMAT JSON) " + Q.console_runs_by_state,
-                       {"tenant_id": bank}).fetchone()
-    assert row is not None
-    queued, running = row[0][0]["Plan"]["Plans"][:2]     # the parts, in the query's order
+    plan = _plan_root(conn, Q.console_runs_by_state, {"tenant_id": bank})
+    queued, running = plan["Plans"][:2]     # the parts, in the query's order
     for part in (queued, running):
-        scans = [node for node in _nodes(part) if node.get("Relation Name") == "runs"]
+        scans = _runs_scans(part)
         assert scans and all(node["Node Type"] != "Seq Scan" for node in scans), part

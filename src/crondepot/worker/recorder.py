@@ -49,6 +49,17 @@ class _Pending:
     done: Done
     count: Callable[[], None] | None = None     # the call's metrics, counted once when taken
 
+    def count_once(self) -> None:
+        """Count the call's metrics, the first time only (a retried batch is taken again);
+        a metric that raises is logged, never passed on to the writer."""
+        count, self.count = self.count, None
+        if count is None:
+            return
+        try:
+            count()
+        except Exception:
+            log.exception("counting a call failed", extra={"run_id": self.success.run_id})
+
     def resolve(self, recorded: bool, error: BaseException | None = None) -> None:
         try:
             self.done(recorded, error)
@@ -125,13 +136,7 @@ class OutcomeWriter:
                 return                                   # closing, and nothing left
             batch, carried = carried[:MAX_BATCH], carried[MAX_BATCH:]
             for pending in batch:
-                if pending.count is not None:
-                    count, pending.count = pending.count, None   # a retried batch: once
-                    try:
-                        count()
-                    except Exception:      # a metric must never stop the writer
-                        log.exception("counting a call failed",
-                                      extra={"run_id": pending.success.run_id})
+                pending.count_once()
             try:
                 self._write(batch)
                 backoff.reset()
