@@ -158,7 +158,13 @@ def _check_shared(conn: psycopg.Connection[Any], name: str) -> None:
 
 class GrantCache:
     """A worker's view of each tenant's grants, read at most every ``ttl`` seconds per
-    tenant (thread-safe). A revoke therefore reaches the worker within ``ttl``."""
+    tenant (thread-safe). A revoke therefore reaches the worker within ``ttl``.
+
+    One read per tenant at a time: the slots that find the view missing or stale while it
+    is being read wait for that read rather than each making their own. Without this, the
+    first claim of a 100-slot worker, and every slot once the view went stale, sent up to
+    100 reads at once and grew the connection pool to its maximum for them.
+    """
 
     def __init__(self, pool: ConnectionPool, *, ttl: float = CACHE_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -167,6 +173,8 @@ class GrantCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[int, tuple[float, TenantUses]] = {}
+        self._reading: dict[int, threading.Lock] = {}     # one per tenant, under _lock
+        self._failed: dict[int, float] = {}               # tenant -> clock of its last failed read
 
     def get(self, tenant_id: int) -> TenantUses:
         now = self._clock()
@@ -175,16 +183,29 @@ class GrantCache:
         entry = self._entries.get(tenant_id)
         if entry is not None and now - entry[0] < self._ttl:
             return entry[1]
-        try:
-            with self._pool.connection() as conn:
-                uses = tenant_uses(conn, tenant_id)
-        except (psycopg.OperationalError, psycopg.InterfaceError):
-            if entry is None:
-                raise
-            return entry[1]     # the database is away: the last view beats failing the run
         with self._lock:
-            self._entries[tenant_id] = (now, uses)
-        return uses
+            reading = self._reading.setdefault(tenant_id, threading.Lock())
+        with reading:
+            entry = self._entries.get(tenant_id)
+            if entry is not None and self._clock() - entry[0] < self._ttl:
+                return entry[1]          # read by the slot we waited for
+            if self._failed.get(tenant_id, -1.0) >= now:
+                # The read we waited for failed: fail (or keep the last view) as it did,
+                # rather than queue one more attempt each against an unreachable database.
+                if entry is None:
+                    raise psycopg.OperationalError("the tenant's grants could not be read")
+                return entry[1]
+            read_at = self._clock()
+            try:
+                with self._pool.connection() as conn:
+                    uses = tenant_uses(conn, tenant_id)
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                self._failed[tenant_id] = read_at
+                if entry is None:
+                    raise
+                return entry[1]     # the database is away: the last view beats failing the run
+            self._entries[tenant_id] = (read_at, uses)
+            return uses
 
 
 def run_refusal(target: dict[str, Any], rate_limit: str | None,

@@ -3,7 +3,9 @@ grants, an unknown rate limit (never "no limit"), and the tenant a handler is to
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -98,3 +100,68 @@ def test_the_cached_grants_are_read_again_after_their_ttl(
     assert "test.record" in cache.get(bank).handlers              # still the cached view
     now[0] = 2.0
     assert "test.record" not in cache.get(bank).handlers
+
+
+def _reads(pool: ConnectionPool) -> int:
+    return int(pool.get_stats().get("requests_num", 0))
+
+
+def _at_once(count: int, call: Callable[[], object]) -> list[object]:
+    """``call`` from ``count`` threads released together; each one's result or exception."""
+    start = threading.Barrier(count)
+    results: list[object] = [None] * count
+
+    def one(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = call()
+        except Exception as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return results
+
+
+def test_slots_that_find_no_view_wait_for_one_read_of_it(
+        pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
+    # A 100-slot worker's first claim: every slot asks for the same tenant's grants at once.
+    bank = tenant(conn)
+    cache = GrantCache(pool, ttl=3600)
+    before = _reads(pool)
+    results = _at_once(40, lambda: cache.get(bank))
+    assert _reads(pool) - before == 1
+    assert all(isinstance(r, grants.TenantUses) and "test.record" in r.handlers
+               for r in results)
+
+
+def test_slots_that_find_the_view_stale_wait_for_one_read_and_see_the_revoke(
+        pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
+    now = [0.0]
+    cache = GrantCache(pool, ttl=2.0, clock=lambda: now[0])
+    bank = tenant(conn)
+    assert "test.record" in cache.get(bank).handlers
+    grants.revoke(conn, bank, handlers=["test.record"])
+    now[0] = 2.5
+    before = _reads(pool)
+    results = _at_once(40, lambda: cache.get(bank))
+    assert _reads(pool) - before == 1
+    assert all(isinstance(r, grants.TenantUses) and "test.record" not in r.handlers
+               for r in results)
+
+
+def test_slots_waiting_on_a_read_that_fails_fail_with_it_without_a_read_each() -> None:
+    # Nothing listens on port 1: every connection attempt fails at once.
+    with ConnectionPool("postgresql://postgres@127.0.0.1:1/none", min_size=0, max_size=2,
+                        timeout=1.0, open=True) as dead:
+        cache = GrantCache(dead, ttl=3600)
+        started = time.monotonic()
+        results = _at_once(20, lambda: cache.get(1))
+        elapsed = time.monotonic() - started
+        assert all(isinstance(r, psycopg.OperationalError) for r in results)
+        # One read waited out its timeout; the others took its failure instead of queueing
+        # 19 more timeouts behind it.
+        assert _reads(dead) <= 2 and elapsed < 10, (_reads(dead), elapsed)
