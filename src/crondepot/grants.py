@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -28,7 +28,10 @@ from psycopg_pool import ConnectionPool
 from crondepot.audit import record_summary
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, InvalidJob, PermanentError
-from crondepot.job.spec import HANDLER_NAME, LIMIT_NAME, JobSpec
+from crondepot.job.fields import HANDLER_NAME, LIMIT_NAME
+
+if TYPE_CHECKING:
+    from crondepot.job.spec import JobSpec
 
 # How long a worker trusts what it read of a tenant's grants: a revoke reaches every worker
 # within this, at one small query per tenant per interval.

@@ -30,7 +30,7 @@ from psycopg_pool import ConnectionPool
 from crondepot import metrics
 from crondepot.db import Q
 from crondepot.errors import CrondepotError, PermanentError
-from crondepot.job.spec import LIMIT_NAME
+from crondepot.job.fields import LIMIT_NAME
 from crondepot.lifecycle import Backoff
 
 log = logging.getLogger("crondepot.ratelimit")

@@ -2,7 +2,6 @@
 
 Most commands run in-process through ``crondepot.cli.main`` (the real parser, error
 handling and exit codes); a few run as real processes (``python -c`` around ``main``).
-The groups are added to ``cli_module._GROUPS`` here until ``crondepot.cli`` lists them.
 """
 
 from __future__ import annotations
@@ -21,19 +20,14 @@ import psycopg
 import pytest
 
 import crondepot.cli as cli_module
-from crondepot.cli import importing, jobs, runs, status, tenants
+from crondepot.cli import jobs
 from crondepot.db import Q, connect
 from crondepot.job.store import get_job
 from crondepot.tenants import hash_token
 
-NEW_GROUPS = (tenants, jobs, runs, importing, status)
-
 RUNNER = """
 import sys
 import crondepot.cli as cli
-from crondepot.cli import importing, jobs, runs, status, tenants
-cli._GROUPS = cli._GROUPS + tuple(g for g in (tenants, jobs, runs, importing, status)
-                                  if g not in cli._GROUPS)
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -80,9 +74,6 @@ class Cli:
 @pytest.fixture
 def cli(db_url: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> Cli:
-    groups = cli_module._GROUPS
-    monkeypatch.setattr(cli_module, "_GROUPS",
-                        groups + tuple(g for g in NEW_GROUPS if g not in groups))
     monkeypatch.delenv("CRONDEPOT_TENANT", raising=False)
     # Tables into a capture are as wide as COLUMNS says, when it is set (a terminal that ran
     # the suite may have exported 80): the tests read whole cells.

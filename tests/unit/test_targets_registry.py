@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from crondepot.errors import PermanentError
-from crondepot.worker.targets import HttpTarget, PythonTarget, Targets, WebhookTarget
+from crondepot.worker.targets import PythonTarget, Targets, WebhookTarget, _MadeOnFirstCall
 from crondepot.worker.targets import default_targets as defaults
 
 
@@ -41,10 +42,33 @@ def test_an_unknown_kind_is_a_permanent_failure_naming_it(target: dict[str, Any]
 def test_the_default_kinds_are_the_job_documents_kinds() -> None:
     from crondepot.job.fields import TARGETS
 
-    webhooks = WebhookTarget.__new__(WebhookTarget)   # never called here
-    registry = defaults(webhooks, signing_keys=None)  # type: ignore[arg-type]
+    made: list[int] = []
+    registry = defaults(lambda: made.append(1) or WebhookTarget.__new__(WebhookTarget),
+                        signing_keys=None)  # type: ignore[arg-type]
     kinds = set(registry._by_kind)
     assert kinds == {"http", "python"}
-    assert isinstance(registry._by_kind["http"], HttpTarget)
+    assert registry._by_kind["http"].kind == "http"
     assert isinstance(registry._by_kind["python"], PythonTarget)
     assert {variant.tag for variant in TARGETS.variants} == kinds
+    assert made == []       # the HTTP client is made for the first HTTP run, not before
+
+
+def test_a_target_made_on_first_call_is_made_once_whichever_slots_call_first() -> None:
+    made: list[Echo] = []
+    gate = threading.Event()
+
+    def make() -> Echo:
+        gate.wait(5)            # every slot is waiting before the first one finishes
+        made.append(Echo())
+        return made[-1]
+
+    target = _MadeOnFirstCall("echo", make)
+    runs = [SimpleNamespace(run_id=f"7:{i}", target={"type": "echo"}) for i in range(20)]
+    threads = [threading.Thread(target=target.call, args=(run, "bank42")) for run in runs]
+    for thread in threads:
+        thread.start()
+    gate.set()
+    for thread in threads:
+        thread.join(5)
+    assert len(made) == 1
+    assert sorted(made[0].calls) == sorted((run.run_id, "bank42") for run in runs)

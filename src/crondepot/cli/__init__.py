@@ -7,55 +7,65 @@ reads ``CRONDEPOT_*`` variables, so a deployment can configure processes by envi
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
-from importlib import metadata
+from types import ModuleType
 
 import psycopg
 
-from crondepot.cli import (
-    api,
-    backfill,
-    db,
-    dlq,
-    holds,
-    importing,
-    jobs,
-    limits,
-    maintenance,
-    migrate,
-    next_fires,
-    runs,
-    scheduler,
-    status,
-    tenants,
-    up,
-    verify,
-    worker,
-)
 from crondepot.cli.output import fail
 from crondepot.errors import CrondepotError
 from crondepot.jsontext import unstorable
 
-_GROUPS = (up, migrate, scheduler, worker, api, tenants, jobs, runs, importing, status, dlq,
-           limits, holds, next_fires, verify, backfill, maintenance, db)
+# Each command and the module (in this package) that registers it, in the order ``--help``
+# lists them. A command imports its own module only: a worker process does not load the
+# API's, the importer's or the job editor's modules (and the HTTP client they bring), which
+# was most of a worker's start-up.
+_COMMANDS = {"up": "up", "migrate": "migrate", "scheduler": "scheduler", "worker": "worker",
+             "api": "api", "tenants": "tenants", "jobs": "jobs", "runs": "runs",
+             "import": "importing", "status": "status", "dlq": "dlq", "limits": "limits",
+             "hosts": "holds", "next": "next_fires", "verify": "verify",
+             "backfill": "backfill", "prune": "maintenance", "db": "db"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _group(module: str) -> ModuleType:
+    return importlib.import_module(f"crondepot.cli.{module}")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, given a known ``command``, only that command's part (the
+    others' modules are not imported)."""
     parser = argparse.ArgumentParser(
         prog="crondepot",
         description="Cron at scale on PostgreSQL: no run lost to a crash, no run sent twice.",
     )
-    parser.add_argument("--version", action="version", version=f"crondepot {version()}",
-                        help="print the installed version and exit")
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in _GROUPS:
-        group.register(commands)
+    modules = [_COMMANDS[command]] if command in _COMMANDS else list(_COMMANDS.values())
+    for module in modules:
+        _group(module).register(commands)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``, reading the package metadata only when asked (it costs every process
+    that does not ask a tenth of its start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"crondepot {version()}")
+        parser.exit()
 
 
 def version() -> str:
     """The installed package's version (its metadata, so it is never out of step)."""
+    from importlib import metadata
+
     try:
         return metadata.version("crondepot")
     except metadata.PackageNotFoundError:       # run from a source tree never installed
@@ -68,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unstorable(word) is not None:
             # bytes that are not UTF-8 (decoded with surrogates): PostgreSQL cannot take them
             return fail(f"argument {word!r} is not UTF-8 text")
-    args = build_parser().parse_args(words)
+    # The command is the first word (the top level takes no option but --help and
+    # --version, which build the whole parser).
+    args = build_parser(words[0] if words else None).parse_args(words)
     as_json = getattr(args, "json", False)
     try:
         code: int = args.run(args)

@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def console() -> Console:
     """A rich console for people. On a terminal, rich's own; into a pipe or a file, plain
     text: no colour, no control codes (even with FORCE_COLOR set), and tables get 200
     columns rather than 80 (unless COLUMNS says otherwise)."""
+    # Imported here: only the commands that print tables need it, and a worker or a
+    # scheduler process should not pay for it at start-up.
+    from rich.console import Console
+
     if sys.stdout.isatty():
         return Console()
     return Console(width=None if "COLUMNS" in os.environ else 200, force_terminal=False,

@@ -1,8 +1,26 @@
-"""Jobs: the standing instructions. ``spec`` validates documents; ``store`` persists them."""
+"""Jobs: the standing instructions. ``spec`` validates documents; ``store`` persists them.
+
+The names below are loaded on first use (PEP 562), not with the package: importing
+``crondepot.job.fields`` (the maintenance services do, through ``holds``) must not load the
+document validator and the HTTP client it checks URLs with.
+"""
 
 from __future__ import annotations
 
-from crondepot.job.spec import PRIORITIES, JobSpec, Misfire, Priority
-from crondepot.job.store import CreatedJob, create_jobs
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crondepot.job.spec import PRIORITIES, JobSpec, Misfire, Priority
+    from crondepot.job.store import CreatedJob, create_jobs
+
+_WHERE = {"PRIORITIES": "spec", "JobSpec": "spec", "Misfire": "spec", "Priority": "spec",
+          "CreatedJob": "store", "create_jobs": "store"}
 
 __all__ = ["PRIORITIES", "CreatedJob", "JobSpec", "Misfire", "Priority", "create_jobs"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

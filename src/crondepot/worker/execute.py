@@ -21,7 +21,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -45,7 +45,10 @@ from crondepot.ratelimit import HOLD_SECONDS, RateLimiter, UnknownLimit
 from crondepot.retry import decide
 from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.signing_keys import SigningKeys, fetch_from
-from crondepot.worker.targets import OutcomeUnknown, Targets, WebhookTarget, default_targets
+from crondepot.worker.targets import OutcomeUnknown, Targets, default_targets
+
+if TYPE_CHECKING:
+    from crondepot.worker.targets.http import WebhookTarget
 
 log = logging.getLogger("crondepot.worker")
 
@@ -68,7 +71,8 @@ class Attempt:
 
 class Executor:
     def __init__(self, pool: ConnectionPool, outcomes: OutcomeWriter, limiter: RateLimiter,
-                 webhooks: WebhookTarget, *, stopping: Callable[[], bool],
+                 webhooks: WebhookTarget | Callable[[], WebhookTarget], *,
+                 stopping: Callable[[], bool],
                  max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS,
                  grants: GrantCache | None = None,
                  signing_keys: SigningKeys | None = None,
@@ -78,8 +82,11 @@ class Executor:
         self._max_lease_seconds = max_lease_seconds
         self._outcomes = outcomes
         self._limiter = limiter
+        # A factory is called for the first HTTP run (the worker's: a worker whose jobs only
+        # call handlers never loads the HTTP client).
         self._targets = targets or default_targets(
-            webhooks, signing_keys or SigningKeys(fetch_from(pool)))
+            webhooks if callable(webhooks) else lambda: webhooks,
+            signing_keys or SigningKeys(fetch_from(pool)))
         self._stopping = stopping
 
     def run(self, attempt: Attempt,

@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.types.json import set_json_loads
@@ -52,7 +52,10 @@ from crondepot.ratelimit import RateLimiter
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.slots import Slots
-from crondepot.worker.targets import AddressGuard, WebhookTarget
+from crondepot.worker.targets.guard import AddressGuard
+
+if TYPE_CHECKING:
+    from crondepot.worker.targets.http import WebhookTarget
 
 log = logging.getLogger("crondepot.worker")
 
@@ -110,10 +113,13 @@ class Worker(Stoppable):
                                     kwargs={"autocommit": True,
                                             "application_name": "crondepot-worker"},
                                     configure=_configure_connection, **idle_check(), open=False)
-        self._webhooks = WebhookTarget(guard or AddressGuard.from_env(), slots=config.concurrency)
+        # Read now, so that a bad CRONDEPOT_TARGET_ALLOWLIST stops the worker at start; the
+        # HTTP client itself is made for the first HTTP run (_open_webhooks).
+        self._guard = guard or AddressGuard.from_env()
+        self._webhooks: WebhookTarget | None = None
         self._outcomes = OutcomeWriter(self._pool)
         self._executor = Executor(self._pool, self._outcomes, RateLimiter(self._pool),
-                                  self._webhooks, stopping=self._stop.is_set,
+                                  self._open_webhooks, stopping=self._stop.is_set,
                                   max_lease_seconds=config.max_lease_seconds)
         # Claim once this many slots are free (or after CLAIM_GATHER_SECONDS): a claim costs a
         # round trip whatever its size, and no-op runs free their slots one by one.
@@ -122,6 +128,13 @@ class Worker(Stoppable):
             config.maintenance or MaintenanceConfig(
                 url=config.url, name="worker", max_lease_seconds=config.max_lease_seconds),
             self._stop)
+
+    def _open_webhooks(self) -> WebhookTarget:
+        # Called once, by the executor's HTTP target, for the first HTTP run.
+        from crondepot.worker.targets.http import WebhookTarget
+
+        self._webhooks = WebhookTarget(self._guard, slots=self.config.concurrency)
+        return self._webhooks
 
     def busy_slots(self) -> int:
         # Read without the lock: a gauge sampled at scrape time may be a moment old.
@@ -148,7 +161,8 @@ class Worker(Stoppable):
             self._beat_sooner.set()
             heartbeat.join(timeout=5)
             self._maintainer.join()
-            self._webhooks.close()
+            if self._webhooks is not None:
+                self._webhooks.close()
             self._pool.close()
             log.info("worker stopped", extra={"worker": self.config.name})
 

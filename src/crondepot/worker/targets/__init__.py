@@ -3,38 +3,92 @@
 - ``base``: the ``Target`` interface and the ``Targets`` registry the executor calls through.
 - ``http``: the webhook target (signed POST, response classification, no redirects).
 - ``python``: handlers registered in the worker process by name.
-- ``guard``: the address guard, applied to the address actually connected to.
+- ``guard``: the address guard; ``backend`` applies it to the address actually connected to.
 - ``signing``: Standard Webhooks signatures, also usable by receivers (``verify``).
+
+The names below are loaded on first use (PEP 562), not with the package: a worker whose
+jobs call Python handlers never loads httpx, and the job validator loads only the guard.
 """
 
-from crondepot.worker.signing_keys import SigningKeys
-from crondepot.worker.targets.base import Target, Targets
-from crondepot.worker.targets.guard import (
-    ALLOWLIST_ENV,
-    AddressGuard,
-    GuardedBackend,
-    Resolver,
-    TargetRefused,
-    refusal_reason,
-    resolve,
-)
-from crondepot.worker.targets.http import (
-    HttpTarget,
-    OutcomeUnknown,
-    WebhookCall,
-    WebhookResult,
-    WebhookTarget,
-    connection_limits,
-    retry_after,
-    webhook_body,
-)
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from crondepot.worker.targets.base import OutcomeUnknown, Target, Targets
 from crondepot.worker.targets.python import PythonTarget
-from crondepot.worker.targets.signing import sign, sign_all, verify
+
+if TYPE_CHECKING:
+    from crondepot.queue import ClaimedRun
+    from crondepot.worker.signing_keys import SigningKeys
+    from crondepot.worker.targets.backend import GuardedBackend
+    from crondepot.worker.targets.guard import (
+        ALLOWLIST_ENV,
+        AddressGuard,
+        Resolver,
+        TargetRefused,
+        refusal_reason,
+        resolve,
+    )
+    from crondepot.worker.targets.http import (
+        HttpTarget,
+        WebhookCall,
+        WebhookResult,
+        WebhookTarget,
+        connection_limits,
+        retry_after,
+        webhook_body,
+    )
+    from crondepot.worker.targets.signing import sign, sign_all, verify
+
+_WHERE = {
+    "GuardedBackend": "backend",
+    **dict.fromkeys(("ALLOWLIST_ENV", "AddressGuard", "Resolver", "TargetRefused",
+                     "refusal_reason", "resolve"), "guard"),
+    **dict.fromkeys(("HttpTarget", "WebhookCall", "WebhookResult", "WebhookTarget",
+                     "connection_limits", "retry_after", "webhook_body"), "http"),
+    **dict.fromkeys(("sign", "sign_all", "verify"), "signing"),
+}
 
 
-def default_targets(webhooks: WebhookTarget, signing_keys: SigningKeys) -> Targets:
-    """Every kind of target a job may name (job/fields.py lists the same kinds)."""
-    return Targets({"http": HttpTarget(webhooks, signing_keys), "python": PythonTarget()})
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
+
+class _MadeOnFirstCall:
+    """A target made when a run first needs it, once, whichever slot gets there first."""
+
+    def __init__(self, kind: str, make: Callable[[], Target]) -> None:
+        self.kind = kind
+        self._make = make
+        self._target: Target | None = None
+        self._lock = threading.Lock()
+
+    def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
+        target = self._target
+        if target is None:
+            with self._lock:
+                if self._target is None:
+                    self._target = self._make()
+                target = self._target
+        return target.call(run, tenant)
+
+
+def default_targets(webhooks: Callable[[], WebhookTarget],
+                    signing_keys: SigningKeys) -> Targets:
+    """Every kind of target a job may name (job/fields.py lists the same kinds). The HTTP
+    target, and the client under it (``webhooks()``), are made for the first HTTP run."""
+
+    def http() -> Target:
+        from crondepot.worker.targets.http import HttpTarget
+
+        return HttpTarget(webhooks(), signing_keys)
+
+    return Targets({"http": _MadeOnFirstCall("http", http), "python": PythonTarget()})
 
 
 __all__ = [

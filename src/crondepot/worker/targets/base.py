@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
 
 
+class OutcomeUnknown(PermanentError):
+    """The request may have reached a target that does not drop repeats.
+
+    A read timeout or a connection lost after sending: the target may have acted. Retrying
+    could act twice, so the run is not retried automatically.
+    """
+
+
 class Target(Protocol):
     kind: str
 

@@ -30,7 +30,9 @@ from psycopg_pool import PoolTimeout
 
 from crondepot.errors import PermanentError, TargetError, TemporaryError
 from crondepot.worker.signing_keys import SigningKeys
-from crondepot.worker.targets.guard import AddressGuard, GuardedBackend, Resolver, resolve
+from crondepot.worker.targets.backend import GuardedBackend
+from crondepot.worker.targets.base import OutcomeUnknown
+from crondepot.worker.targets.guard import AddressGuard, Resolver, resolve
 from crondepot.worker.targets.signing import sign_all
 
 if TYPE_CHECKING:
@@ -82,14 +84,6 @@ class WebhookCall:
 class WebhookResult:
     status_code: int
     duration_s: float
-
-
-class OutcomeUnknown(PermanentError):
-    """The request may have reached a target that does not drop repeats.
-
-    A read timeout or a connection lost after sending: the target may have acted. Retrying
-    could act twice, so the run is not retried automatically.
-    """
 
 
 def webhook_body(
