@@ -11,24 +11,34 @@ Variants (``--variants``, comma-separated, in the order they run each round):
 - ``fillfactor-80``: ``runs`` with free space on each page, so that a row's new version
   may stay on its page;
 - ``run-id-collate-c``: ``runs.run_id`` compared bytewise (``COLLATE "C"``) rather than by
-  the database's collation.
+  the database's collation;
+- ``baseline``: the migrated schema, with workers running the code of another commit
+  (``--baseline REV``, extracted with ``git archive``; its schema must be the same). A
+  change in the worker's Python is measured this way.
 
 Run it (PostgreSQL 15+, an admin URL that may CREATE DATABASE):
 
     python bench/worker_ab.py --variants full-listing-index,migrated --processes 1,2,4 --rounds 4
+    python bench/worker_ab.py --variants baseline,migrated --baseline 67d22f0 --processes 2,4
 
-It prints each drain, then per variant and P the medians of first->last runs/s, PostgreSQL
-CPU µs per run and WAL bytes per run. Figures are printed, never asserted.
+It prints one idle worker's start-up CPU per variant, each drain, then per variant and P the
+medians of first->last runs/s, worker and PostgreSQL CPU µs per run and WAL bytes per run.
+Figures are printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 from common import DEFAULT_ADMIN_URL, BenchDatabases, run_interruptibly
-from workers import BEST_CONCURRENCY, Drain, drain, load_line, server_report
+from workers import BEST_CONCURRENCY, Drain, drain, load_line, server_report, startup_cpu
 
 VARIANTS: dict[str, list[str]] = {
     "migrated": [],
@@ -39,6 +49,7 @@ VARIANTS: dict[str, list[str]] = {
     ],
     "fillfactor-80": ["ALTER TABLE runs SET (fillfactor = 80)"],
     "run-id-collate-c": ['ALTER TABLE runs ALTER COLUMN run_id TYPE text COLLATE "C"'],
+    "baseline": [],
 }
 
 
@@ -50,30 +61,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", default="1,2,4", help="worker processes, e.g. 1,2,4")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--size", type=int, default=20_000, help="runs per drain (20000)")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="the commit whose code the 'baseline' variant's workers run")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     unknown = set(names) - set(VARIANTS)
     if unknown:
         parser.error(f"--variants: unknown {sorted(unknown)}; choose from {list(VARIANTS)}")
+    if ("baseline" in names) != (args.baseline is not None):
+        parser.error("--baseline REV and the variant 'baseline' go together")
     processes = [int(p) for p in args.processes.split(",")]
-    return run_interruptibly(lambda: run(args.db, names, processes, args.rounds, args.size),
-                             load_line)
+    with _source_of(args.baseline) as source:
+        return run_interruptibly(
+            lambda: run(args.db, names, processes, args.rounds, args.size, source), load_line)
+
+
+@contextlib.contextmanager
+def _source_of(rev: str | None) -> Iterator[str | None]:
+    """A temporary folder holding the ``crondepot`` package as commit ``rev`` had it."""
+    if rev is None:
+        yield None
+        return
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="crondepot-baseline-") as folder:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "src"],
+                                 capture_output=True, check=False)
+        if archive.returncode != 0:
+            raise SystemExit(f"--baseline: git archive {rev}: "
+                             f"{archive.stderr.decode(errors='replace').strip()}")
+        subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+        yield str(Path(folder) / "src")
 
 
 def run(admin_url: str, names: list[str], processes: list[int], rounds: int,
-        size: int) -> None:
+        size: int, baseline: str | None = None) -> None:
     for line in server_report(admin_url):
         print(line)
     print(f"command: {' '.join(['python', *sys.argv])}\n", flush=True)
     databases = BenchDatabases(admin_url, "crondepot_wab_")
+
+    def source(name: str) -> str | None:
+        return baseline if name == "baseline" else None
+
+    for name in names:
+        cpu = startup_cpu(databases, "crondepot-best", BEST_CONCURRENCY, source(name))
+        print(f"  {name:>20}: one idle worker process, start-up CPU {cpu:.2f} s", flush=True)
     results: dict[tuple[str, int], list[Drain]] = {}
     for _ in range(max(1, rounds)):
         for p in processes:
             for name in names:
                 d = drain(databases, "crondepot-best", size, p, BEST_CONCURRENCY,
-                          VARIANTS[name])
+                          VARIANTS[name], source(name))
                 results.setdefault((name, p), []).append(d)
                 print(f"  {name:>20} P={p}: first->last {d.rate_f2l:>7,.0f} runs/s, "
+                      f"worker {d.worker_cpu / d.size * 1e6:5.1f} us/run, "
                       f"PostgreSQL {d.postgres_cpu / d.size * 1e6:5.1f} us/run, "
                       f"WAL {d.wal_bytes / d.size:5.0f} B/run", flush=True)
     print(f"\nmedians of {rounds} rounds:")
@@ -81,7 +122,9 @@ def run(admin_url: str, names: list[str], processes: list[int], rounds: int,
         for name in names:
             ds = results[(name, p)]
             print(f"  {name:>20} P={p}: first->last "
-                  f"{statistics.median(d.rate_f2l for d in ds):>7,.0f} runs/s, PostgreSQL "
+                  f"{statistics.median(d.rate_f2l for d in ds):>7,.0f} runs/s, worker "
+                  f"{statistics.median(d.worker_cpu / d.size * 1e6 for d in ds):5.1f} us/run, "
+                  "PostgreSQL "
                   f"{statistics.median(d.postgres_cpu / d.size * 1e6 for d in ds):5.1f} us/run,"
                   f" WAL {statistics.median(d.wal_bytes / d.size for d in ds):5.0f} B/run")
 

@@ -310,8 +310,11 @@ FINISHED = {s: FINISHED_BY_FAMILY[family(s)] for s in SYSTEMS}
 
 # --------------------------------------------------------------------------- processes
 
-def child_env() -> dict[str, str]:
-    path = os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH")) if p)
+def child_env(source: str | None = None) -> dict[str, str]:
+    """The children's environment; ``source``, a folder holding another version's
+    ``crondepot`` package, is put before the installed one (bench/worker_ab.py --baseline)."""
+    path = os.pathsep.join(p for p in (str(BENCH_DIR), source, os.environ.get("PYTHONPATH"))
+                           if p)
     return {**os.environ, "PYTHONPATH": path, "CRONDEPOT_LOG_LEVEL": "WARNING",
             "CRONDEPOT_LOG_FORMAT": "text"}
 
@@ -324,6 +327,7 @@ class Children:
     roles: list[str] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
     peak_rss: dict[int, int] = field(default_factory=dict)    # pid -> peak bytes
+    source: str | None = None                                 # see child_env
     _stop: threading.Event = field(default_factory=threading.Event)
     _sampler: threading.Thread | None = None
 
@@ -332,7 +336,7 @@ class Children:
         self.logs.append(log)
         self.roles.append(role)
         self.popens.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                            env=child_env(), cwd=BENCH_DIR,
+                                            env=child_env(self.source), cwd=BENCH_DIR,
                                             preexec_fn=die_with_parent))
 
     def sample_rss(self) -> None:
@@ -479,9 +483,11 @@ class Drain:
 
 
 def drain(databases: BenchDatabases, system: str, size: int, processes: int,
-          concurrency: int, schema_changes: Sequence[str] = ()) -> Drain:
-    """One drain; ``schema_changes`` run in the fresh database before the load (the
-    variants of bench/worker_ab.py)."""
+          concurrency: int, schema_changes: Sequence[str] = (),
+          source: str | None = None) -> Drain:
+    """One drain; ``schema_changes`` run in the fresh database before the load, and the
+    workers run the ``crondepot`` package found in ``source`` when given (the variants of
+    bench/worker_ab.py)."""
     result = Drain(system=system, processes=processes, size=size)
     with databases.fresh() as url:
         if schema_changes:
@@ -490,7 +496,7 @@ def drain(databases: BenchDatabases, system: str, size: int, processes: int,
                     conn.execute(statement)
         load(system, url, size)
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            children = Children()
+            children = Children(source=source)
             xacts_before = xact_commits(conn)
             wal_before = wal_lsn(conn)
             cpu_before = server_cpu(conn)
@@ -542,14 +548,15 @@ def _measure(conn: psycopg.Connection[Any], url: str, result: Drain, children: C
 STARTUP_IDLE_SECONDS = 3.0
 
 
-def startup_cpu(databases: BenchDatabases, system: str, concurrency: int) -> float:
+def startup_cpu(databases: BenchDatabases, system: str, concurrency: int,
+                source: str | None = None) -> float:
     """CPU seconds one worker process of ``system`` uses to start (imports, connections,
     threads) and then sit idle for a few seconds with nothing queued. A drain's worker CPU
     includes it once per process: at P = 4 on 20,000 runs, 0.4 s of start-up is 80 µs "per
     run" that no run costs. The table's net column takes it out."""
     with databases.fresh() as url:
         load(system, url, 0)
-        children = Children()
+        children = Children(source=source)
         try:
             children.start(worker_argv(system, url, "w-idle", concurrency), "worker")
             time.sleep(STARTUP_IDLE_SECONDS)
