@@ -164,9 +164,10 @@ class GrantCache:
     tenant (thread-safe). A revoke therefore reaches the worker within ``ttl``.
 
     One read per tenant at a time: the slots that find the view missing or stale while it
-    is being read wait for that read rather than each making their own. Without this, the
-    first claim of a 100-slot worker, and every slot once the view went stale, sent up to
-    100 reads at once and grew the connection pool to its maximum for them.
+    is being read wait for that read and take its outcome, the view it read or its failure,
+    rather than each making their own. Without this, the first claim of a 100-slot worker,
+    and every slot once the view went stale, sent up to 100 reads at once and grew the
+    connection pool to its maximum for them.
     """
 
     def __init__(self, pool: ConnectionPool, *, ttl: float = CACHE_SECONDS,
@@ -176,8 +177,11 @@ class GrantCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[int, tuple[float, TenantUses]] = {}
-        self._reading: dict[int, threading.Lock] = {}     # one per tenant, under _lock
-        self._failed: dict[int, float] = {}               # tenant -> clock of its last failed read
+        # Per tenant, under _lock: the lock a read holds, how many reads have ended, and the
+        # last one's outcome (the view, or why it could not be read).
+        self._reading: dict[int, threading.Lock] = {}
+        self._reads: dict[int, int] = {}
+        self._outcome: dict[int, TenantUses | psycopg.Error] = {}
 
     def get(self, tenant_id: int) -> TenantUses:
         now = self._clock()
@@ -188,27 +192,35 @@ class GrantCache:
             return entry[1]
         with self._lock:
             reading = self._reading.setdefault(tenant_id, threading.Lock())
+            ended = self._reads.get(tenant_id, 0)
         with reading:
-            entry = self._entries.get(tenant_id)
-            if entry is not None and self._clock() - entry[0] < self._ttl:
-                return entry[1]          # read by the slot we waited for
-            if self._failed.get(tenant_id, -1.0) >= now:
-                # The read we waited for failed: fail (or keep the last view) as it did,
-                # rather than queue one more attempt each against an unreachable database.
-                if entry is None:
-                    raise psycopg.OperationalError("the tenant's grants could not be read")
-                return entry[1]
-            read_at = self._clock()
-            try:
-                with self._pool.connection() as conn:
-                    uses = tenant_uses(conn, tenant_id)
-            except (psycopg.OperationalError, psycopg.InterfaceError):
-                self._failed[tenant_id] = read_at
-                if entry is None:
-                    raise
-                return entry[1]     # the database is away: the last view beats failing the run
-            self._entries[tenant_id] = (read_at, uses)
-            return uses
+            if self._reads.get(tenant_id, 0) != ended:
+                # A read ended while this slot waited for it: its outcome is this slot's,
+                # however long it took (a second read would only queue behind the first).
+                outcome = self._outcome[tenant_id]
+            else:
+                outcome = self._read(tenant_id)
+        if isinstance(outcome, TenantUses):
+            return outcome
+        if entry is not None:
+            return entry[1]     # the database is away: the last view beats failing the run
+        raise psycopg.OperationalError(
+            f"the grants of tenant {tenant_id} could not be read: {outcome}") from outcome
+
+    def _read(self, tenant_id: int) -> TenantUses | psycopg.Error:
+        read_at = self._clock()     # the view is as old as the read's start
+        outcome: TenantUses | psycopg.Error
+        try:
+            with self._pool.connection() as conn:
+                outcome = tenant_uses(conn, tenant_id)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            outcome = exc
+        with self._lock:
+            if isinstance(outcome, TenantUses):
+                self._entries[tenant_id] = (read_at, outcome)
+            self._outcome[tenant_id] = outcome
+            self._reads[tenant_id] = self._reads.get(tenant_id, 0) + 1
+        return outcome
 
 
 def run_refusal(target: dict[str, Any], rate_limit: str | None,
