@@ -192,3 +192,23 @@ def test_dlq_time_and_job_filters_from_the_command_line(conn: psycopg.Connection
     assert {name: statuses[run_id] for name, run_id in ids.items()} == {
         "a1": "queued", "a2": "queued", "a3": "queued", "b1": "queued", "b2": "dead",
         "c1": "queued", "d1": "queued", "failed": "failed"}
+
+
+# --- the environment's settings, checked at start ----------------------------------------
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"CRONDEPOT_TARGET_ALLOWLIST": "10.0.0.1/8"}, "did you mean 10.0.0.0/8"),
+    ({"SSL_CERT_FILE": "/nonexistent/ca.pem"}, "SSL_CERT_FILE: '/nonexistent/ca.pem' is not"),
+    ({"SSL_CERT_FILE": "", "SSL_CERT_DIR": "/nonexistent"}, "SSL_CERT_DIR: '/nonexistent' is"),
+])
+def test_a_bad_target_setting_stops_the_worker_at_start_with_a_clear_error(
+        conn: psycopg.Connection[Any], db_url: str, env: dict[str, str], needle: str) -> None:
+    # The HTTP client is made for the first HTTP run, so the settings it will read are
+    # checked before the worker claims anything.
+    queued_runs(conn, 3)
+    done = subprocess.run([sys.executable, "-m", "crondepot", "worker", "--db", db_url],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
+    assert done.returncode == 2, done.stderr
+    assert needle in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert conn.execute("SELECT count(*) FROM runs WHERE status = 'queued'").fetchone() == (3,)

@@ -80,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
                               maintenance=maintenance_config(
                                   args, db.url, f"worker-{args.name or os.getpid()}"),
                               **({"name": args.name} if args.name else {}))
-        worker = Worker(config)
+        try:
+            worker = Worker(config)
+        except ValueError as exc:     # the environment's settings: the allow-list, the CAs
+            return fail(str(exc))
         worker.install_signal_handlers()
         worker.run()
     if worker.abandoned:

@@ -20,7 +20,8 @@ _WHERE = {"PRIORITIES": "spec", "JobSpec": "spec", "Misfire": "spec", "Priority"
 __all__ = ["PRIORITIES", "CreatedJob", "JobSpec", "Misfire", "Priority", "create_jobs"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+if not TYPE_CHECKING:     # for mypy, the names are the imports above: a misspelling is an error
+    def __getattr__(name: str) -> Any:
+        if name not in _WHERE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

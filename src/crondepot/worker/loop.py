@@ -52,6 +52,7 @@ from crondepot.ratelimit import RateLimiter
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.recorder import OutcomeWriter
 from crondepot.worker.slots import Slots
+from crondepot.worker.targets import check_tls_environment
 from crondepot.worker.targets.guard import AddressGuard
 
 if TYPE_CHECKING:
@@ -113,9 +114,10 @@ class Worker(Stoppable):
                                     kwargs={"autocommit": True,
                                             "application_name": "crondepot-worker"},
                                     configure=_configure_connection, **idle_check(), open=False)
-        # Read now, so that a bad CRONDEPOT_TARGET_ALLOWLIST stops the worker at start; the
-        # HTTP client itself is made for the first HTTP run (_open_webhooks).
+        # Read now, so that a bad CRONDEPOT_TARGET_ALLOWLIST or CA setting stops the worker at
+        # start; the HTTP client itself is made for the first HTTP run (_open_webhooks).
         self._guard = guard or AddressGuard.from_env()
+        check_tls_environment()
         self._webhooks: WebhookTarget | None = None
         self._outcomes = OutcomeWriter(self._pool)
         self._executor = Executor(self._pool, self._outcomes, RateLimiter(self._pool),

@@ -13,8 +13,9 @@ jobs call Python handlers never loads httpx, and the job validator loads only th
 from __future__ import annotations
 
 import importlib
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crondepot.worker.targets.base import OutcomeUnknown, Target, Targets
@@ -53,10 +54,28 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+if not TYPE_CHECKING:     # for mypy, the names are the imports above: a misspelling is an error
+    def __getattr__(name: str) -> Any:
+        if name not in _WHERE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
+
+def check_tls_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Check that the CA certificates ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` name exist (the
+    HTTP client reads them, the file first, when it is made for the first HTTP run), so
+    that a wrong path stops a worker at start. Raises ValueError naming the variable.
+    Existence only: parsing a bundle costs a tenth of a worker's start-up, and a bundle
+    that exists but does not parse is a rarer mistake than a path that does not exist."""
+    env = os.environ if environ is None else environ
+    for name, exists in (("SSL_CERT_FILE", os.path.isfile), ("SSL_CERT_DIR", os.path.isdir)):
+        value = env.get(name)
+        if value:
+            if not exists(value) or not os.access(value, os.R_OK):
+                kind = "file" if name == "SSL_CERT_FILE" else "directory"
+                raise ValueError(f"{name}: {value!r} is not a readable {kind} (the CA "
+                                 "certificates for HTTPS targets)")
+            return
 
 
 class _MadeOnFirstCall:
@@ -105,6 +124,7 @@ __all__ = [
     "WebhookCall",
     "WebhookResult",
     "WebhookTarget",
+    "check_tls_environment",
     "connection_limits",
     "default_targets",
     "refusal_reason",
