@@ -90,6 +90,9 @@ def _source_of(rev: str | None) -> Iterator[str | None]:
             raise SystemExit(f"--baseline: git archive {rev}: "
                              f"{archive.stderr.decode(errors='replace').strip()}")
         subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+        # Compiled now, as the installed code is: else the baseline's first processes would
+        # count compiling every module in their start-up.
+        subprocess.run([sys.executable, "-m", "compileall", "-q", folder], check=True)
         yield str(Path(folder) / "src")
 
 
