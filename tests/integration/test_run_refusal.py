@@ -89,13 +89,21 @@ def test_a_handler_gets_its_tenants_name(pool: ConnectionPool,
     assert [run.tenant for run in SEEN] == ["shop7"]
 
 
-def test_the_cached_grants_are_read_again_after_their_ttl(
-        pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
+def _cached_then_revoked(pool: ConnectionPool, conn: psycopg.Connection[Any]
+                         ) -> tuple[GrantCache, list[float], int]:
+    """A cache (ttl 2 s, its clock ``now[0]``) holding the bank's grants, then the bank's
+    test.record handler revoked in the database."""
     now = [0.0]
     cache = GrantCache(pool, ttl=2.0, clock=lambda: now[0])
     bank = tenant(conn)
     assert "test.record" in cache.get(bank).handlers
     grants.revoke(conn, bank, handlers=["test.record"])
+    return cache, now, bank
+
+
+def test_the_cached_grants_are_read_again_after_their_ttl(
+        pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
+    cache, now, bank = _cached_then_revoked(pool, conn)
     now[0] = 1.9
     assert "test.record" in cache.get(bank).handlers              # still the cached view
     now[0] = 2.0
@@ -140,11 +148,7 @@ def test_slots_that_find_no_view_wait_for_one_read_of_it(
 
 def test_slots_that_find_the_view_stale_wait_for_one_read_and_see_the_revoke(
         pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
-    now = [0.0]
-    cache = GrantCache(pool, ttl=2.0, clock=lambda: now[0])
-    bank = tenant(conn)
-    assert "test.record" in cache.get(bank).handlers
-    grants.revoke(conn, bank, handlers=["test.record"])
+    cache, now, bank = _cached_then_revoked(pool, conn)
     now[0] = 2.5
     before = _reads(pool)
     results = _at_once(40, lambda: cache.get(bank))
