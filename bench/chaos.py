@@ -13,8 +13,9 @@ What it does (everything on loopback, nothing on the machine's shared PostgreSQL
 - creates thousands of every-minute jobs (spread over 50 s of the minute, ``run_late``,
   catch-up ``all``, lease 15 s, target timeout 3 s), half to each gateway, plus a 9 a.m.-style
   spike: thousands of jobs due at one fixed UTC minute a little into the run, unspread;
-- runs 3 ``crondepot scheduler`` copies (one under ``faketime -f +2h``: a skewed host clock)
-  and 3 ``crondepot worker`` processes as real processes, each in its own process group;
+- runs 3 ``crondepot scheduler`` copies (one under ``faketime -f +2h``: a skewed host clock;
+  its wall clock only, see ``start_services``) and 3 ``crondepot worker`` processes as real
+  processes, each in its own process group;
 - injects faults on a schedule proportional to the duration: ``kill -9`` of a random
   scheduler or worker every few seconds (restarted a second later); one PostgreSQL restart
   (``pg_ctl stop -m immediate`` + start); one worker ``SIGSTOP``-ed for lease + 10 s, then
@@ -221,9 +222,21 @@ class Service:
         return self.popen is not None and self.popen.poll() is None
 
     def signal(self, sig: int) -> None:
-        if self.popen is not None and self.popen.poll() is None:
+        # The whole group, even when its leader has exited: a faketime wrapper dies of
+        # SIGTERM at once, and the scheduler it started is still in the group, shutting down.
+        # (The group's id cannot be reused while any member is alive.)
+        if self.popen is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, sig)
+
+    def _group_alive(self) -> bool:
+        if self.popen is None:
+            return False
+        try:
+            os.killpg(self.popen.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
     def kill9(self) -> None:
         self.signal(signal.SIGKILL)
@@ -236,14 +249,22 @@ class Service:
         self.signal(signal.SIGTERM)
 
     def wait(self, timeout: float) -> int | None:
-        """Wait for the exit after ``terminate``; kill -9 past ``timeout`` (None then)."""
+        """Wait for the exit after ``terminate`` (of the whole group: the process a faketime
+        wrapper started outlives the wrapper); kill -9 past ``timeout`` (None then)."""
         if self.popen is None:
             return None
+        until = time.monotonic() + timeout
         try:
-            return self.popen.wait(timeout=timeout)
+            code = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill9()
             return None
+        while self._group_alive():
+            if time.monotonic() >= until:
+                self.signal(signal.SIGKILL)
+                return None
+            time.sleep(0.05)
+        return code
 
     def log_lines(self) -> Iterator[dict[str, Any]]:
         for path in self.log_paths:
@@ -370,13 +391,23 @@ def start_services(run: Run, url: str) -> None:
         run.notes.append("faketime is not installed (apt-get install -y faketime): the "
                          "skewed-clock scheduler fault was SKIPPED; all schedulers ran on the "
                          "host clock.")
+    # The skewed host's wall clock is wrong, its monotonic clock is not. libfaketime skews
+    # both by default, and Python's timed waits (a lock's acquire with a timeout, a thread's
+    # join) then wait out the offset in real time: the skewed scheduler hung for two hours
+    # in its shutdown, and outlived the run as an orphan of the wrapper; its tick loop's
+    # waits were as long, so it ticked about once per generation. With the monotonic clock
+    # left alone it ticks every second on a wall clock two hours ahead. One cost, from
+    # libfaketime 0.9.10: time.sleep fails there (EINVAL), and the scheduler sleeps only
+    # while it waits for the database at start, so a skewed scheduler started while the
+    # database is down exits 1 and is restarted like any crashed process (the report says).
+    skewed_env = {**env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     for i in range(1, plan.schedulers + 1):
         skewed = i == plan.schedulers and faketime is not None
         prefix = [faketime, "-f", SKEW] if skewed and faketime else []
         name = f"scheduler-{i}" + ("-skewed" if skewed else "")
         run.services.append(Service(name, [
             *prefix, *crondepot, "scheduler", "--db", url, "--tick", "1s", "--log-json",
-            "--name", f"{name}.g{{gen}}"], env, run.logs))
+            "--name", f"{name}.g{{gen}}"], skewed_env if skewed else env, run.logs))
     for i in range(1, plan.workers + 1):
         name = f"worker-{i}"
         run.services.append(Service(name, [
