@@ -177,10 +177,9 @@ class GrantCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[int, tuple[float, TenantUses]] = {}
-        # Per tenant, under _lock: the lock a read holds, how many reads have ended, and the
-        # last one's outcome (the view, or why it could not be read).
+        # Per tenant, under _lock: the lock a read holds, and the last read's outcome (the
+        # view, or why it could not be read; a new object each read).
         self._reading: dict[int, threading.Lock] = {}
-        self._reads: dict[int, int] = {}
         self._outcome: dict[int, TenantUses | psycopg.Error] = {}
 
     def get(self, tenant_id: int) -> TenantUses:
@@ -192,13 +191,12 @@ class GrantCache:
             return entry[1]
         with self._lock:
             reading = self._reading.setdefault(tenant_id, threading.Lock())
-            ended = self._reads.get(tenant_id, 0)
+            seen = self._outcome.get(tenant_id)
         with reading:
-            if self._reads.get(tenant_id, 0) != ended:
-                # A read ended while this slot waited for it: its outcome is this slot's,
-                # however long it took (a second read would only queue behind the first).
-                outcome = self._outcome[tenant_id]
-            else:
+            outcome = self._outcome.get(tenant_id)
+            # A read that ended while this slot waited for it left a new outcome: it is this
+            # slot's, however long it took (a second read would only queue behind the first).
+            if outcome is seen:
                 outcome = self._read(tenant_id)
         if isinstance(outcome, TenantUses):
             return outcome
@@ -219,7 +217,6 @@ class GrantCache:
             if isinstance(outcome, TenantUses):
                 self._entries[tenant_id] = (read_at, outcome)
             self._outcome[tenant_id] = outcome
-            self._reads[tenant_id] = self._reads.get(tenant_id, 0) + 1
         return outcome
 
 
