@@ -10,7 +10,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 
 import psycopg
 
@@ -29,10 +28,6 @@ _COMMANDS = {"up": "up", "migrate": "migrate", "scheduler": "scheduler", "worker
              "backfill": "backfill", "prune": "maintenance", "db": "db"}
 
 
-def _group(module: str) -> ModuleType:
-    return importlib.import_module(f"crondepot.cli.{module}")
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or, given a known ``command``, only that command's part (the
     others' modules are not imported)."""
@@ -44,7 +39,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = [_COMMANDS[command]] if command in _COMMANDS else list(_COMMANDS.values())
     for module in modules:
-        _group(module).register(commands)
+        importlib.import_module(f"crondepot.cli.{module}").register(commands)
     return parser
 
 

@@ -7,8 +7,9 @@ document validator and the HTTP client it checks URLs with.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from crondepot.exports import on_first_use
 
 if TYPE_CHECKING:
     from crondepot.job.spec import PRIORITIES, JobSpec, Misfire, Priority
@@ -21,7 +22,4 @@ __all__ = ["PRIORITIES", "CreatedJob", "JobSpec", "Misfire", "Priority", "create
 
 
 if not TYPE_CHECKING:     # for mypy, the names are the imports above: a misspelling is an error
-    def __getattr__(name: str) -> Any:
-        if name not in _WHERE:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    __getattr__ = on_first_use(__name__, _WHERE)

@@ -12,12 +12,12 @@ jobs call Python handlers never loads httpx, and the job validator loads only th
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from crondepot.exports import on_first_use
 from crondepot.worker.targets.base import OutcomeUnknown, Target, Targets
 from crondepot.worker.targets.python import PythonTarget
 
@@ -55,10 +55,7 @@ _WHERE = {
 
 
 if not TYPE_CHECKING:     # for mypy, the names are the imports above: a misspelling is an error
-    def __getattr__(name: str) -> Any:
-        if name not in _WHERE:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    __getattr__ = on_first_use(__name__, _WHERE)
 
 
 def check_tls_environment(environ: Mapping[str, str] | None = None) -> None:
@@ -68,11 +65,11 @@ def check_tls_environment(environ: Mapping[str, str] | None = None) -> None:
     Existence only: parsing a bundle costs a tenth of a worker's start-up, and a bundle
     that exists but does not parse is a rarer mistake than a path that does not exist."""
     env = os.environ if environ is None else environ
-    for name, exists in (("SSL_CERT_FILE", os.path.isfile), ("SSL_CERT_DIR", os.path.isdir)):
+    for name, kind, exists in (("SSL_CERT_FILE", "file", os.path.isfile),
+                               ("SSL_CERT_DIR", "directory", os.path.isdir)):
         value = env.get(name)
         if value:
             if not exists(value) or not os.access(value, os.R_OK):
-                kind = "file" if name == "SSL_CERT_FILE" else "directory"
                 raise ValueError(f"{name}: {value!r} is not a readable {kind} (the CA "
                                  "certificates for HTTPS targets)")
             return
