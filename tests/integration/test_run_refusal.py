@@ -3,6 +3,7 @@ grants, an unknown rate limit (never "no limit"), and the tenant a handler is to
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -144,6 +145,31 @@ def test_slots_that_find_no_view_wait_for_one_read_of_it(
     assert _reads(pool) - before == 1
     assert all(isinstance(r, grants.TenantUses) and "test.record" in r.handlers
                for r in results)
+
+
+def test_two_tenants_read_at_once_each_get_their_own_grants(
+        pool: ConnectionPool, conn: psycopg.Connection[Any]) -> None:
+    # Slots of two tenants on a cold view at once: one read each, and no slot of one tenant
+    # takes the other's read.
+    bank = tenant(conn)
+    shop = tenant(conn, "shop7")
+    grants.revoke(conn, shop, handlers=["test.record"])
+    cache = GrantCache(pool, ttl=3600)
+    before = _reads(pool)
+    turn = itertools.count()
+
+    def one() -> tuple[int, grants.TenantUses]:
+        asked = (bank, shop)[next(turn) % 2]        # half the slots each
+        return asked, cache.get(asked)
+
+    seen = _at_once(40, one)
+    assert _reads(pool) - before == 2
+    pairs = [r for r in seen if isinstance(r, tuple)]
+    assert len(pairs) == 40
+    assert {uses.tenant for t, uses in pairs if t == bank} == {"bank42"}
+    assert {uses.tenant for t, uses in pairs if t == shop} == {"shop7"}
+    assert all("test.record" in uses.handlers for t, uses in pairs if t == bank)
+    assert not any("test.record" in uses.handlers for t, uses in pairs if t == shop)
 
 
 def test_slots_that_find_the_view_stale_wait_for_one_read_and_see_the_revoke(
