@@ -220,6 +220,35 @@ def test_a_claim_planned_while_runs_was_empty_still_reads_only_what_it_claims(
         assert recorded - after <= len(claimed)      # the record's plan: the primary key
 
 
+@pytest.mark.parametrize("analyzed_with", [0, 1])
+def test_a_claim_planned_on_a_tiny_table_reads_only_what_it_claims_when_one_job_piles_up(
+        conn: psycopg.Connection[Any], analyzed_with: int) -> None:
+    """The claim's update keeps its plan for the session (functions/claim_runs.sql,
+    "Settings"). Planned on statistics of a table with no run or one (a fresh install), a
+    join from the claimed ids to runs and jobs was cheapest as a full scan of runs_job; kept,
+    such a plan reads every run of a job per claim once one job's runs pile up (a job due
+    every second, a gateway down). The update reaches runs by the claimed ids alone, so the
+    primary key is the only plan it can keep."""
+    queued_runs(conn, analyzed_with)
+    conn.execute("ANALYZE runs")
+    conn.execute("ANALYZE jobs")
+    queued_runs(conn, 1, priority="bulk")
+    (first,) = claim_runs(conn, owner="w", shares={"bulk": 1})          # plans made now
+    assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
+    conn.execute("INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, "
+                 "available_at) SELECT %s || ':' || g, r.job_id, r.tenant_id, 'normal', "
+                 "now(), now(), now() FROM runs AS r, generate_series(1, 600) AS g "
+                 "WHERE r.run_id = %s", (first.job_id, first.run_id))
+    reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    for _ in range(5):
+        with conn.transaction():
+            (before,) = conn.execute(reads).fetchone() or (0,)
+            claimed = claim_runs(conn, owner="w", shares={"normal": 10})
+            (after,) = conn.execute(reads).fetchone() or (0,)
+        assert len(claimed) == 10
+        assert after - before <= 3 * len(claimed)
+
+
 def test_outcome_with_a_stale_token_is_refused_and_changes_nothing(
         conn: psycopg.Connection[Any]) -> None:
     queued_runs(conn, 1, lease_seconds=5)

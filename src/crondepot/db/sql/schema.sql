@@ -278,7 +278,7 @@ CREATE FUNCTION public.crondepot_claim_runs(p_owner text, p_limits integer[], p_
     SET enable_mergejoin TO 'off'
     SET enable_hashjoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
-    AS $_$
+    AS $$
 #variable_conflict use_column
 DECLARE
     queues   constant text[] := ARRAY['urgent', 'normal', 'bulk'];
@@ -445,24 +445,30 @@ BEGIN
     IF cardinality(taken) = 0 THEN
         RETURN;
     END IF;
-    -- Planned on each call (EXECUTE), with the claim's own run ids and the table as it is
-    -- now: see "Settings" above.
-    RETURN QUERY EXECUTE $claim$
-    UPDATE runs AS r
-    SET status = 'running', attempt = r.attempt + 1, lease_owner = $3,
-        lease_token = gen_random_uuid(),
-        lease_expires_at = $2 + make_interval(secs => j.lease_seconds),
-        first_claimed_at = coalesce(r.first_claimed_at, $2),
-        started_at = $2, updated_at = $2
-    FROM jobs AS j
-    WHERE r.run_id = ANY ($1) AND j.id = r.job_id
-    RETURNING r.run_id, r.job_id, j.key, r.tenant_id, r.priority, r.nominal_at, r.due_at,
-              r.attempt, r.lease_token, r.lease_expires_at, $2, j.target, j.payload,
-              j.max_attempts, j.lease_seconds, j.rate_limit,
-              (SELECT t.signing_secret FROM tenants AS t WHERE t.id = r.tenant_id)
-    $claim$ USING taken, clock, p_owner;
+    -- One plan whatever the statistics: see "Settings" above.
+    RETURN QUERY
+    WITH claimed AS (
+        UPDATE runs AS r
+        SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = clock + make_interval(
+                secs => (SELECT j.lease_seconds FROM jobs AS j WHERE j.id = r.job_id)),
+            first_claimed_at = coalesce(r.first_claimed_at, clock),
+            started_at = clock, updated_at = clock
+        WHERE r.run_id = ANY (taken)
+        RETURNING r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at,
+                  r.attempt, r.lease_token, r.lease_expires_at
+    )
+    SELECT c.run_id, c.job_id, j.key, c.tenant_id, c.priority, c.nominal_at, c.due_at,
+           c.attempt, c.lease_token, c.lease_expires_at, clock, j.target, j.payload,
+           j.max_attempts, j.lease_seconds, j.rate_limit,
+           (SELECT t.signing_secret FROM tenants AS t WHERE t.id = c.tenant_id)
+    FROM claimed AS c
+    CROSS JOIN LATERAL (SELECT j.key, j.target, j.payload, j.max_attempts, j.lease_seconds,
+                               j.rate_limit
+                        FROM jobs AS j WHERE j.id = c.job_id LIMIT 1) AS j;
 END
-$_$;
+$$;
 
 --
 -- Name: crondepot_count_jobs(); Type: FUNCTION; Schema: public; Owner: -

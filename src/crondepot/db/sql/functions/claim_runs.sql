@@ -1,4 +1,4 @@
--- revision: 5
+-- revision: 6
 -- crondepot_claim_runs: a worker's claim in one call (queue/claim.py calls it through
 -- queue.sql's claim_runs). This file is the function's one home: `crondepot migrate`
 -- re-applies it whenever its text changes (db/migrations.py, "definitions"); the migrations
@@ -61,18 +61,26 @@
 -- Settings: plans are made once per session, perhaps while runs is nearly empty, and kept
 -- after it has grown; a plan made then would seq-scan it (12 ms a claim over 40,000 runs),
 -- so seq scans are off. So are bitmap scans, merge and hash joins: every statement here
--- joins a handful of rows by primary key. The final UPDATE is planned on every call
--- (EXECUTE), with the claim's run ids and the table's current size: planned once while runs
--- was small (a fresh install, statistics of an empty table), it reached the claimed runs
--- through a whole index of runs (runs_tenant_status_ended, then runs_job), filtered by run
--- id, and kept doing so as the table grew: at 500 runs due a second, claims took tens of
--- milliseconds and more every minute (auto_explain in the worker's session). Planning it
--- costs about a tenth of a millisecond a claim; a test plans the claim on an analyzed
--- empty table and counts the tuples a claim reads once runs has grown. The tenant's
--- signing secret is read per run, not joined: one join fewer to plan. For the other
--- statements, with LIMIT from a parameter, the plan cache chose a custom plan on every
--- call (about 30 % of the server's CPU per run in a two-worker drain): generic plans
--- are forced, as the statements have one right plan whatever the values.
+-- joins a handful of rows by primary key. For the statements with LIMIT from a parameter,
+-- the plan cache chose a custom plan on every call (about 30 % of the server's CPU per run
+-- in a two-worker drain): generic plans are forced, as the statements have one right plan
+-- whatever the values.
+--
+-- The final UPDATE has one right plan too, because of its shape: it names runs alone,
+-- reached by `run_id = ANY (taken)`, so the primary key is the only index path the planner
+-- builds (a full scan of another index is built only for an order or a join to use, and
+-- there is neither). The job's fields come from one probe of jobs_pkey per run, in a
+-- LATERAL subquery with LIMIT 1: it cannot be flattened into a join, so the claimed rows
+-- drive it. Revision 5 joined runs to jobs in the UPDATE and planned it on every call
+-- (EXECUTE): a join planned on the statistics of a runs table analyzed with no run or one (a
+-- fresh install) chose a full scan of runs_job, every run of a job per claim, and a plan
+-- kept for the session (revision 4) kept doing so as the table grew (at 500 runs due a
+-- second, claims took longer every minute). Planning per call avoided keeping it, but not
+-- making it while the statistics stayed small: once one job's runs piled up, each claim of
+-- 10 read its 600 runs; and planning cost about half a millisecond a claim (4 to 6 µs per
+-- run of the function's time in a 100-slot drain). Tests plan the claim on tables analyzed
+-- empty and with one run, then count the tuples a claim reads once runs, or one job's
+-- runs, have grown. The tenant's signing secret is read per run, not joined.
 CREATE OR REPLACE FUNCTION crondepot_claim_runs(p_owner text, p_limits integer[], p_lendable integer[],
                                      p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (run_id text, job_id bigint, job_key text, tenant_id bigint, priority text,
@@ -253,21 +261,27 @@ BEGIN
     IF cardinality(taken) = 0 THEN
         RETURN;
     END IF;
-    -- Planned on each call (EXECUTE), with the claim's own run ids and the table as it is
-    -- now: see "Settings" above.
-    RETURN QUERY EXECUTE $claim$
-    UPDATE runs AS r
-    SET status = 'running', attempt = r.attempt + 1, lease_owner = $3,
-        lease_token = gen_random_uuid(),
-        lease_expires_at = $2 + make_interval(secs => j.lease_seconds),
-        first_claimed_at = coalesce(r.first_claimed_at, $2),
-        started_at = $2, updated_at = $2
-    FROM jobs AS j
-    WHERE r.run_id = ANY ($1) AND j.id = r.job_id
-    RETURNING r.run_id, r.job_id, j.key, r.tenant_id, r.priority, r.nominal_at, r.due_at,
-              r.attempt, r.lease_token, r.lease_expires_at, $2, j.target, j.payload,
-              j.max_attempts, j.lease_seconds, j.rate_limit,
-              (SELECT t.signing_secret FROM tenants AS t WHERE t.id = r.tenant_id)
-    $claim$ USING taken, clock, p_owner;
+    -- One plan whatever the statistics: see "Settings" above.
+    RETURN QUERY
+    WITH claimed AS (
+        UPDATE runs AS r
+        SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = clock + make_interval(
+                secs => (SELECT j.lease_seconds FROM jobs AS j WHERE j.id = r.job_id)),
+            first_claimed_at = coalesce(r.first_claimed_at, clock),
+            started_at = clock, updated_at = clock
+        WHERE r.run_id = ANY (taken)
+        RETURNING r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at,
+                  r.attempt, r.lease_token, r.lease_expires_at
+    )
+    SELECT c.run_id, c.job_id, j.key, c.tenant_id, c.priority, c.nominal_at, c.due_at,
+           c.attempt, c.lease_token, c.lease_expires_at, clock, j.target, j.payload,
+           j.max_attempts, j.lease_seconds, j.rate_limit,
+           (SELECT t.signing_secret FROM tenants AS t WHERE t.id = c.tenant_id)
+    FROM claimed AS c
+    CROSS JOIN LATERAL (SELECT j.key, j.target, j.payload, j.max_attempts, j.lease_seconds,
+                               j.rate_limit
+                        FROM jobs AS j WHERE j.id = c.job_id LIMIT 1) AS j;
 END
 $$;
