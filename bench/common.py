@@ -53,6 +53,21 @@ def fresh_database(admin_url: str, name: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def compile_crondepot() -> None:
+    """Compile crondepot's modules where they are installed, as a regular install does. An
+    editable install run with PYTHONDONTWRITEBYTECODE=1 (this machine's sessions set it) has
+    none, so every worker process compiled every module it imported: 0.42 s of start-up CPU
+    instead of 0.26 s, counted in its drain against peers that pip compiled."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("crondepot")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for folder in spec.submodule_search_locations:
+        compileall.compile_dir(folder, quiet=1)
+
+
 class BenchDatabases:
     """Fresh databases ``<prefix><n>``, one per measurement: each migrated, with the tenant
     the benchmarks' jobs belong to (id 1), and dropped afterwards."""

@@ -13,8 +13,10 @@ Variants (``--variants``, comma-separated, in the order they run each round):
 - ``run-id-collate-c``: ``runs.run_id`` compared bytewise (``COLLATE "C"``) rather than by
   the database's collation;
 - ``baseline``: the migrated schema, with workers running the code of another commit
-  (``--baseline REV``, extracted with ``git archive``; its schema must be the same). A
-  change in the worker's Python is measured this way.
+  (``--baseline REV``, extracted with ``git archive``; its migrations must be the same) and
+  that commit's SQL functions (``db/sql/functions``) put back where they differ, recorded
+  at their revisions so its workers accept the schema. A change in the worker's Python or
+  in a function such as the claim is measured this way.
 
 Run it (PostgreSQL 15+, an admin URL that may CREATE DATABASE):
 
@@ -37,7 +39,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from common import DEFAULT_ADMIN_URL, BenchDatabases, run_interruptibly
+from common import DEFAULT_ADMIN_URL, BenchDatabases, compile_crondepot, run_interruptibly
 from workers import BEST_CONCURRENCY, Drain, drain, load_line, server_report, startup_cpu
 
 VARIANTS: dict[str, list[str]] = {
@@ -96,25 +98,50 @@ def _source_of(rev: str | None) -> Iterator[str | None]:
         yield str(Path(folder) / "src")
 
 
+def _functions_of(source: str) -> list[str]:
+    """Statements that put the SQL functions of the package in ``source`` in place of the
+    current ones where their text differs, and record them at their own revisions (a worker
+    refuses a schema whose functions are newer than its code)."""
+    from crondepot.db.migrations import Definition, definitions
+
+    current = {d.name: d.checksum for d in definitions()}
+    statements = []
+    for path in sorted((Path(source) / "crondepot" / "db" / "sql" / "functions").glob("*.sql")):
+        old = Definition(name=path.stem, sql=path.read_text())
+        if current.get(old.name) == old.checksum:
+            continue
+        # name: a file name's stem; revision: an int; checksum: hex. Nothing to quote.
+        statements += [old.sql,
+                       f"UPDATE crondepot_schema_definitions SET revision = {old.revision}, "
+                       f"checksum = '{old.checksum}' WHERE name = '{old.name}'"]
+    return statements
+
+
 def run(admin_url: str, names: list[str], processes: list[int], rounds: int,
         size: int, baseline: str | None = None) -> None:
     for line in server_report(admin_url):
         print(line)
     print(f"command: {' '.join(['python', *sys.argv])}\n", flush=True)
+    compile_crondepot()
     databases = BenchDatabases(admin_url, "crondepot_wab_")
 
     def source(name: str) -> str | None:
         return baseline if name == "baseline" else None
 
+    def changes(name: str) -> list[str]:
+        return VARIANTS[name] + (_functions_of(baseline) if baseline and name == "baseline"
+                                 else [])
+
     for name in names:
-        cpu = startup_cpu(databases, "crondepot-best", BEST_CONCURRENCY, source(name))
+        cpu = startup_cpu(databases, "crondepot-best", BEST_CONCURRENCY, source(name),
+                          changes(name))
         print(f"  {name:>20}: one idle worker process, start-up CPU {cpu:.2f} s", flush=True)
     results: dict[tuple[str, int], list[Drain]] = {}
     for _ in range(max(1, rounds)):
         for p in processes:
             for name in names:
                 d = drain(databases, "crondepot-best", size, p, BEST_CONCURRENCY,
-                          VARIANTS[name], source(name))
+                          changes(name), source(name))
                 results.setdefault((name, p), []).append(d)
                 print(f"  {name:>20} P={p}: first->last {d.rate_f2l:>7,.0f} runs/s, "
                       f"worker {d.worker_cpu / d.size * 1e6:5.1f} us/run, "

@@ -81,6 +81,7 @@ from common import (
     DEFAULT_ADMIN_URL,
     BenchDatabases,
     admin_connect,
+    compile_crondepot,
     die_with_parent,
     run_interruptibly,
     server_cpu,
@@ -490,10 +491,7 @@ def drain(databases: BenchDatabases, system: str, size: int, processes: int,
     bench/worker_ab.py)."""
     result = Drain(system=system, processes=processes, size=size)
     with databases.fresh() as url:
-        if schema_changes:
-            with admin_connect(url) as conn:
-                for statement in schema_changes:
-                    conn.execute(statement)
+        _change_schema(url, schema_changes)
         load(system, url, size)
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
             children = Children(source=source)
@@ -520,6 +518,13 @@ def drain(databases: BenchDatabases, system: str, size: int, processes: int,
             raise RuntimeError(f"{system}: expected {size} runs succeeded at the first attempt, "
                                f"found {result.done}")
     return result
+
+
+def _change_schema(url: str, statements: Sequence[str]) -> None:
+    if statements:
+        with admin_connect(url) as conn:
+            for statement in statements:
+                conn.execute(statement)
 
 
 def _measure(conn: psycopg.Connection[Any], url: str, result: Drain, children: Children,
@@ -549,12 +554,13 @@ STARTUP_IDLE_SECONDS = 3.0
 
 
 def startup_cpu(databases: BenchDatabases, system: str, concurrency: int,
-                source: str | None = None) -> float:
+                source: str | None = None, schema_changes: Sequence[str] = ()) -> float:
     """CPU seconds one worker process of ``system`` uses to start (imports, connections,
     threads) and then sit idle for a few seconds with nothing queued. A drain's worker CPU
     includes it once per process: at P = 4 on 20,000 runs, 0.4 s of start-up is 80 µs "per
     run" that no run costs. The table's net column takes it out."""
     with databases.fresh() as url:
+        _change_schema(url, schema_changes)
         load(system, url, 0)
         children = Children(source=source)
         try:
@@ -912,6 +918,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> None:
     if args.wait_quiet > 0:
         wait_quiet(args.wait_quiet)
+    compile_crondepot()
     databases = BenchDatabases(args.db, "crondepot_wbench_")
     for line in server_report(args.db):
         print(line)
