@@ -169,6 +169,32 @@ def test_recording_successes_reads_only_the_rows_it_records(
         assert fetched_after - fetched_before == 20   # 1,880 to 2,000 before
 
 
+def test_recording_successes_planned_with_one_job_reads_only_its_jobs_once_jobs_grow(
+        conn: psycopg.Connection[Any]) -> None:
+    """The success writer heals failing jobs (functions/record_successes.sql) with plans kept
+    for the session. Planned while jobs held one row (a fresh install), the health check and
+    the heal each read the whole jobs table per batch, a plan kept as an import grows it to
+    millions; they probe jobs_pkey for the batch's jobs only."""
+    queued_runs(conn, 1)
+    conn.execute("ANALYZE jobs")
+    (first,) = claim_runs(conn, owner="w", shares={"normal": 1})
+    assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
+    queued_runs(conn, 3_000, priority="bulk")
+    conn.execute("UPDATE jobs SET failing_fires = 2 WHERE id % 3 = 0")    # some are failing
+    reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs'"
+    runs = claim_runs(conn, owner="w", shares={"bulk": 20})
+    with conn.transaction():
+        (before,) = conn.execute(reads).fetchone() or (0,)
+        recorded = record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
+                                           for r in runs])
+        (after,) = conn.execute(reads).fetchone() or (0,)
+    assert recorded == {r.run_id for r in runs}
+    assert after - before <= 3 * len(runs)                 # 6,000 before
+    healed = conn.execute("SELECT count(*) FROM jobs WHERE id = ANY (%s) AND failing_fires = 0",
+                          ([r.job_id for r in runs],)).fetchone()
+    assert healed == (len(runs),)
+
+
 def test_the_claim_keeps_its_plans_instead_of_planning_every_call(
         conn: psycopg.Connection[Any]) -> None:
     """Regression (perf, worker benchmark): the plan cache chose a fresh custom plan for the

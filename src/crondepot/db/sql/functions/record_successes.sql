@@ -1,4 +1,4 @@
--- revision: 3
+-- revision: 4
 -- crondepot_record_successes: the outcome writer's successes, many runs in one statement
 -- and one commit (queue/outcome.py through queue.sql's record_successes). This file is the
 -- function's one home; `crondepot migrate` re-applies it whenever its text changes.
@@ -58,17 +58,21 @@ BEGIN
                OR (r.status = 'queued' AND r.lease_token IS NULL AND r.attempt = s.attempt))
         RETURNING r.run_id, r.job_id
     ), failing AS (
-        -- `<> 0`, not `> 0` (the same: the count is never negative): `> 0` would let the
-        -- planner read the partial index jobs_failing whole and join it with the batch, a
-        -- plan kept for the session that costs a scan of every failing job per batch on
-        -- the day a gateway is down. `<> 0` leaves one probe of jobs_pkey per job.
+        -- jobs alone, by `id = ANY (…)`: the primary key is then the only index path the
+        -- planner builds, whatever the statistics. Joined with the batch (revision 3), a
+        -- plan made while jobs held one row (a fresh install) read the whole table here
+        -- and again in `healed`, for every batch, and was kept for the session as an
+        -- import grew jobs to millions. The scan returns the jobs in id order (the array
+        -- is sorted and deduplicated before the scan), so two batches healing the same
+        -- jobs lock them in the same order and cannot deadlock. `<> 0`, not `> 0` (the
+        -- same: the count is never negative): `> 0` would make the partial index
+        -- jobs_failing a path, read whole on the day a gateway is down.
         SELECT j.id FROM jobs AS j
-        WHERE j.id IN (SELECT done.job_id FROM done) AND j.failing_fires <> 0
-        ORDER BY j.id
+        WHERE j.id = ANY (ARRAY(SELECT done.job_id FROM done)) AND j.failing_fires <> 0
         FOR UPDATE OF j
     ), healed AS (
         UPDATE jobs AS j SET failing_fires = 0
-        FROM failing WHERE j.id = failing.id
+        WHERE j.id = ANY (ARRAY(SELECT failing.id FROM failing))
     )
     SELECT done.run_id FROM done;
 END
