@@ -12,6 +12,7 @@ import pytest
 from crondepot.db import connect
 from crondepot.deadletter import DeadFilter, replay
 from crondepot.queue import (
+    ClaimedRun,
     LostLease,
     Success,
     WeightedOrder,
@@ -181,13 +182,12 @@ def test_recording_successes_planned_with_one_job_reads_only_its_jobs_once_jobs_
     assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
     queued_runs(conn, 3_000, priority="bulk")
     conn.execute("UPDATE jobs SET failing_fires = 2 WHERE id % 3 = 0")    # some are failing
-    reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs'"
     runs = claim_runs(conn, owner="w", shares={"bulk": 20})
     with conn.transaction():
-        (before,) = conn.execute(reads).fetchone() or (0,)
+        before = _fetched(conn, "jobs")
         recorded = record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
                                            for r in runs])
-        (after,) = conn.execute(reads).fetchone() or (0,)
+        after = _fetched(conn, "jobs")
     assert recorded == {r.run_id for r in runs}
     assert after - before <= 3 * len(runs)                 # 6,000 before
     healed = conn.execute("SELECT count(*) FROM jobs WHERE id = ANY (%s) AND failing_fires = 0",
@@ -219,28 +219,41 @@ def test_the_claim_keeps_its_plans_instead_of_planning_every_call(
         assert after - before <= 3 * len(claimed)
 
 
+def _fetched(conn: psycopg.Connection[Any], table: str = "runs") -> int:
+    """Rows of ``table`` fetched by index scans in this transaction so far."""
+    row = conn.execute("SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = %s",
+                       (table,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _make_the_plans(conn: psycopg.Connection[Any]) -> ClaimedRun:
+    """Claim and record one (bulk) run: the session's claim and record plans are made now,
+    on the statistics of the moment."""
+    queued_runs(conn, 1, priority="bulk")
+    (first,) = claim_runs(conn, owner="w", shares={"bulk": 1})
+    assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
+    return first
+
+
 def test_a_claim_planned_while_runs_was_empty_still_reads_only_what_it_claims(
         conn: psycopg.Connection[Any]) -> None:
     """Regression (lag benchmark at 500 runs/s): plans made while runs was analyzed empty
     (a fresh install) reached the claimed runs through runs_tenant_status_ended, every run
     of the tenant, and kept doing so as the table grew: claims took longer every minute."""
     conn.execute("ANALYZE runs")                  # empty, and the planner knows it
-    queued_runs(conn, 1, priority="bulk")
-    (first,) = claim_runs(conn, owner="w", shares={"bulk": 1})          # plans made now
-    assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
+    _make_the_plans(conn)
     queued_runs(conn, 600)                        # one tenant's runs pile up
     conn.execute("UPDATE runs SET status = 'succeeded', lease_token = NULL, "
                  "lease_expires_at = NULL WHERE run_id IN (SELECT run_id FROM runs "
                  "WHERE status = 'queued' LIMIT 300)")
-    reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
     for _ in range(5):
         with conn.transaction():
-            (before,) = conn.execute(reads).fetchone() or (0,)
+            before = _fetched(conn)
             claimed = claim_runs(conn, owner="w", shares={"normal": 10})
-            (after,) = conn.execute(reads).fetchone() or (0,)
+            after = _fetched(conn)
             record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
                                     for r in claimed])
-            (recorded,) = conn.execute(reads).fetchone() or (0,)
+            recorded = _fetched(conn)
         assert len(claimed) == 10
         assert after - before <= 3 * len(claimed)
         assert recorded - after <= len(claimed)      # the record's plan: the primary key
@@ -258,19 +271,16 @@ def test_a_claim_planned_on_a_tiny_table_reads_only_what_it_claims_when_one_job_
     queued_runs(conn, analyzed_with)
     conn.execute("ANALYZE runs")
     conn.execute("ANALYZE jobs")
-    queued_runs(conn, 1, priority="bulk")
-    (first,) = claim_runs(conn, owner="w", shares={"bulk": 1})          # plans made now
-    assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
+    first = _make_the_plans(conn)
     conn.execute("INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, "
                  "available_at) SELECT %s || ':' || g, r.job_id, r.tenant_id, 'normal', "
                  "now(), now(), now() FROM runs AS r, generate_series(1, 600) AS g "
                  "WHERE r.run_id = %s", (first.job_id, first.run_id))
-    reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
     for _ in range(5):
         with conn.transaction():
-            (before,) = conn.execute(reads).fetchone() or (0,)
+            before = _fetched(conn)
             claimed = claim_runs(conn, owner="w", shares={"normal": 10})
-            (after,) = conn.execute(reads).fetchone() or (0,)
+            after = _fetched(conn)
         assert len(claimed) == 10
         assert after - before <= 3 * len(claimed)
 
