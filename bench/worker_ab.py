@@ -106,15 +106,21 @@ def _functions_of(source: str) -> list[str]:
     from crondepot.db.migrations import Definition, definitions
 
     current = {d.name: d.checksum for d in definitions()}
+    files = sorted((Path(source) / "crondepot" / "db" / "sql" / "functions").glob("*.sql"))
+    if {path.stem for path in files} != set(current):
+        raise SystemExit("--baseline: its SQL functions are not the same set as the current "
+                         "ones; compare commits with the same functions")
     statements = []
-    for path in sorted((Path(source) / "crondepot" / "db" / "sql" / "functions").glob("*.sql")):
+    for path in files:
         old = Definition(name=path.stem, sql=path.read_text())
-        if current.get(old.name) == old.checksum:
+        if current[old.name] == old.checksum:
             continue
         # name: a file name's stem; revision: an int; checksum: hex. Nothing to quote.
         statements += [old.sql,
-                       f"UPDATE crondepot_schema_definitions SET revision = {old.revision}, "
-                       f"checksum = '{old.checksum}' WHERE name = '{old.name}'"]
+                       "INSERT INTO crondepot_schema_definitions (name, revision, checksum) "
+                       f"VALUES ('{old.name}', {old.revision}, '{old.checksum}') "
+                       "ON CONFLICT (name) DO UPDATE SET revision = excluded.revision, "
+                       "checksum = excluded.checksum"]
     return statements
 
 

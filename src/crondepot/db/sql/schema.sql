@@ -456,6 +456,11 @@ BEGIN
             first_claimed_at = coalesce(r.first_claimed_at, clock),
             started_at = clock, updated_at = clock
         WHERE r.run_id = ANY (taken)
+          -- A run whose job row is gone (runs.job_id has no foreign key) is left queued, as
+          -- the join of revision 5 left it: leased without a job it would break runs_check
+          -- (no lease_seconds) and fail every claim that reached it. A scalar subquery, not
+          -- EXISTS: that would become a join, for the planner to plan.
+          AND (SELECT true FROM jobs AS j WHERE j.id = r.job_id)
         RETURNING r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at,
                   r.attempt, r.lease_token, r.lease_expires_at
     )
@@ -547,13 +552,15 @@ BEGIN
         -- planner builds, whatever the statistics. Joined with the batch (revision 3), a
         -- plan made while jobs held one row (a fresh install) read the whole table here
         -- and again in `healed`, for every batch, and was kept for the session as an
-        -- import grew jobs to millions. The scan returns the jobs in id order (the array
-        -- is sorted and deduplicated before the scan), so two batches healing the same
-        -- jobs lock them in the same order and cannot deadlock. `<> 0`, not `> 0` (the
+        -- import grew jobs to millions. Locked in id order, so two batches healing the
+        -- same jobs cannot deadlock; the ORDER BY costs no sort (the scan of the sorted,
+        -- deduplicated array returns that order), and jobs_pkey is the only index that
+        -- provides it, with the same index condition. `<> 0`, not `> 0` (the
         -- same: the count is never negative): `> 0` would make the partial index
         -- jobs_failing a path, read whole on the day a gateway is down.
         SELECT j.id FROM jobs AS j
         WHERE j.id = ANY (ARRAY(SELECT done.job_id FROM done)) AND j.failing_fires <> 0
+        ORDER BY j.id
         FOR UPDATE OF j
     ), healed AS (
         UPDATE jobs AS j SET failing_fires = 0

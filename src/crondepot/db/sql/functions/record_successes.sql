@@ -1,4 +1,4 @@
--- revision: 4
+-- revision: 5
 -- crondepot_record_successes: the outcome writer's successes, many runs in one statement
 -- and one commit (queue/outcome.py through queue.sql's record_successes). This file is the
 -- function's one home; `crondepot migrate` re-applies it whenever its text changes.
@@ -62,13 +62,15 @@ BEGIN
         -- planner builds, whatever the statistics. Joined with the batch (revision 3), a
         -- plan made while jobs held one row (a fresh install) read the whole table here
         -- and again in `healed`, for every batch, and was kept for the session as an
-        -- import grew jobs to millions. The scan returns the jobs in id order (the array
-        -- is sorted and deduplicated before the scan), so two batches healing the same
-        -- jobs lock them in the same order and cannot deadlock. `<> 0`, not `> 0` (the
+        -- import grew jobs to millions. Locked in id order, so two batches healing the
+        -- same jobs cannot deadlock; the ORDER BY costs no sort (the scan of the sorted,
+        -- deduplicated array returns that order), and jobs_pkey is the only index that
+        -- provides it, with the same index condition. `<> 0`, not `> 0` (the
         -- same: the count is never negative): `> 0` would make the partial index
         -- jobs_failing a path, read whole on the day a gateway is down.
         SELECT j.id FROM jobs AS j
         WHERE j.id = ANY (ARRAY(SELECT done.job_id FROM done)) AND j.failing_fires <> 0
+        ORDER BY j.id
         FOR UPDATE OF j
     ), healed AS (
         UPDATE jobs AS j SET failing_fires = 0
