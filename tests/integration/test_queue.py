@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, timedelta
 from typing import Any
 from uuid import uuid4
@@ -176,14 +177,10 @@ def test_recording_successes_planned_with_one_job_reads_only_its_jobs_once_jobs_
     for the session. Planned while jobs held one row (a fresh install), the health check and
     the heal each read the whole jobs table per batch, a plan kept as an import grows it to
     millions; they probe jobs_pkey for the batch's jobs only."""
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    queued_runs(conn, 1)
-    conn.execute("ANALYZE jobs")
-    (first,) = claim_runs(conn, owner="w", shares={"normal": 1})
-    assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
-    queued_runs(conn, 3_000, priority="bulk")
+    _make_the_plans(conn, analyze=("jobs",))       # jobs analyzed with its one (bulk) row
+    queued_runs(conn, 3_000)
     conn.execute("UPDATE jobs SET failing_fires = 2 WHERE id % 3 = 0")    # some are failing
-    runs = claim_runs(conn, owner="w", shares={"bulk": 20})
+    runs = claim_runs(conn, owner="w", shares={"normal": 20})
     with conn.transaction():
         before = _fetched(conn, "jobs")
         recorded = record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
@@ -228,13 +225,16 @@ def _fetched(conn: psycopg.Connection[Any], table: str = "runs") -> int:
     return int(row[0]) if row else 0
 
 
-def _make_the_plans(conn: psycopg.Connection[Any]) -> ClaimedRun:
+def _make_the_plans(conn: psycopg.Connection[Any], analyze: Sequence[str] = ()) -> ClaimedRun:
     """Claim and record one (bulk) run: the session's claim and record plans are made now,
-    on the statistics of the moment. Autovacuum is off for runs and jobs, so that no
-    ANALYZE in the middle of a test makes the functions plan again."""
+    on the statistics of the moment (with ``analyze``'s tables analyzed once that run is
+    queued). Autovacuum is off for runs and jobs, so that no ANALYZE in the middle of a test
+    makes the functions plan again."""
     for table in ("runs", "jobs"):
         conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     queued_runs(conn, 1, priority="bulk")
+    for table in analyze:
+        conn.execute(f"ANALYZE {table}")
     (first,) = claim_runs(conn, owner="w", shares={"bulk": 1})
     assert record_successes(conn, [Success(first.run_id, first.lease_token, first.attempt)])
     return first
