@@ -41,7 +41,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from common import DEFAULT_ADMIN_URL, BenchDatabases, compile_crondepot, run_interruptibly
-from workers import BEST_CONCURRENCY, Drain, drain, load_line, server_report, startup_cpu
+from workers import (
+    BEST_CONCURRENCY,
+    Drain,
+    SchemaChange,
+    drain,
+    load_line,
+    server_report,
+    startup_cpu,
+)
 
 VARIANTS: dict[str, list[str]] = {
     "migrated": [],
@@ -99,10 +107,11 @@ def _source_of(rev: str | None) -> Iterator[str | None]:
         yield str(Path(folder) / "src")
 
 
-def _functions_of(source: str) -> list[str]:
+def _functions_of(source: str) -> list[SchemaChange]:
     """Statements that put the SQL functions of the package in ``source`` in place of the
     current ones where their text differs, and record them at their own revisions (a worker
     refuses a schema whose functions are newer than its code)."""
+    from crondepot.db import Q
     from crondepot.db.migrations import Definition, definitions
 
     current = {d.name: d.checksum for d in definitions()}
@@ -110,17 +119,13 @@ def _functions_of(source: str) -> list[str]:
     if {path.stem for path in files} != set(current):
         raise SystemExit("--baseline: its SQL functions are not the same set as the current "
                          "ones; compare commits with the same functions")
-    statements = []
+    statements: list[SchemaChange] = []
     for path in files:
         old = Definition(name=path.stem, sql=path.read_text())
         if current[old.name] == old.checksum:
             continue
-        # name: a file name's stem; revision: an int; checksum: hex. Nothing to quote.
-        statements += [old.sql,
-                       "INSERT INTO crondepot_schema_definitions (name, revision, checksum) "
-                       f"VALUES ('{old.name}', {old.revision}, '{old.checksum}') "
-                       "ON CONFLICT (name) DO UPDATE SET revision = excluded.revision, "
-                       "checksum = excluded.checksum"]
+        statements += [old.sql, (Q.record_definition, {
+            "name": old.name, "revision": old.revision, "checksum": old.checksum})]
     return statements
 
 
@@ -135,7 +140,7 @@ def run(admin_url: str, names: list[str], processes: list[int], rounds: int,
     def source(name: str) -> str | None:
         return baseline if name == "baseline" else None
 
-    def changes(name: str) -> list[str]:
+    def changes(name: str) -> list[SchemaChange]:
         return VARIANTS[name] + (_functions_of(baseline) if baseline and name == "baseline"
                                  else [])
 

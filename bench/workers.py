@@ -133,6 +133,9 @@ RSS_SAMPLE_SECONDS = 0.05
 STOP_TIMEOUT = 20.0
 LOAD_CHUNK = 5000
 MB = 1024 * 1024
+# A statement run in a drain's database before the load: SQL text, or a query and its
+# parameters (bench/worker_ab.py's variants).
+SchemaChange = str | tuple[str, dict[str, Any]]
 
 
 # --------------------------------------------------------------------------- peer workers
@@ -484,7 +487,7 @@ class Drain:
 
 
 def drain(databases: BenchDatabases, system: str, size: int, processes: int,
-          concurrency: int, schema_changes: Sequence[str] = (),
+          concurrency: int, schema_changes: Sequence[SchemaChange] = (),
           source: str | None = None) -> Drain:
     """One drain; ``schema_changes`` run in the fresh database before the load, and the
     workers run the ``crondepot`` package found in ``source`` when given (the variants of
@@ -520,11 +523,14 @@ def drain(databases: BenchDatabases, system: str, size: int, processes: int,
     return result
 
 
-def _change_schema(url: str, statements: Sequence[str]) -> None:
+def _change_schema(url: str, statements: Sequence[SchemaChange]) -> None:
     if statements:
         with admin_connect(url) as conn:
             for statement in statements:
-                conn.execute(statement)
+                if isinstance(statement, str):
+                    conn.execute(statement)
+                else:
+                    conn.execute(*statement)
 
 
 def _measure(conn: psycopg.Connection[Any], url: str, result: Drain, children: Children,
@@ -554,7 +560,8 @@ STARTUP_IDLE_SECONDS = 3.0
 
 
 def startup_cpu(databases: BenchDatabases, system: str, concurrency: int,
-                source: str | None = None, schema_changes: Sequence[str] = ()) -> float:
+                source: str | None = None,
+                schema_changes: Sequence[SchemaChange] = ()) -> float:
     """CPU seconds one worker process of ``system`` uses to start (imports, connections,
     threads) and then sit idle for a few seconds with nothing queued. A drain's worker CPU
     includes it once per process: at P = 4 on 20,000 runs, 0.4 s of start-up is 80 µs "per
