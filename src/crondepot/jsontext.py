@@ -130,6 +130,12 @@ def _deep_member(raw: bytes | str) -> str | None:
     return None
 
 
+# The part of that rule a JSON Schema can spell (ECMA-262 and Python's re read it alike): no
+# NUL. A lone surrogate is refused too, but no portable pattern says it.
+NOT_NUL = "[^\\u0000]"
+NO_NUL = f"^{NOT_NUL}*$"
+
+
 def unstorable(text: str) -> str | None:
     """Why PostgreSQL cannot store ``text`` (in a text column or in jsonb), or None: a NUL
     character, or a lone UTF-16 surrogate (JSON can spell one, ``"\\ud800"``, and Python's

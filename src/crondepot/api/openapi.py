@@ -31,10 +31,10 @@ from pydantic.json_schema import models_json_schema
 from crondepot.api import auth
 from crondepot.api.problems import MEDIA_TYPE, api_routes
 from crondepot.api.schemas import DOCUMENTED, LimitDocument, Problem
+from crondepot.jsontext import NO_NUL
 
 REF = "#/components/schemas/{model}"
 SCHEME = "bearer"
-NO_NUL = "^[^\\u0000]*$"
 IF_MATCH = '^(W/)?"?[0-9]{1,9}"?$'
 
 STATUS_TEXT = {

@@ -257,7 +257,7 @@ def _storable(text: str) -> str:
 
 # (the schema says no NUL; a lone surrogate is refused too, but no portable regex says it)
 StorableText = Annotated[str, AfterValidator(_storable),
-                         Field(json_schema_extra={"pattern": "^[^\\u0000]*$"})]
+                         Field(json_schema_extra={"pattern": jsontext.NO_NUL})]
 
 
 def json_number(value: Any, kinds: tuple[type, ...]) -> Any:

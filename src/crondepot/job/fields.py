@@ -39,6 +39,8 @@ def char_class(chars: str, negate: bool = False) -> str:
 
 NOT_SPACE = char_class(_SPACE, negate=True)
 NON_BLANK = re.compile(f"(?s).*{NOT_SPACE}.*")
+# Neither a space nor a NUL: a non-blank field's schema says both rules in one pattern.
+NOT_SPACE_NOR_NUL = char_class(_SPACE + "\0", negate=True)
 
 # The payload's size as the jobs table's CHECK measures it, octet_length(payload::text):
 # the bytes of PostgreSQL's jsonb text output (jsontext.stored_size), not of compact JSON.

@@ -13,6 +13,7 @@ from typing import Any
 from crondepot.job import fields as F
 from crondepot.job import url
 from crondepot.job.fields import Field, Tagged
+from crondepot.jsontext import NO_NUL, NOT_NUL
 
 JsonSchema = dict[str, Any]
 
@@ -89,11 +90,17 @@ def _leaf(field: Field) -> JsonSchema:
             schema[keyword] = value
     if field.format is not None:
         schema["format"] = field.format
+    # Every string says what it may not hold: the validator refuses a NUL in any text field
+    # (PostgreSQL cannot store one), and a schema that admitted it would call such a
+    # document valid. The validator's own patterns admit no NUL already.
     if field.pattern is not None:
         schema["pattern"] = f"^(?:{field.pattern.pattern})$"
     elif field.non_blank:
-        schema["pattern"] = F.NOT_SPACE       # searched: one character that is not a space
+        # one character that is not a space, and no NUL anywhere
+        schema["pattern"] = f"^{NOT_NUL}*{F.NOT_SPACE_NOR_NUL}{NOT_NUL}*$"
         schema.setdefault("minLength", 1)
+    elif field.type == "string" and not field.choices and field.format is None:
+        schema["pattern"] = NO_NUL
     return schema
 
 

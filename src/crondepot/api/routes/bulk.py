@@ -23,6 +23,7 @@ from crondepot.holds import HOST_NAME
 from crondepot.job import fields as F
 from crondepot.job.schema import field_schema
 from crondepot.job.spec import PRIORITIES
+from crondepot.jsontext import NO_NUL
 from crondepot.priority import Priority
 
 router = APIRouter(prefix="/v1/jobs/bulk", tags=["jobs"])
@@ -35,7 +36,7 @@ def request_schema() -> dict[str, Any]:
     least one must be given (a non-empty string, or labels with one label at least), which
     the generated schema of the model could not say."""
     criteria: dict[str, Any] = {
-        "key_prefix": {"type": "string", "minLength": 1, "maxLength": 200,
+        "key_prefix": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NO_NUL,
                        "description": "jobs whose key begins with this"},
         "labels": {**field_schema(F.LABELS), "description": "jobs that carry every one of "
                                                              "these labels"},
