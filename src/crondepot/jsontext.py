@@ -130,8 +130,9 @@ def _deep_member(raw: bytes | str) -> str | None:
     return None
 
 
-# The part of that rule a JSON Schema can spell (ECMA-262 and Python's re read it alike): no
-# NUL. A lone surrogate is refused too, but no portable pattern says it.
+# The part of unstorable's rule (below) that a JSON Schema pattern can spell, in syntax that
+# ECMA-262 and Python's re read alike: no NUL. A lone surrogate is refused too, but no
+# portable pattern says it.
 NOT_NUL = "[^\\u0000]"
 NO_NUL = f"^{NOT_NUL}*$"
 
