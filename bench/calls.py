@@ -32,19 +32,15 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from common import DEFAULT_ADMIN_URL, BenchDatabases, server_lines
+from crondepot.db import Q
+from crondepot.queue import Success, claim_runs, record_successes
+from crondepot.worker.loop import _configure_connection
 from workers import load
 
 SIZES = (1, 10, 100)
-
-
-def configure_connection(conn: psycopg.Connection[Any]) -> None:
-    """As the worker's pool configures each of its connections (its JSON reader, its time
-    zone): the client CPU figures are then the worker's."""
-    from crondepot.worker.loop import _configure_connection
-
-    _configure_connection(conn)
 
 
 def _backend_cpu(conn: psycopg.Connection[Any]) -> Callable[[], float]:
@@ -71,8 +67,6 @@ def _timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, 
 
 def sizes_pass(conn: psycopg.Connection[Any], calls: int) -> dict[int, dict[str, float]]:
     """For each size: median wall and client CPU per claim and per success write, in ms."""
-    from crondepot.queue import Success, claim_runs, record_successes
-
     figures: dict[int, dict[str, float]] = {}
     for n in SIZES:
         claims: list[tuple[float, float]] = []
@@ -101,18 +95,14 @@ def sizes_pass(conn: psycopg.Connection[Any], calls: int) -> dict[int, dict[str,
 
 def empty_calls(conn: psycopg.Connection[Any], calls: int) -> dict[str, float]:
     """The server's CPU µs per call of each kind, with nothing to claim or record."""
-    from crondepot.queue import claim_runs, record_successes
-
     kinds: dict[str, Callable[[], Any]] = {
         "SELECT 1": lambda: conn.execute("SELECT 1").fetchone(),
         "claim, no run ready": lambda: claim_runs(conn, owner="calls",
                                                   shares={"normal": 100}),
+        # (record_successes returns early on an empty batch: its statement, sent directly)
         "success write, empty batch": lambda: conn.execute(
-            "SELECT run_id FROM crondepot_record_successes('[]'::jsonb)").fetchall(),
+            Q.record_successes, {"successes": Jsonb([])}).fetchall(),
     }
-    # record_successes itself returns early on an empty batch: the statement is called
-    # directly, as the writer would send it.
-    assert record_successes(conn, []) == set()
     used = _backend_cpu(conn)
     out: dict[str, float] = {}
     for name, call in kinds.items():
@@ -149,7 +139,7 @@ def main() -> None:
         with databases.fresh() as url:
             load("crondepot", url, args.queued)
             with psycopg.connect(url, autocommit=True) as conn:
-                configure_connection(conn)
+                _configure_connection(conn)   # the worker's JSON reader, its time zone
                 figures = sizes_pass(conn, args.calls)
         print(f"pass {number}: medians of {args.calls} calls, ms per call "
               "(client CPU in brackets)")
@@ -165,7 +155,7 @@ def main() -> None:
             print(f"  {kind}: about {figures[SIZES[0]][kind]:.2f} ms a call, plus "
                   f"{per_run:.1f} us a run (client CPU {cpu:.1f} us a run)")
     with databases.fresh() as url, psycopg.connect(url, autocommit=True) as conn:
-        configure_connection(conn)
+        _configure_connection(conn)
         fixed = empty_calls(conn, args.empty_calls)
     print(f"\nthe server's CPU per call with nothing to do ({args.empty_calls} calls, "
           "the backend's CPU time):")
