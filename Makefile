@@ -30,7 +30,7 @@ lint: $(STAMP)
 
 # db/sql/schema.sql, the current schema for reading, after a migration or definition changes.
 schema: $(STAMP)
-	$(BIN)/python -m crondepot.db.schema
+	$(BIN)/python -m crondepot.db.schema_dump
 
 bench-scheduler: $(STAMP)
 	$(BIN)/python bench/scheduler.py $(ARGS)

@@ -1,7 +1,7 @@
 """API benchmark: bulk import of 2.7 million jobs, the size of the jobs table, create latency.
 
 What it measures, each in a fresh database (``crondepot_abench_<n>``, migrated with
-``crondepot.db.migrate``, with one tenant made by ``crondepot.tenants.create_tenant``,
+``crondepot.db.migrate``, with one tenant made by ``crondepot.tenancy.tenants.create_tenant``,
 dropped afterwards) on the machine's PostgreSQL:
 
 - **Import.** An NDJSON file of ``--jobs`` reminder-service job documents (written to a
@@ -84,7 +84,7 @@ from common import (
 )
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import create_jobs
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.tenants import create_tenant
 
 FULL_JOBS = 2_700_000
 QUICK_JOBS = 20_000

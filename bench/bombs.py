@@ -28,8 +28,9 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from crondepot.db import connect, migrate
-from crondepot.tenants import create_tenant
-from crondepot.worker.targets import AddressGuard, WebhookCall, WebhookTarget
+from crondepot.job.guard import AddressGuard
+from crondepot.tenancy.tenants import create_tenant
+from crondepot.worker.targets import WebhookCall, WebhookTarget
 
 MiB = 1024 * 1024
 

@@ -18,12 +18,11 @@ import uuid
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from crondepot import bulk
-from crondepot.audit import act_as
-from crondepot.bulk import ACTIONS, BulkFilter
 from crondepot.db import connect, migrate
-from crondepot.job import JobSpec, create_jobs
-from crondepot.tenants import create_tenant
+from crondepot.job import JobSpec, bulk, create_jobs
+from crondepot.job.bulk import ACTIONS, BulkFilter
+from crondepot.tenancy.audit import act_as
+from crondepot.tenancy.tenants import create_tenant
 
 
 def _docs(count: int) -> list[JobSpec]:

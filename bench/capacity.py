@@ -65,7 +65,7 @@ from crondepot.db import connect
 from crondepot.job import JobSpec, create_jobs
 from crondepot.queue import Success, record_successes
 from crondepot.queue.claim import WeightedOrder, claim_runs
-from crondepot.retention import DEFAULT_RETENTION
+from crondepot.runs.retention import DEFAULT_RETENTION
 from crondepot.scheduler.tick import tick
 from crondepot.worker.loop import _configure_connection
 from crondepot_testkit.cluster import PrivateCluster
@@ -414,7 +414,7 @@ def api_load(url: str, port: int, children: Children) -> None:
     """The API's connections under load: API_CLIENTS clients listing jobs back to back."""
     import httpx
 
-    from crondepot.tokens import create_token
+    from crondepot.tenancy.tokens import create_token
 
     with admin_connect(url) as conn:
         token = create_token(conn, 1, label="capacity").token

@@ -84,7 +84,7 @@ import psycopg
 
 import patroni_cluster
 from crondepot.db import connect, migrate
-from crondepot.grants import grant
+from crondepot.job.guard import ALLOWLIST_ENV
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
     JobFilter,
@@ -97,10 +97,10 @@ from crondepot.job.store import (
     resume_job,
     update_job,
 )
-from crondepot.ratelimit import set_limit
-from crondepot.tenants import create_tenant
+from crondepot.limits.buckets import set_limit
+from crondepot.tenancy.grants import grant
+from crondepot.tenancy.tenants import create_tenant
 from crondepot.timetable import run_id
-from crondepot.worker.targets import ALLOWLIST_ENV
 from crondepot_testkit.chaos_model import (
     TARGET_ALLOWLIST,
     Change,

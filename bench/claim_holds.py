@@ -19,9 +19,9 @@ from typing import Any
 import psycopg
 
 from common import admin_connect, fresh_database
-from crondepot import holds
 from crondepot.job import JobSpec, create_jobs
-from crondepot.tenants import create_tenant
+from crondepot.limits import holds
+from crondepot.tenancy.tenants import create_tenant
 
 CLAIM = ("SELECT count(*) FROM crondepot_claim_runs('bench', ARRAY[0, 20, 0], "
          "ARRAY[0, 0, 0], NULL)")

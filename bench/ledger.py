@@ -23,7 +23,7 @@ The data set, built in a fresh database (``crondepot_lbench_1``, migrated with
   rows of its window only, by index probes on ``runs_job (job_id, nominal_at)``; older rows
   make that index deeper and larger, not the probes more numerous.
 
-Measured, after ``VACUUM (ANALYZE)`` and a ``CHECKPOINT``: ``crondepot.ledger.verify(conn,
+Measured, after ``VACUUM (ANALYZE)`` and a ``CHECKPOINT``: ``crondepot.scheduler.ledger.verify(conn,
 since=DAY_END - window, until=DAY_END, now=DAY_END)`` for windows of 5 min, 15 min, 1 h and
 24 h, ``--repeats`` times each (median reported), after one warm-up check. Each check is
 timed as a whole and by statement (the connection is wrapped so each ``execute`` is timed);
@@ -76,7 +76,7 @@ from common import (
 )
 from crondepot.db import Q, migrate
 from crondepot.job.store import cancel_job, get_job, update_job
-from crondepot.ledger import Report, verify
+from crondepot.scheduler.ledger import Report, verify
 from crondepot.scheduler.tick import tick
 from crondepot.timetable import Timetable, uses_hash
 
@@ -401,7 +401,7 @@ def tamper(url: str) -> list[str]:
 def explain(url: str, window: timedelta) -> list[str]:
     """EXPLAIN (ANALYZE, BUFFERS) of the fires query for one window, in a transaction set
     up as verify sets up its own (fires computed as verify computes them)."""
-    from crondepot import ledger
+    from crondepot.scheduler import ledger
 
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         conn.execute(Q.repeatable_read)

@@ -191,8 +191,9 @@ def _current_rss_kb() -> int:
 def measure_threads(workload: str, calls: int, url: str, slots: int,
                     delay: float) -> dict[str, Any]:
     """The worker's path: ``Slots`` threads, each calling ``WebhookTarget.call``."""
+    from crondepot.job.guard import AddressGuard
     from crondepot.worker.slots import Slots
-    from crondepot.worker.targets import AddressGuard, WebhookCall, WebhookTarget
+    from crondepot.worker.targets import WebhookCall, WebhookTarget
 
     measure = _Measure()
     latencies = measure.latencies

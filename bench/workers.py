@@ -237,7 +237,7 @@ QUEUED_RUNS = """
 def grant_handler(conn: psycopg.Connection[Any]) -> None:
     """Let the benchmark's tenant (id 1) name HANDLER: a worker refuses the runs of a handler
     that is not granted to the run's tenant."""
-    from crondepot.grants import grant
+    from crondepot.tenancy.grants import grant
 
     grant(conn, 1, handlers=[HANDLER])
 

@@ -5,17 +5,16 @@ The public Python surface is what this module exports; everything else is intern
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from crondepot.errors import (
+from crondepot.base.errors import (
     CrondepotError,
     InvalidJob,
     InvalidSchedule,
     PermanentError,
     TemporaryError,
 )
-from crondepot.handlers import RunContext, handler
+from crondepot.base.version import __version__
 from crondepot.timetable import next_fires, run_id, spread_offset
+from crondepot.worker.targets.handlers import RunContext, handler
 
 __all__ = [
     "CrondepotError",

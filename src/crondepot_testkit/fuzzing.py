@@ -30,12 +30,12 @@ import httpx
 import psycopg
 
 from crondepot.db import connect
-from crondepot.grants import grant
 from crondepot.job import JobSpec, create_jobs
 from crondepot.job.store import cancel_job, pause_job, trigger_job
-from crondepot.ratelimit import put_own_limit, set_limit
-from crondepot.tenants import create_tenant
-from crondepot.tokens import create_token
+from crondepot.limits.buckets import put_own_limit, set_limit
+from crondepot.tenancy.grants import grant
+from crondepot.tenancy.tenants import create_tenant
+from crondepot.tenancy.tokens import create_token
 from crondepot_testkit.schemathesis_hooks import KEEP_ENV
 
 TOKEN_IDS_FROM = 4_000_000_000_000

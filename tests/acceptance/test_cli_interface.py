@@ -357,7 +357,7 @@ def test_tenant_actions_take_the_tenant_from_the_environment(db_url: str) -> Non
 
 def test_status_reads_the_tenant_from_the_environment(db_url: str) -> None:
     with connect(db_url) as conn:
-        from crondepot.tenants import create_tenant
+        from crondepot.tenancy.tenants import create_tenant
         create_tenant(conn, "bank42")
     done = crondepot("status", "--json", env={"CRONDEPOT_DATABASE_URL": db_url,
                                               "CRONDEPOT_TENANT": "bank42"})
@@ -410,9 +410,9 @@ def test_up_prints_its_addresses_serves_metrics_and_stops_the_postgresql_it_star
 
 def test_docs_cli_md_is_the_parser_s_reference() -> None:
     """docs/cli.md lists every command and option; regenerate it with
-    ``python -m crondepot.cli.reference > docs/cli.md`` after changing the parser."""
+    ``python -m crondepot.cli.shared.reference > docs/cli.md`` after changing the parser."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONDEPOT_")}
-    done = subprocess.run([sys.executable, "-m", "crondepot.cli.reference"],
+    done = subprocess.run([sys.executable, "-m", "crondepot.cli.shared.reference"],
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     written = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()

@@ -23,7 +23,7 @@ import crondepot.cli as cli_module
 from crondepot.cli import jobs
 from crondepot.db import Q, connect
 from crondepot.job.store import get_job
-from crondepot.tenants import hash_token
+from crondepot.tenancy.tenants import hash_token
 
 RUNNER = """
 import sys
@@ -266,10 +266,10 @@ def test_jobs_show_pause_resume_trigger_cancel(cli: Cli) -> None:
 
 def test_show_notes_fires_that_a_clock_change_moved(db_url: str) -> None:
     with connect(db_url) as conn:
-        from crondepot.grants import grant
         from crondepot.job.spec import JobSpec
         from crondepot.job.store import create_job
-        from crondepot.tenants import create_tenant
+        from crondepot.tenancy.grants import grant
+        from crondepot.tenancy.tenants import create_tenant
 
         tenant = create_tenant(conn, "bank42").id
         grant(conn, tenant, handlers=["test.noop"])

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
-from crondepot.tenants import hash_token
+from crondepot.tenancy.tenants import hash_token
 
 
 def crondepot(*args: str) -> subprocess.CompletedProcess[str]:

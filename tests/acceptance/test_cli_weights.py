@@ -17,7 +17,7 @@ from crondepot.cli import main
 from crondepot.db import connect
 from crondepot.queue import claim_runs
 from crondepot.queue.fairness import InvalidWeight, set_claim_weight
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.tenants import create_tenant
 from tests.integration.test_claim_fairness import due_runs
 
 

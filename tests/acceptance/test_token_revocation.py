@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from crondepot.db import connect
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.tenants import create_tenant
 from crondepot_testkit.processes import Proc, free_port, wait_until
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')

@@ -20,8 +20,8 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from crondepot.db import connect
-from crondepot.signing_secret import rotate_secret
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.tenants import create_tenant
+from crondepot.tenancy.webhook_secret import rotate_secret
 from crondepot_testkit.processes import Proc, wait_until
 from tests.support.target_server import Received, Route, TargetServer
 

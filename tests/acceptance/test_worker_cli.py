@@ -110,7 +110,7 @@ def test_bad_worker_durations_are_a_usage_error(option: str, text: str,
 def test_worker_hands_the_parsed_weights_to_the_worker(
         db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """From the command line to ``WorkerConfig``, without starting a long-running worker."""
-    from crondepot import logs
+    from crondepot.runtime import logs
     from crondepot.worker import loop
 
     started: list[Any] = []

@@ -8,10 +8,10 @@ from typing import Any
 
 import psycopg
 
-from crondepot import grants
 from crondepot.db import connect
-from crondepot.grants import CACHE_SECONDS
-from crondepot.ratelimit import set_limit
+from crondepot.limits.buckets import set_limit
+from crondepot.tenancy import grants
+from crondepot.tenancy.grants import CACHE_SECONDS
 from crondepot_testkit.processes import Proc, wait_until
 from tests.support.jobs import grant_limit, queued_runs, tenant
 

@@ -153,7 +153,7 @@ def test_a_worker_paused_past_its_leases_starts_none_of_the_runs_it_held(db_url:
     with connect(db_url) as conn:
         queued_runs(conn, 4, lease_seconds=5)
         conn.execute("UPDATE jobs SET rate_limit = 'gate'")
-        from crondepot.ratelimit import set_limit
+        from crondepot.limits.buckets import set_limit
         set_limit(conn, "gate", 2, 10)
         grant_limit(conn, tenant(conn), "gate")
         # Shut: no token until an hour from now (a waiting slot looks again every 0.5 s).
@@ -314,7 +314,7 @@ def test_three_workers_behind_450_per_second_never_exceed_limit_plus_burst(
     with connect(db_url) as conn:
         queued_runs(conn, 3000)
         conn.execute("UPDATE jobs SET rate_limit = 'sms-gateway'")
-        from crondepot.ratelimit import set_limit
+        from crondepot.limits.buckets import set_limit
         set_limit(conn, "sms-gateway", 450, 50)
         grant_limit(conn, tenant(conn), "sms-gateway")
         workers = _workers(db_url, 3, "--concurrency", "10", "--urgent-only", "0")
@@ -473,7 +473,7 @@ def test_sigterm_releases_runs_that_had_not_started(db_url: str) -> None:
     with connect(db_url) as conn:
         queued_runs(conn, 5)
         conn.execute("UPDATE jobs SET rate_limit = 'trickle'")
-        from crondepot.ratelimit import set_limit
+        from crondepot.limits.buckets import set_limit
         set_limit(conn, "trickle", 0.2, 1)              # one call, then one per 5 s
         grant_limit(conn, tenant(conn), "trickle")
         (worker,) = _workers(db_url, 1, "--concurrency", "5", "--urgent-only", "0")

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
 from crondepot.db import Q
-from crondepot.grants import grant
-from crondepot.ratelimit import set_limit
-from crondepot.tenants import NewTenant, create_tenant, hash_token, new_token
+from crondepot.limits.buckets import set_limit
+from crondepot.tenancy.grants import grant
+from crondepot.tenancy.tenants import NewTenant, create_tenant, hash_token, new_token
 from tests.support.jobs import TEST_HANDLERS
 
 EMI: dict[str, Any] = {

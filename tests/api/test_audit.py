@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from crondepot.audit import act_as, list_audit
 from crondepot.scheduler.tick import tick
+from crondepot.tenancy.audit import act_as, list_audit
 from tests.api.conftest import EMI
 
 

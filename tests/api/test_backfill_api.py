@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from crondepot.db.clock import database_now
 from crondepot.job import JobSpec
 from crondepot.job.store import create_jobs
-from crondepot.ledger import verify
+from crondepot.scheduler.ledger import verify
 from crondepot.scheduler.tick import tick
 from crondepot.timetable import run_id
 from tests.api.conftest import snapshot

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from crondepot import grants, quotas
-from crondepot.ratelimit import set_limit
-from crondepot.tenants import create_tenant
+from crondepot.limits.buckets import set_limit
+from crondepot.tenancy import grants, quotas
+from crondepot.tenancy.tenants import create_tenant
 from tests.api.conftest import bearer, snapshot
 
 NDJSON = {"Content-Type": "application/x-ndjson"}

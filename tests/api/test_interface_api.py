@@ -10,7 +10,7 @@ from urllib.parse import quote
 import psycopg
 from fastapi.testclient import TestClient
 
-from crondepot.tenants import new_token
+from crondepot.tenancy.tenants import new_token
 from tests.api.conftest import EMI, bearer
 from tests.integration.test_deadletter import seed_dead_letter
 
@@ -48,7 +48,7 @@ def test_by_key_is_in_the_openapi_document(client: TestClient) -> None:
 
 def _token_of(conn: psycopg.Connection[Any], name: str) -> dict[str, str]:
     from crondepot.db import Q
-    from crondepot.tenants import hash_token
+    from crondepot.tenancy.tenants import hash_token
 
     token = new_token()
     row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.queue import claim_runs
-from crondepot.reads import encode_run_cursor
+from crondepot.runs.reads import encode_run_cursor
 from tests.api.conftest import bearer, granted_tenant, snapshot
 from tests.support.runs import BANK42, RUNS, newest_first, seed_runs
 

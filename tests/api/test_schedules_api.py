@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from crondepot.api.schemas import BILL_DUE_ONCE, EMI_TWELVE_MONTH_ENDS
+from crondepot.api.models import BILL_DUE_ONCE, EMI_TWELVE_MONTH_ENDS
 from tests.api.conftest import snapshot
 
 

@@ -245,7 +245,7 @@ def test_import_reports_unstorable_text_and_deep_nesting_per_line_and_stores_the
 
 def test_a_malformed_allow_list_stops_the_api_at_start_not_each_create(
         monkeypatch: pytest.MonkeyPatch, db_url: str) -> None:
-    from crondepot.worker.targets import ALLOWLIST_ENV
+    from crondepot.job.guard import ALLOWLIST_ENV
 
     monkeypatch.setenv(ALLOWLIST_ENV, "10.0.0.0/8, 10.0.0.1/8")       # host bits set
     with pytest.raises(ValueError, match=f"{ALLOWLIST_ENV}: allow-list entry '10.0.0.1/8'"):

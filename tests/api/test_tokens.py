@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from crondepot.tenants import hash_token
-from crondepot.tokens import MAX_ACTIVE_TOKENS, create_token
+from crondepot.tenancy.tenants import hash_token
+from crondepot.tenancy.tokens import MAX_ACTIVE_TOKENS, create_token
 from crondepot.worker.targets import sign, verify
 from tests.api.conftest import bearer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crondepot.worker.targets import ALLOWLIST_ENV
+from crondepot.job.guard import ALLOWLIST_ENV
 from crondepot_testkit import chaos_model
 
 

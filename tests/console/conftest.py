@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
 from crondepot.job import JobSpec, create_jobs
-from crondepot.tenants import create_tenant, issue_token
+from crondepot.tenancy.tenants import create_tenant, issue_token
 
 PYTHON_TARGET = {"type": "python", "handler": "test.noop"}
 

@@ -7,8 +7,8 @@ from typing import Any
 import psycopg
 from fastapi.testclient import TestClient
 
-from crondepot import holds
 from crondepot.job.store import get_job
+from crondepot.limits import holds
 from tests.console.conftest import World, add_job, login
 
 

@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
-from crondepot.tenants import hash_token
-from crondepot.tokens import revoke_token
+from crondepot.tenancy.tenants import hash_token
+from crondepot.tenancy.tokens import revoke_token
 from tests.console.conftest import World, csrf_of, login
 
 COOKIE = "crondepot_console"

@@ -8,15 +8,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from crondepot.attempts import run_attempts
-from crondepot.deadletter import retry
-from crondepot.health import job_health, list_unhealthy_jobs, set_tenant_threshold
+from crondepot.job.health import job_health, list_unhealthy_jobs, set_tenant_threshold
 from crondepot.job.store import JobFilter
 from crondepot.queue import claim_runs, reap_abandoned_runs, record_retry, record_success
 from crondepot.queue.lease import skip_runs_past_deadline
 from crondepot.queue.outcome import record_final_failure
-from crondepot.reads import get_run
-from crondepot.retention import prune_finished_runs
+from crondepot.runs.attempts import run_attempts
+from crondepot.runs.deadletter import retry
+from crondepot.runs.reads import get_run
+from crondepot.runs.retention import prune_finished_runs
 from tests.support.jobs import queued_runs
 
 

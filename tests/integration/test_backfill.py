@@ -13,8 +13,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from crondepot.audit import act_as, list_audit
-from crondepot.backfill import MAX_RANGE, BackfillRangeError, backfill
 from crondepot.db import connect
 from crondepot.job.store import (
     JobCancelled,
@@ -25,7 +23,9 @@ from crondepot.job.store import (
     resume_job,
     update_job,
 )
-from crondepot.ledger import verify
+from crondepot.runs.backfill import MAX_RANGE, BackfillRangeError, backfill
+from crondepot.scheduler.ledger import verify
+from crondepot.tenancy.audit import act_as, list_audit
 from crondepot.timetable import run_id
 from tests.integration.test_ledger import add, drain
 from tests.support.jobs import tenant

@@ -13,12 +13,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from crondepot import bulk, holds
-from crondepot.bulk import BulkFilter
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
+from crondepot.job import bulk
+from crondepot.job.bulk import BulkFilter
 from crondepot.job.store import JobFilter, get_job, list_jobs
+from crondepot.limits import holds
+from crondepot.limits.buckets import set_limit
 from crondepot.queue.claim import claim_runs
-from crondepot.ratelimit import set_limit
 from crondepot.timetable import spread_offset
 from tests.integration.test_ledger import add, assert_clean, at, drain, rows, spread_key
 from tests.support.jobs import grant_limit, tenant

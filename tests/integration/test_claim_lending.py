@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crondepot.priority import PRIORITIES
+from crondepot.base.vocab import PRIORITIES
 from tests.support.jobs import add_job, tenant
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import psycopg
 
-from crondepot.deadletter import DeadFilter, list_dead, replay
 from crondepot.queue import claim_runs, record_final_failure
+from crondepot.runs.deadletter import DeadFilter, list_dead, replay
 from tests.support.jobs import add_job, queued_runs, tenant
 
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import psycopg
 
-from crondepot.deadletter import DeadFilter, replay
 from crondepot.job import JobSpec
 from crondepot.job.store import create_jobs
 from crondepot.queue import ClaimedRun, claim_runs, record_final_failure, record_retry
 from crondepot.queue.lease import skip_runs_past_deadline
+from crondepot.runs.deadletter import DeadFilter, replay
 from crondepot.scheduler.tick import tick
 from tests.support.jobs import queued_runs, tenant
 
@@ -141,12 +141,13 @@ def test_a_run_that_waited_for_a_rate_limit_past_its_deadline_is_not_sent(
     # and the bucket is empty): by the time a token came, the deadline had passed.
     from psycopg_pool import ConnectionPool
 
-    from crondepot.grants import grant
+    from crondepot.job.guard import AddressGuard
+    from crondepot.limits.buckets import RateLimiter, set_limit
     from crondepot.queue.lease import Deadline
-    from crondepot.ratelimit import RateLimiter, set_limit
+    from crondepot.tenancy.grants import grant
     from crondepot.worker.execute import Attempt, Executor
-    from crondepot.worker.recorder import OutcomeWriter
-    from crondepot.worker.targets import AddressGuard, WebhookTarget
+    from crondepot.worker.outcome_writer import OutcomeWriter
+    from crondepot.worker.targets import WebhookTarget
 
     set_limit(conn, "sms-gateway", 0.5, 1)
     grant(conn, tenant(conn), limits=["sms-gateway"])

@@ -9,13 +9,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from crondepot import grants
-from crondepot.errors import InvalidJob
-from crondepot.grants import InvalidGrant, NotGranted
+from crondepot.base.errors import InvalidJob
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import CreatedJob, create_job, get_job, import_batch, update_job
-from crondepot.ratelimit import LimitNotFound, LimitNotOwned, put_own_limit, set_limit
-from crondepot.tenants import create_tenant
+from crondepot.limits.buckets import LimitNotFound, LimitNotOwned, put_own_limit, set_limit
+from crondepot.tenancy import grants
+from crondepot.tenancy.grants import InvalidGrant, NotGranted
+from crondepot.tenancy.tenants import create_tenant
 
 
 def _doc(**fields: Any) -> dict[str, Any]:
@@ -196,7 +196,7 @@ def test_a_revoke_of_something_not_granted_changes_nothing(conn: psycopg.Connect
 
 def test_grants_and_revokes_are_in_the_tenants_audit_log(conn: psycopg.Connection[Any],
                                                         bare: int) -> None:
-    from crondepot.audit import act_as, list_audit
+    from crondepot.tenancy.audit import act_as, list_audit
 
     act_as(conn, "cli:operator@host")
     grants.grant(conn, bare, handlers=["sms.send"])

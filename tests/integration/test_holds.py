@@ -13,14 +13,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from crondepot import holds
 from crondepot.db import Q
+from crondepot.limits import holds
+from crondepot.limits.buckets import set_limit
 from crondepot.maintenance.config import MaintenanceConfig
 from crondepot.maintenance.rescuer import rescue
 from crondepot.queue.claim import claim_runs
 from crondepot.queue.lease import skip_runs_past_deadline
 from crondepot.queue.outcome import record_retry
-from crondepot.ratelimit import set_limit
 from tests.integration.test_ledger import add, at, drain
 from tests.support.jobs import grant_limit, tenant
 

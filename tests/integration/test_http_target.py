@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from crondepot.errors import PermanentError, TemporaryError
+from crondepot.base.errors import PermanentError, TemporaryError
 from crondepot.worker.targets import (
     ALLOWLIST_ENV,
     AddressGuard,

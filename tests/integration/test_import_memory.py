@@ -9,7 +9,7 @@ import psycopg
 from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.tenants import create_tenant
 
 MiB = 1024 * 1024
 

@@ -27,8 +27,8 @@ from crondepot.job.store import (
     resume_job,
     update_job,
 )
-from crondepot.ledger import WindowError, check_if_due, latest_check, verify
 from crondepot.maintenance import MaintenanceConfig
+from crondepot.scheduler.ledger import WindowError, check_if_due, latest_check, verify
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 from crondepot.scheduler.tick import tick
 from crondepot.timetable import run_id, spread_offset

@@ -15,10 +15,10 @@ from fastapi.testclient import TestClient
 from prometheus_client.core import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from crondepot import metrics
 from crondepot.api import create_app
 from crondepot.db import connect
 from crondepot.queue import claim_runs, record_final_failure
+from crondepot.runtime import metrics
 from tests.support.jobs import bulk_due_jobs, queued_runs
 
 RULES = Path(__file__).parents[2] / "deploy" / "prometheus" / "alerts.yml"

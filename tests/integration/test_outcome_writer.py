@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot.db import connect, migrate
 from crondepot.queue import Success, claim_runs, record_successes
-from crondepot.worker.recorder import NotRecorded, OutcomeWriter
+from crondepot.worker.outcome_writer import NotRecorded, OutcomeWriter
 from crondepot_testkit.cluster import PrivateCluster
 from crondepot_testkit.processes import wait_until
 from tests.support.jobs import queued_runs
@@ -198,10 +198,11 @@ def test_a_failure_write_outlives_a_dead_pooled_connection(
         conn: psycopg.Connection[Any], db_url: str) -> None:
     """A restart leaves dead connections in the pool; a "dead, outcome unknown" write that
     met one was lost, and the run came back after its lease for a second call."""
+    from crondepot.job.guard import AddressGuard
+    from crondepot.limits.buckets import RateLimiter
     from crondepot.queue import record_final_failure
-    from crondepot.ratelimit import RateLimiter
     from crondepot.worker.execute import Executor
-    from crondepot.worker.targets import AddressGuard, WebhookTarget
+    from crondepot.worker.targets import WebhookTarget
 
     queued_runs(conn, 1)
     (run,) = claim_runs(conn, owner="w", shares={"normal": 1})
@@ -224,7 +225,7 @@ def test_a_failure_write_outlives_a_dead_pooled_connection(
 def test_a_rate_limit_token_outlives_a_dead_pooled_connection(db_url: str) -> None:
     """Regression (chaos run): after a database restart a slot waiting for a token met a
     dead pooled connection, and the run was dropped until its lease expired."""
-    from crondepot.ratelimit import RateLimiter, set_limit
+    from crondepot.limits.buckets import RateLimiter, set_limit
 
     with connect(db_url) as conn:
         set_limit(conn, "sms-gateway", 100, 10)

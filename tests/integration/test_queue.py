@@ -11,7 +11,6 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
-from crondepot.deadletter import DeadFilter, replay
 from crondepot.queue import (
     ClaimedRun,
     LostLease,
@@ -26,6 +25,7 @@ from crondepot.queue import (
     release_run,
 )
 from crondepot.queue.lease import HeldLease
+from crondepot.runs.deadletter import DeadFilter, replay
 from crondepot.scheduler.tick import tick
 from crondepot.worker.loop import _configure_connection
 from tests.support.jobs import bulk_due_jobs, queued_runs

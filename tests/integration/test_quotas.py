@@ -10,7 +10,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from crondepot import quotas
 from crondepot.db import connect
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
@@ -22,7 +21,8 @@ from crondepot.job.store import (
     pause_job,
     update_job,
 )
-from crondepot.quotas import QuotaExceeded, UrgentNotAllowed
+from crondepot.tenancy import quotas
+from crondepot.tenancy.quotas import QuotaExceeded, UrgentNotAllowed
 
 
 def _spec(key: str | None = None, **fields: Any) -> JobSpec:

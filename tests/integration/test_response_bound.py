@@ -13,8 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from crondepot.errors import TemporaryError
-from crondepot.worker.targets import AddressGuard, WebhookCall, WebhookTarget
+from crondepot.base.errors import TemporaryError
+from crondepot.job.guard import AddressGuard
+from crondepot.worker.targets import WebhookCall, WebhookTarget
 from tests.support.target_server import Route, TargetServer
 
 MiB = 1024 * 1024

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from crondepot.retention import prune_finished_runs
+from crondepot.runs.retention import prune_finished_runs
 from tests.support.jobs import queued_runs
 
 

@@ -33,14 +33,15 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from crondepot import TemporaryError
-from crondepot.handlers import RunContext, handler
+from crondepot.job.guard import AddressGuard
+from crondepot.limits.buckets import RateLimiter
 from crondepot.queue import ClaimedRun, claim_runs
 from crondepot.queue.lease import Deadline
-from crondepot.ratelimit import RateLimiter
-from crondepot.retry import backoff_cap
+from crondepot.queue.retry import backoff_cap
 from crondepot.worker.execute import Attempt, Executor
-from crondepot.worker.recorder import OutcomeWriter
-from crondepot.worker.targets import AddressGuard, WebhookTarget
+from crondepot.worker.outcome_writer import OutcomeWriter
+from crondepot.worker.targets import WebhookTarget
+from crondepot.worker.targets.handlers import RunContext, handler
 from tests.support.jobs import queued_runs
 
 RUNS = 50_000

@@ -13,15 +13,16 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from crondepot import grants
-from crondepot.errors import PermanentError, TemporaryError
-from crondepot.handlers import RunContext, handler
+from crondepot.base.errors import PermanentError, TemporaryError
+from crondepot.job.guard import AddressGuard
+from crondepot.limits.buckets import RateLimiter
 from crondepot.queue import claim_runs, reap_abandoned_runs
 from crondepot.queue.lease import Deadline
-from crondepot.ratelimit import RateLimiter
+from crondepot.tenancy import grants
 from crondepot.worker.execute import Attempt, Executor
-from crondepot.worker.recorder import OutcomeWriter
-from crondepot.worker.targets import AddressGuard, WebhookTarget
+from crondepot.worker.outcome_writer import OutcomeWriter
+from crondepot.worker.targets import WebhookTarget
+from crondepot.worker.targets.handlers import RunContext, handler
 from tests.support.jobs import queued_runs, tenant
 
 HANDLERS = ("test.logs.temporary", "test.logs.permanent", "test.logs.ok")

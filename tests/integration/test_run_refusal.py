@@ -13,14 +13,15 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from crondepot import grants
-from crondepot.grants import GrantCache
-from crondepot.handlers import RunContext, handler
+from crondepot.job.guard import AddressGuard
+from crondepot.limits.buckets import RateLimiter, UnknownLimit, set_limit
 from crondepot.queue import claim_runs
-from crondepot.ratelimit import RateLimiter, UnknownLimit, set_limit
+from crondepot.tenancy import grants
+from crondepot.tenancy.grants import GrantCache
 from crondepot.worker.execute import Attempt, Executor
-from crondepot.worker.recorder import OutcomeWriter
-from crondepot.worker.targets import AddressGuard, WebhookTarget
+from crondepot.worker.outcome_writer import OutcomeWriter
+from crondepot.worker.targets import WebhookTarget
+from crondepot.worker.targets.handlers import RunContext, handler
 from tests.support.jobs import grant_limit, queued_runs, tenant
 
 SEEN: list[RunContext] = []

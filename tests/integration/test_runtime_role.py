@@ -18,11 +18,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from crondepot.audit import act_as, list_audit
 from crondepot.db import MigrationError, connect, migrate, roles
 from crondepot.db.migrations import require_current
-from crondepot.deadletter import DeadFilter, replay
-from crondepot.grants import grant
 from crondepot.job import JobSpec, create_jobs
 from crondepot.job.store import (
     CreatedJob,
@@ -32,7 +29,7 @@ from crondepot.job.store import (
     resume_job,
     trigger_job,
 )
-from crondepot.ledger import check_if_due, latest_check, verify
+from crondepot.limits.buckets import set_limit
 from crondepot.queue import (
     Success,
     claim_runs,
@@ -43,10 +40,13 @@ from crondepot.queue import (
 )
 from crondepot.queue.lease import HeldLease
 from crondepot.queue.outcome import record_final_failure
-from crondepot.ratelimit import set_limit
-from crondepot.retention import prune_finished_runs
+from crondepot.runs.deadletter import DeadFilter, replay
+from crondepot.runs.retention import prune_finished_runs
+from crondepot.scheduler.ledger import check_if_due, latest_check, verify
 from crondepot.scheduler.tick import tick
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.audit import act_as, list_audit
+from crondepot.tenancy.grants import grant
+from crondepot.tenancy.tenants import create_tenant
 from crondepot.worker.loop import _configure_connection
 
 ROLE = roles.DEFAULT_RUNTIME_ROLE

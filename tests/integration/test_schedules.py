@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
     JobCancelled,
@@ -23,7 +23,7 @@ from crondepot.job.store import (
     trigger_job,
     update_job,
 )
-from crondepot.ledger import verify
+from crondepot.scheduler.ledger import verify
 from crondepot.scheduler.tick import tick
 from crondepot.timetable import run_id
 
@@ -200,7 +200,7 @@ def test_an_import_batch_large_enough_for_copy_stores_the_schedule_fields(
 
 def test_verify_flags_a_lost_fire_inside_the_window_and_backfill_writes_only_that(
         conn: psycopg.Connection[Any], tenant_id: int) -> None:
-    from crondepot.backfill import backfill
+    from crondepot.runs.backfill import backfill
 
     job_id = add(conn, tenant_id, utc(2026, 1, 1), cron="0 * * * *",
                  start_at="2026-01-01T01:30:00Z", end_at="2026-01-01T09:00:00Z", max_runs=5)
@@ -244,7 +244,7 @@ def test_widening_the_window_owes_no_fire_the_old_window_excluded(
         conn: psycopg.Connection[Any], tenant_id: int, cron: str) -> None:
     # The reviewer's case: start_at 10:30 kept 01:00-05:00 out when they passed; dropping it
     # at 05:30 makes the fires after 05:30 the job's, not those before.
-    from crondepot.backfill import backfill
+    from crondepot.runs.backfill import backfill
 
     job_id = add(conn, tenant_id, utc(2026, 1, 1), cron=cron, start_at="2026-01-01T10:30:00Z")
     tick(conn, batch=10, now=utc(2026, 1, 1, 5, 30))
@@ -273,7 +273,7 @@ def test_widening_the_window_owes_no_fire_the_old_window_excluded(
 
 def test_narrowing_the_window_keeps_the_fires_owed_before_it_and_owes_none_after(
         conn: psycopg.Connection[Any], tenant_id: int) -> None:
-    from crondepot.backfill import backfill
+    from crondepot.runs.backfill import backfill
 
     job_id = add(conn, tenant_id, utc(2026, 1, 1), cron="0 * * * *",
                  end_at="2026-01-01T20:00:00Z")

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from crondepot.db import connect
-from crondepot.db import schema as schema_file
+from crondepot.db import schema_dump as schema_file
 
 
 def _differences(migrated: dict[str, list[Any]], loaded: dict[str, list[Any]]) -> list[str]:

@@ -13,15 +13,16 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from crondepot.job.guard import AddressGuard
+from crondepot.limits.buckets import RateLimiter
 from crondepot.queue import claim_runs
 from crondepot.queue.lease import Deadline
-from crondepot.ratelimit import RateLimiter
-from crondepot.signing_secret import rotate_secret
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.tenants import create_tenant
+from crondepot.tenancy.webhook_secret import rotate_secret
 from crondepot.worker.execute import Attempt, Executor
-from crondepot.worker.recorder import OutcomeWriter
-from crondepot.worker.signing_keys import SigningKeys, Snapshot, fetch_from
-from crondepot.worker.targets import AddressGuard, WebhookTarget
+from crondepot.worker.outcome_writer import OutcomeWriter
+from crondepot.worker.targets import WebhookTarget
+from crondepot.worker.webhook_keys import SigningKeys, Snapshot, fetch_from
 from tests.support.jobs import queued_runs
 from tests.support.target_server import TargetServer
 

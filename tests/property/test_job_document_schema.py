@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
 from crondepot.job import fields as F
-from crondepot.job.schema import document_schema, patch_schema, stored_schema
+from crondepot.job.json_schema import document_schema, patch_schema, stored_schema
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import job_document
 from tests.api.test_bad_input import CASES

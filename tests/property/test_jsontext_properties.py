@@ -1,4 +1,4 @@
-"""Properties of crondepot.jsontext against the standard library, on any JSON value, and of
+"""Properties of crondepot.base.jsontext against the standard library, on any JSON value, and of
 the size it says PostgreSQL stores against a real server."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
-from crondepot import jsontext
+from crondepot.base import jsontext
 
 _SCALARS = (st.none() | st.booleans() | st.text(max_size=20)
             | st.integers(min_value=-(2**80), max_value=2**80)

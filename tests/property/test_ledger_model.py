@@ -9,9 +9,9 @@ nothing due), and move the clock by seconds, minutes across spread windows, or h
 outage: nothing ticks meanwhile). The clock is
 injected as the code takes it (``now=``): production passes nothing and gets the database's.
 
-After every step ``verify`` (crondepot.ledger) rebuilds every job's fires from the timetables
-in force and compares them with runs. The model itself only tracks which jobs exist and in
-which state, so the steps it picks are ones people can take (the store refuses the others,
+After every step ``verify`` (crondepot.scheduler.ledger) rebuilds every job's fires from the
+timetables in force and compares them with runs. The model itself only tracks which jobs exist
+and in which state, so the steps it picks are ones people can take (the store refuses the others,
 and that refusal is checked too).
 """
 
@@ -34,7 +34,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
 from crondepot.job import JobSpec
 from crondepot.job.store import (
     JobCancelled,
@@ -47,7 +47,7 @@ from crondepot.job.store import (
     trigger_job,
     update_job,
 )
-from crondepot.ledger import verify
+from crondepot.scheduler.ledger import verify
 from crondepot.scheduler.tick import tick
 from tests.support.jobs import tenant
 

@@ -19,7 +19,7 @@ from cronsim import CronSim, CronSimError
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from crondepot.errors import InvalidSchedule
+from crondepot.base.errors import InvalidSchedule
 from crondepot.timetable import Fire, Timetable, next_fires
 from crondepot.timetable.cron import parse_cron
 from crondepot.timetable.zone import Kind, place

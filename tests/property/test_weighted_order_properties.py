@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crondepot.priority import PRIORITIES
+from crondepot.base.vocab import PRIORITIES
 from crondepot.queue import WeightedOrder
 
 

@@ -6,12 +6,12 @@ from typing import Any
 
 import psycopg
 
-from crondepot.grants import grant
 from crondepot.job import JobSpec, create_jobs
-from crondepot.tenants import create_tenant
+from crondepot.tenancy.grants import grant
+from crondepot.tenancy.tenants import create_tenant
 
 # The handlers of tests/support/handlers.py and the names the tests' job documents use: a
-# tenant made by ``tenant`` may name them (crondepot.grants), as a tenant an operator had
+# tenant made by ``tenant`` may name them (crondepot.tenancy.grants), as a tenant an operator had
 # granted them would. Tests of the grant rules make their own tenants without.
 TEST_HANDLERS = ("test.noop", "test.record", "test.fail", "test.async", "test.async_blocking",
                  "test.retry_spread.busy", "sms.send", "reports.nightly", "crondepot.log")

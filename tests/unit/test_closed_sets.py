@@ -1,4 +1,4 @@
-"""Closed sets are defined once in Python (crondepot.priority, crondepot.runstate); the SQL
+"""Closed sets are defined once in Python (crondepot.base.vocab); the SQL
 that must spell them too is held to the same lists here, from the current schema
 (db/sql/schema.sql, itself checked against the migrations) and the claim function."""
 
@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+from crondepot.base.vocab import OUTCOMES, PRIORITIES, RUN_STATES
 from crondepot.job import fields as F
-from crondepot.priority import PRIORITIES
-from crondepot.runstate import OUTCOMES, RUN_STATES
 
 SQL = resources.files("crondepot.db") / "sql"
 

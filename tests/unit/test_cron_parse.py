@@ -9,7 +9,7 @@ from itertools import islice
 import pytest
 from croniter import croniter
 
-from crondepot.errors import InvalidSchedule
+from crondepot.base.errors import InvalidSchedule
 from crondepot.timetable import Fire, Timetable, next_fires
 from crondepot.timetable.cron import parse_cron
 

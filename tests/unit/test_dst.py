@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from crondepot.errors import InvalidSchedule
+from crondepot.base.errors import InvalidSchedule
 from crondepot.timetable import Fire, Timetable, next_fires, validate_zone
 from crondepot.timetable.zone import Kind, place, wall_clock_start
 

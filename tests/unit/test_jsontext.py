@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from crondepot import jsontext
-from crondepot.errors import InvalidJob
+from crondepot.base import jsontext
+from crondepot.base.errors import InvalidJob
 from crondepot.job.spec import MAX_PAYLOAD_BYTES, JobSpec
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crondepot.ratelimit import InvalidLimit, batch_size, parse_rate
+from crondepot.limits.buckets import InvalidLimit, batch_size, parse_rate
 
 
 @pytest.mark.parametrize(("text", "rate"), [("450/s", 450.0), ("600/m", 10.0),

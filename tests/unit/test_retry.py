@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from crondepot.retry import backoff_cap, decide
+from crondepot.queue.retry import backoff_cap, decide
 
 
 def test_backoff_caps_double_from_30_to_600_seconds() -> None:

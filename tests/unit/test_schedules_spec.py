@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import job_document
 from crondepot.scheduler.plan import DueJob, plan

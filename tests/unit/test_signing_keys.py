@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from crondepot.signing_secret import new_secret
-from crondepot.worker.signing_keys import Overlap, SigningKeys, Snapshot
+from crondepot.tenancy.webhook_secret import new_secret
 from crondepot.worker.targets import sign_all
+from crondepot.worker.webhook_keys import Overlap, SigningKeys, Snapshot
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 OLD, NEW = new_secret(), new_secret()

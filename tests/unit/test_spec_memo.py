@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
 from crondepot.job.spec import JobSpec
 
 TARGET = {"type": "http", "url": "https://notify.example/v1", "timeout_s": 10, "dedupes": True}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from crondepot import jsontext
-from crondepot.errors import InvalidJob
+from crondepot.base import jsontext
+from crondepot.base.errors import InvalidJob
 from crondepot.job.spec import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, JobSpec
 
 GOOD: dict[str, Any] = {"key": "k", "cron": "0 9 * * *", "tz": "UTC",

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
+from crondepot.job.guard import ALLOWLIST_ENV
 from crondepot.job.spec import JobSpec
-from crondepot.worker.targets import ALLOWLIST_ENV
 
 
 def _doc(url: str) -> dict[str, Any]:

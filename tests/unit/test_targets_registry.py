@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crondepot.errors import PermanentError
+from crondepot.base.errors import PermanentError
 from crondepot.worker.targets import PythonTarget, Targets, WebhookTarget, _MadeOnFirstCall
 from crondepot.worker.targets import default_targets as defaults
 

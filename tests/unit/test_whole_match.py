@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from crondepot.base.errors import InvalidJob
 from crondepot.db.roles import role_name
-from crondepot.errors import InvalidJob
-from crondepot.grants import InvalidGrant, _names
 from crondepot.job.spec import JobSpec
-from crondepot.ratelimit import InvalidLimit, _check_bucket
-from crondepot.tenants import InvalidTenant, create_tenant
+from crondepot.limits.buckets import InvalidLimit, _check_bucket
+from crondepot.tenancy.grants import InvalidGrant, _names
+from crondepot.tenancy.tenants import InvalidTenant, create_tenant
 
 GOOD: dict[str, Any] = {"cron": "0 9 * * *", "tz": "UTC",
                         "target": {"type": "python", "handler": "sms.send"}}

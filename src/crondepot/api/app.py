@@ -17,7 +17,6 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 
-from crondepot import logs, metrics
 from crondepot.api import console, docs, problems
 from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
@@ -39,6 +38,7 @@ from crondepot.api.routes import (
 )
 from crondepot.db import open_pool
 from crondepot.job.url import check_allow_list
+from crondepot.runtime import logs, metrics
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
 

@@ -21,9 +21,9 @@ from psycopg_pool import ConnectionPool
 
 from crondepot.api.limits import RequestBudget, retry_after
 from crondepot.api.problems import Forbidden, RateLimited, Unauthorized
-from crondepot.audit import act_as
 from crondepot.db import Q
-from crondepot.tenants import hash_token
+from crondepot.tenancy.audit import act_as
+from crondepot.tenancy.tenants import hash_token
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,7 +76,7 @@ def admit(request: Request, conn: psycopg.Connection[Any], who: Principal,
         raise RateLimited(f"this token's request budget ({budget.rate:g}/s, burst "
                           f"{budget.burst}) is spent; retry in {wait:.2f} s",
                           headers={"Retry-After": retry_after(wait)})
-    # Every change this request makes is audited under this token (see crondepot.audit).
+    # Every change this request makes is audited under this token (see crondepot.tenancy.audit).
     act_as(conn, f"token:{who.token_id}@{who.tenant}")
     return who
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from fastapi import Request
 
-from crondepot import jsontext
 from crondepot.api.problems import Invalid, UnsupportedMedia
+from crondepot.base import jsontext
 
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-seq")
 _NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")     # bytes.strip() strips the others

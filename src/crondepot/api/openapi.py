@@ -29,9 +29,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from crondepot.api import auth
+from crondepot.api.models import DOCUMENTED, LimitDocument, Problem
 from crondepot.api.problems import MEDIA_TYPE, api_routes
-from crondepot.api.schemas import DOCUMENTED, LimitDocument, Problem
-from crondepot.jsontext import NO_NUL
+from crondepot.base.jsontext import NO_NUL
 
 REF = "#/components/schemas/{model}"
 SCHEME = "bearer"

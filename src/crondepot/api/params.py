@@ -16,8 +16,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from crondepot import jsontext
 from crondepot.api.problems import Invalid
+from crondepot.base import jsontext
 
 MAX_BIGINT = 2**63 - 1
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")

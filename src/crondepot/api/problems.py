@@ -10,8 +10,8 @@
     ├── RateLimited       429     the token's request budget is spent (Retry-After)
     └── Invalid           422     bad input found before a domain object was made
 
-Domain errors (crondepot.errors, crondepot.job.store, crondepot.grants, crondepot.quotas)
-are mapped in ``_DOMAIN`` below;
+Domain errors (crondepot.base.errors, crondepot.job.store, crondepot.tenancy.grants,
+crondepot.tenancy.quotas) are mapped in ``_DOMAIN`` below;
 anything else is a 500 that says nothing about its insides.
 """
 
@@ -30,15 +30,15 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from crondepot.base.errors import CrondepotError, DatabaseUnavailable, InvalidJob, InvalidSchedule
 from crondepot.db.migrations import MigrationError
-from crondepot.deadletter import RunNotRetryable, RunPastDeadline
-from crondepot.errors import CrondepotError, DatabaseUnavailable, InvalidJob, InvalidSchedule
-from crondepot.grants import NotGranted
 from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
-from crondepot.quotas import QuotaExceeded, UrgentNotAllowed
-from crondepot.ratelimit import LimitNotFound, LimitNotOwned
-from crondepot.signing_secret import InvalidOverlap
-from crondepot.tokens import InvalidToken, TokenConflict, TokenNotFound
+from crondepot.limits.buckets import LimitNotFound, LimitNotOwned
+from crondepot.runs.deadletter import RunNotRetryable, RunPastDeadline
+from crondepot.tenancy.grants import NotGranted
+from crondepot.tenancy.quotas import QuotaExceeded, UrgentNotAllowed
+from crondepot.tenancy.tokens import InvalidToken, TokenConflict, TokenNotFound
+from crondepot.tenancy.webhook_secret import InvalidOverlap
 
 PROBLEM_BASE = "https://crondepot.dev/problems/"
 MEDIA_TYPE = "application/problem+json"

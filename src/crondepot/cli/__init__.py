@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import psycopg
 
-from crondepot.cli.output import fail
-from crondepot.errors import CrondepotError
-from crondepot.jsontext import unstorable
+from crondepot.base.errors import CrondepotError
+from crondepot.base.jsontext import unstorable
+from crondepot.cli.shared.output import fail
 
 # Each command and the module (in this package) that registers it, in the order ``--help``
 # lists them. A command imports its own module only: a worker process does not load the
@@ -23,9 +23,9 @@ from crondepot.jsontext import unstorable
 # was most of a worker's start-up.
 _COMMANDS = {"up": "up", "migrate": "migrate", "scheduler": "scheduler", "worker": "worker",
              "api": "api", "tenants": "tenants", "jobs": "jobs", "runs": "runs",
-             "import": "importing", "status": "status", "dlq": "dlq", "limits": "limits",
-             "hosts": "holds", "next": "next_fires", "verify": "verify",
-             "backfill": "backfill", "prune": "maintenance", "db": "db"}
+             "import": "import_", "status": "status", "dlq": "dlq", "limits": "limits",
+             "hosts": "hosts", "next": "next", "verify": "verify",
+             "backfill": "backfill", "prune": "prune", "db": "db"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -7,9 +7,9 @@ import ipaddress
 import os
 from typing import Any
 
-from crondepot import logs
-from crondepot.cli.options import add_database, check_schema, database, int_in
-from crondepot.cli.output import fail
+from crondepot.cli.shared.options import add_database, check_schema, database, int_in
+from crondepot.cli.shared.output import fail
+from crondepot.runtime import logs
 
 FORWARDED_ENV = "CRONDEPOT_API_FORWARDED_ALLOW_IPS"
 

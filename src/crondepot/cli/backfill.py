@@ -1,6 +1,6 @@
 """``crondepot backfill JOB --from T --to T``: write the fires of a past range that have no row.
 
-The same code as the HTTP API (``crondepot.backfill``). A range of more than
+The same code as the HTTP API (``crondepot.runs.backfill``). A range of more than
 ``MAX_FIRES`` fires goes in batches of that many, one transaction each, with a progress line
 per batch on stderr; an interrupted backfill is simply run again (a fire that got its row is
 left as it is). Exit status 0 when done, 2 for a bad range or an unknown job.
@@ -12,14 +12,14 @@ import argparse
 import sys
 from typing import Any
 
-from crondepot.backfill import MAX_FIRES, MAX_LISTED, MAX_RANGE, Backfill, BackfillRangeError
-from crondepot.backfill import backfill as run_backfill
-from crondepot.cli.job_ref import HELP as JOB_HELP
-from crondepot.cli.job_ref import job_ref, not_found, resolve
-from crondepot.cli.options import add_database, add_json, instant, operator_connection
-from crondepot.cli.output import fail, print_json
-from crondepot.cli.tenants import add_tenant, tenant_id
+from crondepot.cli.shared.job_ref import HELP as JOB_HELP
+from crondepot.cli.shared.job_ref import job_ref, not_found, resolve
+from crondepot.cli.shared.options import add_database, add_json, instant, operator_connection
+from crondepot.cli.shared.output import fail, print_json
+from crondepot.cli.shared.tenant import add_tenant, tenant_id
 from crondepot.job import store
+from crondepot.runs.backfill import MAX_FIRES, MAX_LISTED, MAX_RANGE, Backfill, BackfillRangeError
+from crondepot.runs.backfill import backfill as run_backfill
 
 
 def register(commands: Any) -> None:

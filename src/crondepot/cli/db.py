@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from crondepot.cli.options import add_database, add_json, database
-from crondepot.cli.output import print_json
+from crondepot.cli.shared.options import add_database, add_json, database
+from crondepot.cli.shared.output import print_json
 from crondepot.db import embedded
 
 

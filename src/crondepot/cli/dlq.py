@@ -13,16 +13,22 @@ from typing import Any
 
 from rich.table import Table
 
-from crondepot import render
-from crondepot.cli.job_ref import HELP as JOB_HELP
-from crondepot.cli.job_ref import JobRef, job_ref, not_found, resolve
+from crondepot.base.errors import CrondepotError
 from crondepot.cli.jobs import console
-from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import fail, print_json, print_more
-from crondepot.cli.tenants import add_tenant, tenant_id
-from crondepot.deadletter import DeadFilter, DeadRun, dead_page, replay
-from crondepot.errors import CrondepotError
-from crondepot.reads import encode_run_cursor, run_cursor_or_none
+from crondepot.cli.shared.job_ref import HELP as JOB_HELP
+from crondepot.cli.shared.job_ref import JobRef, job_ref, not_found, resolve
+from crondepot.cli.shared.options import (
+    add_database,
+    add_json,
+    instant,
+    int_in,
+    operator_connection,
+)
+from crondepot.cli.shared.output import fail, print_json, print_more
+from crondepot.cli.shared.tenant import add_tenant, tenant_id
+from crondepot.runs import render
+from crondepot.runs.deadletter import DeadFilter, DeadRun, dead_page, replay
+from crondepot.runs.reads import encode_run_cursor, run_cursor_or_none
 
 
 class InvalidDeadFilter(CrondepotError, ValueError):
@@ -123,7 +129,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def dead_json(run: DeadRun) -> dict[str, Any]:
-    """A dead run as the API returns it (``crondepot.render.dead_json``), and its
+    """A dead run as the API returns it (``crondepot.runs.render.dead_json``), and its
     tenant: this command may list every tenant's."""
     return {**render.dead_json(run), "tenant": run.tenant}
 

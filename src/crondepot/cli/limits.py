@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from crondepot.cli import holds
-from crondepot.cli.options import add_database, add_json, int_in, operator_connection
-from crondepot.cli.output import print_json
+from crondepot.cli import hosts as holds
+from crondepot.cli.shared.options import add_database, add_json, int_in, operator_connection
+from crondepot.cli.shared.output import print_json
 from crondepot.db import Q
-from crondepot.ratelimit import parse_rate, set_limit
+from crondepot.limits.buckets import parse_rate, set_limit
 
 
 def register(commands: Any) -> None:

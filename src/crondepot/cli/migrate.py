@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from crondepot.audit import act_as, cli_actor
-from crondepot.cli.options import add_database, add_json, add_runtime_role, database
-from crondepot.cli.output import print_json
+from crondepot.cli.shared.options import add_database, add_json, add_runtime_role, database
+from crondepot.cli.shared.output import print_json
 from crondepot.db import connect, migrations, roles
+from crondepot.tenancy.audit import act_as, cli_actor
 
 
 def register(commands: Any) -> None:

@@ -1,7 +1,7 @@
 """``crondepot runs list|show|retry``: runs across jobs or of one job, one run by id, and
 retrying a failed or dead run.
 
-The reads the HTTP API serves (``crondepot.reads``), scoped by tenant: another tenant's
+The reads the HTTP API serves (``crondepot.runs.reads``), scoped by tenant: another tenant's
 job or run is "not found", like a missing one. Cursors are the API's ``next_cursor``.
 
 ``runs list`` with any of ``--status``, ``--since``, ``--until``, ``--error`` (or without
@@ -21,15 +21,22 @@ from typing import Any
 
 from rich.table import Table
 
-from crondepot.cli.job_ref import HELP as JOB_HELP
-from crondepot.cli.job_ref import job_ref, resolve
+from crondepot.base.errors import CrondepotError
+from crondepot.base.vocab import RUN_STATES
 from crondepot.cli.jobs import console, get_job, utc_text
-from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import print_json, print_more
-from crondepot.cli.tenants import add_tenant, tenant_id
-from crondepot.errors import CrondepotError
+from crondepot.cli.shared.job_ref import HELP as JOB_HELP
+from crondepot.cli.shared.job_ref import job_ref, resolve
+from crondepot.cli.shared.options import (
+    add_database,
+    add_json,
+    instant,
+    int_in,
+    operator_connection,
+)
+from crondepot.cli.shared.output import print_json, print_more
+from crondepot.cli.shared.tenant import add_tenant, tenant_id
 from crondepot.job.store import JobNotFound
-from crondepot.reads import (
+from crondepot.runs.reads import (
     RunFilter,
     RunNotFound,
     encode_run_cursor,
@@ -38,8 +45,7 @@ from crondepot.reads import (
     run_cursor_or_none,
     runs_page,
 )
-from crondepot.render import run_json
-from crondepot.runstate import RUN_STATES
+from crondepot.runs.render import run_json
 
 
 class InvalidCursor(CrondepotError, ValueError):
@@ -184,7 +190,7 @@ def _list_across(args: argparse.Namespace) -> int:
 
 
 def run_retry(args: argparse.Namespace) -> int:
-    from crondepot.deadletter import RunNotFound, retry
+    from crondepot.runs.deadletter import RunNotFound, retry
 
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
@@ -203,7 +209,7 @@ def run_retry(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from crondepot.attempts import run_attempts, run_worker
+    from crondepot.runs.attempts import run_attempts, run_worker
 
     with operator_connection(args) as conn:
         try:

@@ -6,9 +6,9 @@ import argparse
 import os
 from typing import Any
 
-from crondepot import logs, metrics
-from crondepot.cli.maintenance import add_maintenance, maintenance_config
-from crondepot.cli.options import add_database, check_schema, database, duration, int_in
+from crondepot.cli.prune import add_maintenance, maintenance_config
+from crondepot.cli.shared.options import add_database, check_schema, database, duration, int_in
+from crondepot.runtime import logs, metrics
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 
 

@@ -25,12 +25,12 @@ from rich.table import Table
 from rich.text import Text
 
 from crondepot.cli.jobs import console
-from crondepot.cli.options import add_database, add_json, operator_connection
-from crondepot.cli.output import print_json
-from crondepot.cli.tenants import add_tenant, tenant_id
-from crondepot.holds import list_holds
-from crondepot.ledger import latest_check
-from crondepot.reads import all_tenants_stats, stats
+from crondepot.cli.shared.options import add_database, add_json, operator_connection
+from crondepot.cli.shared.output import print_json
+from crondepot.cli.shared.tenant import add_tenant, tenant_id
+from crondepot.limits.holds import list_holds
+from crondepot.runs.reads import all_tenants_stats, stats
+from crondepot.scheduler.ledger import latest_check
 
 
 def register(commands: Any) -> None:
@@ -62,7 +62,7 @@ def read_status(conn: psycopg.Connection[Any], tenant: str | None) -> dict[str, 
 
 
 def _holds(conn: psycopg.Connection[Any], tenant: int | None) -> list[dict[str, Any]]:
-    """Active holds (crondepot.holds) and the queued runs each holds."""
+    """Active holds (crondepot.limits.holds) and the queued runs each holds."""
     return [h.document() for h in list_holds(conn, tenant)]
 
 

@@ -25,13 +25,14 @@ from typing import Any
 
 import psycopg
 
-from crondepot import demo, logs
 from crondepot.cli.migrate import embedded_role
-from crondepot.cli.options import add_database, add_runtime_role, database, int_in
+from crondepot.cli.shared import demo
+from crondepot.cli.shared.options import add_database, add_runtime_role, database, int_in
 from crondepot.db import Database, connect, migrate, roles
 from crondepot.db.connect import URL_ENV
 from crondepot.db.embedded import default_data_dir
 from crondepot.db.embedded import stop as stop_embedded
+from crondepot.runtime import logs
 
 CONSOLE_PATH = "/console"   # crondepot.api.console.session.PATH (not imported: FastAPI)
 
@@ -83,7 +84,7 @@ class Child:
 def _tick(text: str) -> str:
     """The tick as the scheduler will read it, checked here: a bad one is a usage error of
     ``up`` (exit 2), not a scheduler crash-looping under the supervisor."""
-    from crondepot.cli.options import duration
+    from crondepot.cli.shared.options import duration
 
     try:
         duration(text)

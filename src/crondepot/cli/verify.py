@@ -12,10 +12,16 @@ from typing import Any
 
 from rich.table import Table
 
-from crondepot.cli.options import add_database, add_json, instant, int_in, operator_connection
-from crondepot.cli.output import console, fail, print_json
-from crondepot.cli.tenants import add_tenant, tenant_id
-from crondepot.ledger import MAX_LISTED, FireRecord, Report, WindowError, verify
+from crondepot.cli.shared.options import (
+    add_database,
+    add_json,
+    instant,
+    int_in,
+    operator_connection,
+)
+from crondepot.cli.shared.output import console, fail, print_json
+from crondepot.cli.shared.tenant import add_tenant, tenant_id
+from crondepot.scheduler.ledger import MAX_LISTED, FireRecord, Report, WindowError, verify
 
 
 def register(commands: Any) -> None:

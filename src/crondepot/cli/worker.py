@@ -10,10 +10,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from crondepot import logs, metrics
-from crondepot.cli.maintenance import add_maintenance, maintenance_config
-from crondepot.cli.options import add_database, check_schema, database, int_in
-from crondepot.cli.output import fail
+from crondepot.cli.prune import add_maintenance, maintenance_config
+from crondepot.cli.shared.options import add_database, check_schema, database, int_in
+from crondepot.cli.shared.output import fail
+from crondepot.runtime import logs, metrics
 
 T = TypeVar("T", int, float)
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import platformdirs
 
+from crondepot.base.errors import DatabaseUnavailable
 from crondepot.db import roles
 from crondepot.db.queries import Q
-from crondepot.errors import DatabaseUnavailable
 
 DATABASE_NAME = "crondepot"  # created by Q.create_database
 

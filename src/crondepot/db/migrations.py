@@ -32,9 +32,9 @@ from typing import Any
 
 import psycopg
 
+from crondepot.base.errors import CrondepotError
 from crondepot.db import roles
 from crondepot.db.queries import Q
-from crondepot.errors import CrondepotError
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 

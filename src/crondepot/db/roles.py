@@ -25,8 +25,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from crondepot.base.errors import CrondepotError
 from crondepot.db.queries import Q
-from crondepot.errors import CrondepotError
 
 DEFAULT_RUNTIME_ROLE = "crondepot_runtime"
 RUNTIME_ROLE_ENV = "CRONDEPOT_RUNTIME_ROLE"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crondepot.exports import on_first_use
+from crondepot.base.lazy import on_first_use
 
 if TYPE_CHECKING:
     from crondepot.job.spec import PRIORITIES, JobSpec, Misfire, Priority

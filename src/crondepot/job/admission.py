@@ -1,8 +1,8 @@
 """Admission: whether a tenant may write these jobs, checked in the writing transaction.
 
 Two rules, after the document itself was validated (``JobSpec.from_document``, pure):
-grants (``crondepot.grants``: the handler and the rate limit a job names must be usable by
-its tenant) and quotas (``crondepot.quotas``: the operator's caps). The store's entry points
+grants (``crondepot.tenancy.grants``: the handler and the rate limit a job names must be usable by
+its tenant) and quotas (``crondepot.tenancy.quotas``: the operator's caps). The store's entry points
 for tenants, ``create_job``, ``update_job`` and ``import_batch`` (the API and the CLI go
 through them), call these before they write; ``create_jobs`` itself is the plain batch
 writer for the operator's own code (seeds, the demo, benchmarks) and checks neither, but
@@ -20,11 +20,11 @@ from typing import Any
 
 import psycopg
 
-from crondepot import grants, quotas
+from crondepot.base.errors import InvalidJob
 from crondepot.db import Q
 from crondepot.db.clock import database_now
-from crondepot.errors import InvalidJob
 from crondepot.job.spec import JobSpec
+from crondepot.tenancy import grants, quotas
 
 
 def admit(conn: psycopg.Connection[Any], tenant_id: int,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from crondepot.priority import PRIORITIES
+from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES
 
 # The whitespace ``str.strip`` removes, spelled as a character class: a text field must hold
 # one character outside it ("non-blank"), in Python and in the published JSON Schema alike
@@ -105,8 +105,7 @@ class Tagged:
 
 # --- names a job refers to, matched whole -------------------------------------------------
 
-LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
-HANDLER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+# A rate limit's and a handler's names are vocabulary the grants share (base/vocab.py).
 # Labels, Kubernetes-like: a filter spells one as key=value, so neither has '='.
 LABEL_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")

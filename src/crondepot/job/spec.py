@@ -27,18 +27,16 @@ from typing import Any, Literal
 
 import orjson
 
-from crondepot import jsontext
-from crondepot.errors import InvalidJob, InvalidSchedule
+from crondepot.base import jsontext
+from crondepot.base.errors import InvalidJob, InvalidSchedule
+from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority
 from crondepot.job import fields as F
 from crondepot.job.fields import (
-    HANDLER_NAME,
-    LIMIT_NAME,
     MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_DEPTH,
     Field,
 )
 from crondepot.job.url import MAX_URL_LENGTH, allow_list, check_target_url
-from crondepot.priority import PRIORITIES, Priority
 from crondepot.timetable import Schedule, Timetable, schedule, uses_hash, validate_zone
 
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline

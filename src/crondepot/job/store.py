@@ -11,7 +11,7 @@ catch-up and misfire rules decide; its due time, spread included, as it was), or
 skipped ``paused`` if the job was paused. Only then does the job move on, from the change's
 instant. An edit of cron, tz or the window (start_at, end_at) also keeps the old timetable,
 its window and the interval it was in force, in ``job_timetables``: ``crondepot verify``
-(crondepot.ledger) and ``crondepot backfill`` read them back.
+(crondepot.scheduler.ledger) and ``crondepot backfill`` read them back.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from crondepot import jsontext, metrics
+from crondepot.base import jsontext
+from crondepot.base.errors import CrondepotError, InvalidJob, InvalidSchedule
 from crondepot.db import Q
 from crondepot.db.clock import database_clock, database_now
-from crondepot.errors import CrondepotError, InvalidJob, InvalidSchedule
 from crondepot.job.admission import admit, admit_change
 from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
+from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
 from crondepot.scheduler.tick import insert_runs
 from crondepot.timetable import run_id, spread_offset, uses_hash
@@ -159,7 +160,7 @@ _COPY_TYPES = ("int8", "int8", "text", "text", "text", "timestamptz", "timestamp
 
 def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
           firsts: list[tuple[datetime | None, datetime | None]]) -> list[Row]:
-    # jsonb through orjson (crondepot.jsontext): the json module was a tenth of the import's
+    # jsonb through orjson (crondepot.base.jsontext): the json module was a tenth of the import's
     # Python time per job.
     return [(job_id, tenant_id, s.key, s.cron, s.tz, first[1], first[0], s.priority, s.active,
              Jsonb(s.target, jsontext.dumps), Jsonb(s.payload, jsontext.dumps),
@@ -290,7 +291,7 @@ def create_job(conn: psycopg.Connection[Any], tenant_id: int,
         Q.get_job_by_key, {"tenant_id": tenant_id, "key": spec.key}).fetchone()
     if row is None:
         raise JobNotFound(f"job with key {spec.key!r} vanished")   # jobs are never deleted
-    existing = _stored(row)
+    existing = stored_job(row)
     if existing.spec != spec:
         state = "a cancelled job" if not existing.active else "a job with a different document"
         raise KeyConflict(f"key {spec.key!r} already names {state} (id {existing.id}); use "
@@ -303,7 +304,7 @@ def get_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int) -> Store
         Q.get_tenant_job, {"id": job_id, "tenant_id": tenant_id}).fetchone()
     if row is None:
         raise JobNotFound(f"no job {job_id}")
-    return _stored(row)
+    return stored_job(row)
 
 
 def list_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *,
@@ -311,7 +312,7 @@ def list_jobs(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *
     """A page of jobs in id order, strictly after id ``after``."""
     rows = conn.cursor(row_factory=dict_row).execute(Q.list_tenant_jobs, {
         "tenant_id": tenant_id, "after": after, "limit": limit, **where.params()}).fetchall()
-    return [_stored(row) for row in rows]
+    return [stored_job(row) for row in rows]
 
 
 def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
@@ -322,7 +323,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
     ``version`` is the one the caller read."""
     settled: list[PlannedRun] = []
     with conn.transaction():
-        job = _lock(conn, tenant_id, job_id)
+        job = lock_job(conn, tenant_id, job_id)
         if job.version != version:
             raise VersionMismatch(f"job {job_id} is at version {job.version}, not {version}",
                                   current=job.version)
@@ -360,7 +361,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         assert changed == 1   # the row is locked and was checked above
         conn.execute(Q.notify_jobs_changed)
         stored = get_job(conn, tenant_id, job_id)
-    _count_skipped(settled)
+    count_skipped(settled)
     return stored
 
 
@@ -371,16 +372,16 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     the fires after it."""
     settled: list[PlannedRun] = []
     with conn.transaction():
-        job = _lock(conn, tenant_id, job_id)
+        job = lock_job(conn, tenant_id, job_id)
         if not job.paused:
             db_now = database_clock(conn, now)
             settled = _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
                                        "next_run_at": due, "next_nominal_at": nominal})
-            _end_if_done(conn, job, settled, db_now, nominal)
+            end_if_done(conn, job, settled, db_now, nominal)
         stored = get_job(conn, tenant_id, job_id)
-    _count_skipped(settled)
+    count_skipped(settled)
     return stored
 
 
@@ -393,17 +394,17 @@ def resume_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     """
     settled: list[PlannedRun] = []
     with conn.transaction():
-        job = _lock(conn, tenant_id, job_id)
+        job = lock_job(conn, tenant_id, job_id)
         if job.paused:
             db_now = database_clock(conn, now)
             settled = _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.resume_job, {"id": job_id, "tenant_id": tenant_id,
                                         "next_run_at": due, "next_nominal_at": nominal})
-            _end_if_done(conn, job, settled, db_now, nominal)
+            end_if_done(conn, job, settled, db_now, nominal)
             conn.execute(Q.notify_jobs_changed)
         stored = get_job(conn, tenant_id, job_id)
-    _count_skipped(settled)
+    count_skipped(settled)
     return stored
 
 
@@ -462,7 +463,7 @@ def _refuse_no_fire(spec: JobSpec, nominal: datetime | None, fires: int) -> None
                          "would never fire again (cancel it instead)", field=field)
 
 
-def _end_if_done(conn: psycopg.Connection[Any], job: StoredJob, settled: list[PlannedRun],
+def end_if_done(conn: psycopg.Connection[Any], job: StoredJob, settled: list[PlannedRun],
                  now: datetime, nominal: datetime | None = None) -> None:
     """End ``job`` if the fires just settled were its last (max_runs), or its schedule has
     no fire after ``now`` (a pause or resume past its at or end_at)."""
@@ -477,7 +478,7 @@ def _end(conn: psycopg.Connection[Any], job_id: int, reason: str, ended_at: date
     conn.execute(Q.end_job, {"id": job_id, "reason": reason, "ended_at": ended_at})
 
 
-def _count_skipped(settled: list[PlannedRun]) -> None:
+def count_skipped(settled: list[PlannedRun]) -> None:
     """Count the skipped runs a change settled, once it has committed."""
     for run in settled:
         if run.skip_reason:
@@ -506,14 +507,14 @@ def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     ledger still accounts for them). Cancelling a cancelled job changes nothing."""
     settled: list[PlannedRun] = []
     with conn.transaction():
-        job = _lock(conn, tenant_id, job_id, allow_cancelled=True)
+        job = lock_job(conn, tenant_id, job_id, allow_cancelled=True)
         if job.active:
             db_now = database_clock(conn, now)
             settled = _settle(conn, tenant_id, job, db_now)
             conn.execute(Q.cancel_job, {"id": job_id, "tenant_id": tenant_id, "now": db_now})
             conn.execute(Q.cancel_queued_runs, {"job_id": job_id})
         stored = get_job(conn, tenant_id, job_id)
-    _count_skipped(settled)
+    count_skipped(settled)
     return stored
 
 
@@ -521,7 +522,7 @@ def trigger_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
                 now: datetime | None = None) -> Triggered:
     """Queue one run due now, named after the current second (paused jobs may be triggered)."""
     with conn.transaction():
-        job = _lock(conn, tenant_id, job_id)
+        job = lock_job(conn, tenant_id, job_id)
         at = database_now(conn, now).replace(microsecond=0)
         rid = run_id(job_id, at)
         row = conn.execute(Q.insert_manual_run, {
@@ -532,13 +533,13 @@ def trigger_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     return Triggered(run_id=rid, created=row is not None)
 
 
-def _lock(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
+def lock_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
           allow_cancelled: bool = False) -> StoredJob:
     row = conn.cursor(row_factory=dict_row).execute(
         Q.lock_tenant_job, {"id": job_id, "tenant_id": tenant_id}).fetchone()
     if row is None:
         raise JobNotFound(f"no job {job_id}")
-    job = _stored(row)
+    job = stored_job(row)
     if not job.active and not allow_cancelled:
         how = (f"ended ({job.ended_reason}) at {job.ended_at}" if job.ended_reason
                else f"was cancelled at {job.cancelled_at}")
@@ -557,7 +558,7 @@ def _patched(job: StoredJob, patch: dict[str, Any]) -> JobSpec:
     return JobSpec.from_document({k: v for k, v in merged.items() if v is not None})
 
 
-def _stored(row: dict[str, Any]) -> StoredJob:
+def stored_job(row: dict[str, Any]) -> StoredJob:
     spec = JobSpec(
         key=row["key"], cron=row["cron"], tz=row["tz"], priority=row["priority"],
         target=row["target"], payload=row["payload"],
@@ -607,7 +608,7 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[
     batch with it. Then the batch is stored again one job at a time, each in a savepoint,
     and the refused ones are reported, naming the field where the constraint says which.
     """
-    from crondepot.audit import record_summary, without_row_entries
+    from crondepot.tenancy.audit import record_summary, without_row_entries
 
     with conn.transaction():
         without_row_entries(conn)

@@ -5,7 +5,7 @@ A URL is refused here when httpx would refuse it at dispatch (a control characte
 out of range, a host that is neither a name nor an address), so that a job never waits for
 its first run to fail. A *literal* address (``http://169.254.169.254/``, ``http://[::1]/``,
 ``http://2130706433/``) is judged now by the worker's own rule, ``AddressGuard`` with
-``CRONDEPOT_TARGET_ALLOWLIST`` (one definition: worker/targets/guard.py). Host *names* are
+``CRONDEPOT_TARGET_ALLOWLIST`` (one definition: job/guard.py). Host *names* are
 not resolved here: what a name points at can change, so the worker checks the address it
 resolves at call time (as it also does for literal addresses).
 """
@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
 from crondepot.job import fields as F
-from crondepot.worker.targets.guard import (
+from crondepot.job.guard import (
     ALLOWLIST_ENV,
     AddressGuard,
     IPAddress,

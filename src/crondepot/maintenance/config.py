@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
-from crondepot.retention import DEFAULT_RETENTION
+from crondepot.runs.retention import DEFAULT_RETENTION
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,8 +21,8 @@ from typing import Any
 
 import psycopg
 
-from crondepot import metrics
 from crondepot.db import Q, connect
+from crondepot.runtime import metrics
 
 log = logging.getLogger("crondepot.maintenance")
 

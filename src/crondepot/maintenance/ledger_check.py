@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from crondepot import ledger
 from crondepot.maintenance.config import MaintenanceConfig
+from crondepot.scheduler import ledger
 
 log = logging.getLogger("crondepot.maintenance")
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 
-from crondepot import metrics
 from crondepot.db import connect
 from crondepot.maintenance.config import MaintenanceConfig
 from crondepot.maintenance.leader import Leadership
@@ -21,6 +20,7 @@ from crondepot.maintenance.ledger_check import check_ledger
 from crondepot.maintenance.pruner import prune
 from crondepot.maintenance.registry import forget_old_workers
 from crondepot.maintenance.rescuer import rescue
+from crondepot.runtime import metrics
 
 log = logging.getLogger("crondepot.maintenance")
 

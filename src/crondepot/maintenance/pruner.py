@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from crondepot.maintenance.config import MaintenanceConfig
-from crondepot.retention import PRUNE_BATCH, prune_finished_runs
+from crondepot.runs.retention import PRUNE_BATCH, prune_finished_runs
 
 log = logging.getLogger("crondepot.maintenance")
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import psycopg
 
-from crondepot import holds, metrics
+from crondepot.limits import holds
 from crondepot.maintenance.config import MaintenanceConfig
 from crondepot.queue.claim import deadline_passed
 from crondepot.queue.lease import reap_abandoned_runs, skip_runs_past_deadline
+from crondepot.runtime import metrics
 
 log = logging.getLogger("crondepot.maintenance")
 

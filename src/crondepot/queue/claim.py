@@ -19,9 +19,9 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import args_row
 
-from crondepot import metrics
+from crondepot.base.vocab import PRIORITIES
 from crondepot.db import Q
-from crondepot.priority import PRIORITIES
+from crondepot.runtime import metrics
 
 log = logging.getLogger("crondepot.worker")
 

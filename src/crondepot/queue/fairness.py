@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
+from crondepot.base.errors import CrondepotError
 from crondepot.db import Q
-from crondepot.errors import CrondepotError
 
 MIN_WEIGHT = 1
 MAX_WEIGHT = 1000       # the column's CHECK (migration 0012)

@@ -18,9 +18,9 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
+from crondepot.base.errors import CrondepotError
+from crondepot.base.jsontext import storable
 from crondepot.db import Q
-from crondepot.errors import CrondepotError
-from crondepot.jsontext import storable
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 
 log = logging.getLogger("crondepot.worker")

@@ -27,10 +27,10 @@ from typing import Any
 
 import psycopg
 
-from crondepot import metrics
 from crondepot.db import Q, connect
-from crondepot.lifecycle import Backoff, Stoppable
 from crondepot.maintenance import Maintainer, MaintenanceConfig
+from crondepot.runtime import metrics
+from crondepot.runtime.lifecycle import Backoff, Stoppable
 from crondepot.scheduler.tick import TickResult, tick
 
 log = logging.getLogger("crondepot.scheduler")

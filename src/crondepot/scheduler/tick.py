@@ -20,8 +20,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import namedtuple_row
 
+from crondepot.base.errors import InvalidSchedule
 from crondepot.db import Q
-from crondepot.errors import InvalidSchedule
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
 from crondepot.timetable import Schedule, schedule, spread_offset, uses_hash
 from crondepot.timetable.runid import format_run_id, unix_seconds

@@ -61,7 +61,7 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 from hashlib import sha256
 
-from crondepot.errors import InvalidSchedule
+from crondepot.base.errors import InvalidSchedule
 
 __all__ = ["CronSpec", "parse_cron", "uses_hash"]
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from crondepot.errors import InvalidSchedule
+from crondepot.base.errors import InvalidSchedule
 
 __all__ = ["Kind", "Placement", "change_instant", "place", "validate_zone", "wall_clock_start"]
 

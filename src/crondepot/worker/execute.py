@@ -3,7 +3,7 @@
 The order matters:
 1. refuse, as a permanent failure, a run whose tenant may no longer use its handler or its
    rate limit (a grant revoked after the run was queued; the tenant's grants are cached for
-   a few seconds, crondepot.grants.GrantCache), or whose limit does not exist;
+   a few seconds, crondepot.tenancy.grants.GrantCache), or whose limit does not exist;
 2. wait for a rate-limit token if the job names a limit (waiting never fails the run; but a
    run that waited long is checked against its misfire deadline again, and recorded
    skipped if it passed meanwhile: "never after noon" holds for a slow rate limit too);
@@ -26,11 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from crondepot import metrics
-from crondepot.errors import PermanentError, TargetError, TemporaryError
-from crondepot.grants import GrantCache, run_refusal
-from crondepot.handlers import UnknownHandler
-from crondepot.lifecycle import Backoff
+from crondepot.base.errors import PermanentError, TargetError, TemporaryError
+from crondepot.limits.buckets import HOLD_SECONDS, RateLimiter, UnknownLimit
 from crondepot.queue import (
     ClaimedRun,
     LostLease,
@@ -41,11 +38,14 @@ from crondepot.queue import (
 )
 from crondepot.queue.claim import deadline_passed
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
-from crondepot.ratelimit import HOLD_SECONDS, RateLimiter, UnknownLimit
-from crondepot.retry import decide
-from crondepot.worker.recorder import OutcomeWriter
-from crondepot.worker.signing_keys import SigningKeys, fetch_from
+from crondepot.queue.retry import decide
+from crondepot.runtime import metrics
+from crondepot.runtime.lifecycle import Backoff
+from crondepot.tenancy.grants import GrantCache, run_refusal
+from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.targets import OutcomeUnknown, Targets, default_targets
+from crondepot.worker.targets.handlers import UnknownHandler
+from crondepot.worker.webhook_keys import SigningKeys, fetch_from
 
 if TYPE_CHECKING:
     from crondepot.worker.targets.http import WebhookTarget

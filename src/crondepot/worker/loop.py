@@ -36,10 +36,10 @@ import psycopg
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
-from crondepot import metrics
+from crondepot.base.jsontext import loads_stored
 from crondepot.db import Q, bounded, connect, idle_check
-from crondepot.jsontext import loads_stored
-from crondepot.lifecycle import Backoff, Stoppable
+from crondepot.job.guard import AddressGuard
+from crondepot.limits.buckets import RateLimiter
 from crondepot.maintenance import Maintainer, MaintenanceConfig
 from crondepot.queue import LostLease, WeightedOrder, claim_runs, release_run
 from crondepot.queue.lease import (
@@ -48,12 +48,12 @@ from crondepot.queue.lease import (
     HeldLease,
     extend_acquired_leases,
 )
-from crondepot.ratelimit import RateLimiter
+from crondepot.runtime import metrics
+from crondepot.runtime.lifecycle import Backoff, Stoppable
 from crondepot.worker.execute import Attempt, Executor
-from crondepot.worker.recorder import OutcomeWriter
+from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.slots import Slots
 from crondepot.worker.targets import check_tls_environment
-from crondepot.worker.targets.guard import AddressGuard
 
 if TYPE_CHECKING:
     from crondepot.worker.targets.http import WebhookTarget

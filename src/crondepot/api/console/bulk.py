@@ -1,4 +1,4 @@
-"""The console's bulk form (crondepot.bulk): the jobs page's filter sent to a confirmation
+"""The console's bulk form (crondepot.job.bulk): the jobs page's filter sent to a confirmation
 page that shows the count and the first keys; only its "Yes" button (a POST with the CSRF
 token) changes anything, through the same code as the API and the CLI.
 
@@ -14,9 +14,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import HTMLResponse
 
-from crondepot import bulk
 from crondepot.api.auth import Conn
-from crondepot.api.console.routes import Form, _page, _text_params, redirect
+from crondepot.api.console.routes import (
+    Form,
+    redirect,
+    refuse_unstorable_params,
+    render_page,
+)
 from crondepot.api.console.session import (
     PATH,
     ConsoleError,
@@ -25,10 +29,12 @@ from crondepot.api.console.session import (
     require_csrf,
     session,
 )
-from crondepot.bulk import ACTIONS, Action, BulkFilter
-from crondepot.errors import InvalidJob
+from crondepot.base.errors import InvalidJob
+from crondepot.job import bulk
+from crondepot.job.bulk import ACTIONS, Action, BulkFilter
 
-router = APIRouter(prefix=PATH, include_in_schema=False, dependencies=[Depends(_text_params)])
+router = APIRouter(prefix=PATH, include_in_schema=False,
+                   dependencies=[Depends(refuse_unstorable_params)])
 FIELDS = ("key_prefix", "label", "host", "rate_limit", "priority")
 
 
@@ -56,7 +62,7 @@ def confirm(request: Request, conn: Conn) -> HTMLResponse:
     seen = bulk.preview(conn, current.who.tenant_id, action, where, sample=20)
     jobs_query = urlencode({k: v for k, v in values.items() if k != "host" and
                             k != "rate_limit"})
-    return _page(request, current, "bulk.html", nav="jobs", action=action, count=seen.count,
+    return render_page(request, current, "bulk.html", nav="jobs", action=action, count=seen.count,
                  sample=seen.sample, filters=values, jobs_query=jobs_query)
 
 

@@ -44,14 +44,10 @@ from crondepot.api.console.session import (
 )
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
-from crondepot.attempts import run_attempts
-from crondepot.bulk import ACTIONS as ACTIONS_BY_FILTER
-from crondepot.bulk import parse_labels
-from crondepot.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline, dead_page
-from crondepot.deadletter import replay as replay_dead
-from crondepot.deadletter import retry as retry_run
-from crondepot.errors import InvalidJob
-from crondepot.holds import list_holds
+from crondepot.base.errors import InvalidJob
+from crondepot.base.vocab import PRIORITIES
+from crondepot.job.bulk import ACTIONS as ACTIONS_BY_FILTER
+from crondepot.job.bulk import parse_labels
 from crondepot.job.by_key import job_id_by_key
 from crondepot.job.store import (
     JobCancelled,
@@ -62,8 +58,12 @@ from crondepot.job.store import (
     resume_job,
     trigger_job,
 )
-from crondepot.priority import PRIORITIES
-from crondepot.reads import (
+from crondepot.limits.holds import list_holds
+from crondepot.runs.attempts import run_attempts
+from crondepot.runs.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline, dead_page
+from crondepot.runs.deadletter import replay as replay_dead
+from crondepot.runs.deadletter import retry as retry_run
+from crondepot.runs.reads import (
     RUN_STATES,
     RunFilter,
     encode_run_cursor,
@@ -73,7 +73,7 @@ from crondepot.reads import (
 )
 
 
-def _text_params(request: Request) -> None:
+def refuse_unstorable_params(request: Request) -> None:
     """Refuse a query or path parameter PostgreSQL cannot store (a NUL, ``%00``), a
     dependency of every console route: a filter or a run id holding one would otherwise
     fail in the database (a 500)."""
@@ -82,7 +82,8 @@ def _text_params(request: Request) -> None:
         raise ConsoleError(422, "Invalid input", bad[1])
 
 
-router = APIRouter(prefix=PATH, include_in_schema=False, dependencies=[Depends(_text_params)])
+router = APIRouter(prefix=PATH, include_in_schema=False,
+                   dependencies=[Depends(refuse_unstorable_params)])
 Form = Annotated[dict[str, list[str]], Depends(form_fields)]
 REPLAY_LIMIT = 10_000
 SECURITY_HEADERS = {
@@ -148,7 +149,7 @@ def redirect(url: str, *, notice: dict[str, str] | None = None) -> RedirectRespo
     return RedirectResponse(url, status_code=303, headers=SECURITY_HEADERS)
 
 
-def _page(request: Request, current: Session, template: str, status: int = 200,
+def render_page(request: Request, current: Session, template: str, status: int = 200,
           **context: Any) -> HTMLResponse:
     notice = NOTICES.get(request.query_params.get("notice", ""))
     replayed = bigint_or_none(request.query_params.get("replayed", ""))
@@ -226,7 +227,7 @@ def logout(request: Request, conn: Conn, form: Form) -> Response:
 def overview(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
     data = views.overview(conn, current.who.tenant_id)
-    return _page(request, current, "overview.html", nav="overview",
+    return render_page(request, current, "overview.html", nav="overview",
                  holds=list_holds(conn, current.who.tenant_id), **data)
 
 
@@ -265,7 +266,7 @@ def jobs(request: Request, conn: Conn) -> HTMLResponse:
                "label": label}
     next_url = f"{PATH}/jobs?" + urlencode({**filters, "cursor": next_after}) \
         if next_after else None
-    return _page(request, current, "jobs.html", nav="jobs", rows=rows, filters=filters,
+    return render_page(request, current, "jobs.html", nav="jobs", rows=rows, filters=filters,
                  next_url=next_url, bulk_notice=_bulk_notice(q), back=str(request.url.path) + (
                      "?" + request.url.query if request.url.query else ""))
 
@@ -278,7 +279,7 @@ def job(request: Request, conn: Conn, job_id: str) -> HTMLResponse:
     count = min(max(asked, 1), 500) if asked is not None else 25
     with _found(current):
         data = views.job_detail(conn, current.who.tenant_id, _job_id(job_id), count)
-    return _page(request, current, "job.html", nav="jobs", count=count,
+    return render_page(request, current, "job.html", nav="jobs", count=count,
                  back=f"{PATH}/jobs/{data['job'].id}", **data)
 
 
@@ -339,7 +340,7 @@ def runs(request: Request, conn: Conn) -> HTMLResponse:
     query = urlencode({k: v for k, v in values.items() if v})
     next_url = f"{PATH}/runs?" + urlencode({**{k: v for k, v in values.items() if v},
                                             "cursor": cursor}) if cursor else None
-    return _page(request, current, "runs.html", nav="runs", runs=rows, filters=values,
+    return render_page(request, current, "runs.html", nav="runs", runs=rows, filters=values,
                  states=RUN_STATES, next_url=next_url, query=query,
                  first_page=f"{PATH}/runs?{query}" if before else None)
 
@@ -351,7 +352,7 @@ def run(request: Request, conn: Conn, run_id: str) -> HTMLResponse:
         row = get_run(conn, current.who.tenant_id, run_id[:100])
         owner = get_job(conn, current.who.tenant_id, row["job_id"])
     row["lateness"] = views.lateness(row)
-    return _page(request, current, "run.html", nav="dead", run=row, job=owner,
+    return render_page(request, current, "run.html", nav="dead", run=row, job=owner,
                  attempts=run_attempts(conn, row))
 
 
@@ -425,7 +426,7 @@ def dead_letter(request: Request, conn: Conn) -> HTMLResponse:
     total = len(views.dead_letter(conn, where)) if last or after else len(shown)
     next_url = f"{PATH}/dead-letter?" + urlencode(
         {**values, "cursor": encode_run_cursor(*last)}) if last else None
-    return _page(request, current, "dead.html", nav="dead", runs=shown, total=total,
+    return render_page(request, current, "dead.html", nav="dead", runs=shown, total=total,
                  filters=values, query=urlencode(values), next_url=next_url,
                  older=after is not None)
 
@@ -436,7 +437,7 @@ def replay_confirm(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
     where, values = _dead_filter(conn, current, lambda n: request.query_params.get(n, ""))
     matching = replay_dead(conn, where, dry_run=True)
-    return _page(request, current, "replay.html", nav="dead", runs=matching.replayed[:20],
+    return render_page(request, current, "replay.html", nav="dead", runs=matching.replayed[:20],
                  count=len(matching.replayed), past_deadline=len(matching.past_deadline),
                  filters=values, query=urlencode(values))
 

@@ -29,7 +29,7 @@ from crondepot.api import auth
 from crondepot.api.params import unstorable_param
 from crondepot.api.problems import RateLimited
 from crondepot.db import Q
-from crondepot.tenants import hash_token
+from crondepot.tenancy.tenants import hash_token
 
 COOKIE = "crondepot_console"
 LOGIN_COOKIE = "crondepot_console_login"

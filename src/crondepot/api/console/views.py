@@ -15,13 +15,13 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from crondepot import reads
 from crondepot.api.console import charts
+from crondepot.base.vocab import RUN_STATES
 from crondepot.db import Q
-from crondepot.deadletter import DeadFilter, DeadRun, list_dead
-from crondepot.health import job_health, list_unhealthy_jobs, unhealthy_among
+from crondepot.job.health import job_health, list_unhealthy_jobs, unhealthy_among
 from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
-from crondepot.runstate import RUN_STATES
+from crondepot.runs import reads
+from crondepot.runs.deadletter import DeadFilter, DeadRun, list_dead
 from crondepot.timetable import Fire
 
 NOTES = {

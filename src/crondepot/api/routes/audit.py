@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from crondepot.api.auth import Conn, Reader
 from crondepot.api.openapi import problems
 from crondepot.api.params import MAX_BIGINT, bigint
-from crondepot.audit import AuditEntry, list_audit
+from crondepot.tenancy.audit import AuditEntry, list_audit
 
 router = APIRouter(prefix="/v1", tags=["audit"])
 

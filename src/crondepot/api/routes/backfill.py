@@ -1,4 +1,4 @@
-"""Backfill one job: write the fires of a past range that have no row (crondepot.backfill)."""
+"""Backfill one job: write the fires of a past range that have no row (crondepot.runs.backfill)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Writer
+from crondepot.api.models import BackfillRequest, BackfillResult
 from crondepot.api.openapi import problems, request_body
 from crondepot.api.problems import Invalid
 from crondepot.api.routes.jobs import known_job_id
-from crondepot.api.schemas import BackfillRequest, BackfillResult
-from crondepot.backfill import BackfillRangeError, backfill
+from crondepot.runs.backfill import BackfillRangeError, backfill
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -1,4 +1,4 @@
-"""Bulk actions by filter (crondepot.bulk): pause, resume or cancel every job of the
+"""Bulk actions by filter (crondepot.job.bulk): pause, resume or cancel every job of the
 caller's tenant that a filter matches; with ``dry_run``, only count them.
 
 Its router is included before the jobs router: ``/v1/jobs/bulk/pause`` would otherwise be
@@ -15,16 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from crondepot import bulk
 from crondepot.api.auth import Conn, Writer
 from crondepot.api.openapi import problems, request_body
-from crondepot.bulk import Action, BulkFilter
-from crondepot.holds import HOST_NAME
+from crondepot.base.jsontext import NO_NUL
+from crondepot.base.vocab import LIMIT_NAME, PRIORITIES, Priority
+from crondepot.job import bulk
 from crondepot.job import fields as F
-from crondepot.job.schema import field_schema
-from crondepot.job.spec import PRIORITIES
-from crondepot.jsontext import NO_NUL
-from crondepot.priority import Priority
+from crondepot.job.bulk import Action, BulkFilter
+from crondepot.job.json_schema import field_schema
+from crondepot.limits.holds import HOST_NAME
 
 router = APIRouter(prefix="/v1/jobs/bulk", tags=["jobs"])
 
@@ -43,7 +42,7 @@ def request_schema() -> dict[str, Any]:
         "host": {"type": "string", "pattern": f"^(?:{HOST_NAME.pattern})$",
                  "description": "jobs whose http target calls this host (compared "
                                 "lowercase)"},
-        "rate_limit": {"type": "string", "pattern": f"^(?:{F.LIMIT_NAME.pattern})$",
+        "rate_limit": {"type": "string", "pattern": f"^(?:{LIMIT_NAME.pattern})$",
                        "description": "jobs that use this rate limit"},
         "priority": {"type": "string", "enum": list(PRIORITIES)},
     }

@@ -8,13 +8,13 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
+from crondepot.api.models import DeadRunList, ReplayRequest, ReplayResult
 from crondepot.api.openapi import problems
 from crondepot.api.params import MAX_BIGINT, Instant, window
 from crondepot.api.problems import Invalid
-from crondepot.api.schemas import DeadRunList, ReplayRequest, ReplayResult
-from crondepot.deadletter import DeadFilter, dead_page, replay
-from crondepot.reads import encode_run_cursor, run_cursor_or_none
-from crondepot.render import dead_json
+from crondepot.runs.deadletter import DeadFilter, dead_page, replay
+from crondepot.runs.reads import encode_run_cursor, run_cursor_or_none
+from crondepot.runs.render import dead_json
 
 router = APIRouter(prefix="/v1/dead-letter", tags=["dead letter"])
 

@@ -1,4 +1,4 @@
-"""Holds (crondepot.holds): keep the caller's tenant's queued runs of a rate limit or a
+"""Holds (crondepot.limits.holds): keep the caller's tenant's queued runs of a rate limit or a
 target host from being claimed, without touching its jobs; list the holds."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from crondepot import holds
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.openapi import problems
-from crondepot.holds import HOST_NAME
-from crondepot.job.fields import LIMIT_NAME
+from crondepot.base.vocab import LIMIT_NAME
+from crondepot.limits import holds
+from crondepot.limits.holds import HOST_NAME
 
 router = APIRouter(prefix="/v1", tags=["holds"])
 # The names, documented as holds.checked reads them (it answers 422 naming the field).

@@ -17,11 +17,11 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Writer
 from crondepot.api.body import ndjson_body, ndjson_spans, parse_json
+from crondepot.api.models import EMI_REMINDER, PYTHON_JOB, ImportResult
 from crondepot.api.openapi import ndjson_body as ndjson_doc
 from crondepot.api.openapi import problems
 from crondepot.api.problems import ApiError
-from crondepot.api.schemas import EMI_REMINDER, PYTHON_JOB, ImportResult
-from crondepot.errors import InvalidJob, InvalidSchedule
+from crondepot.base.errors import InvalidJob, InvalidSchedule
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import import_batch
 

@@ -15,11 +15,11 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader
+from crondepot.api.models import Job
 from crondepot.api.openapi import etag, job_links, problems
-from crondepot.api.schemas import Job
 from crondepot.job.by_key import job_id_by_key
 from crondepot.job.store import JobNotFound, get_job
-from crondepot.render import job_json
+from crondepot.runs.render import job_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -11,10 +11,7 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
-from crondepot.api.openapi import etag, job_links, link, location, problems, request_body
-from crondepot.api.params import MAX_BIGINT, ascii_digits, bigint
-from crondepot.api.problems import Invalid, PreconditionRequired
-from crondepot.api.schemas import (
+from crondepot.api.models import (
     BILL_DUE_ONCE,
     EMI_REMINDER,
     EMI_TWELVE_MONTH_ENDS,
@@ -26,9 +23,13 @@ from crondepot.api.schemas import (
     JobWithHealth,
     TriggerResult,
 )
-from crondepot.bulk import parse_label
-from crondepot.health import job_health, list_unhealthy_jobs
+from crondepot.api.openapi import etag, job_links, link, location, problems, request_body
+from crondepot.api.params import MAX_BIGINT, ascii_digits, bigint
+from crondepot.api.problems import Invalid, PreconditionRequired
+from crondepot.base.vocab import Priority
 from crondepot.job import fields as F
+from crondepot.job.bulk import parse_label
+from crondepot.job.health import job_health, list_unhealthy_jobs
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import (
     JobFilter,
@@ -42,9 +43,8 @@ from crondepot.job.store import (
     trigger_job,
     update_job,
 )
-from crondepot.priority import Priority
-from crondepot.reads import get_run
-from crondepot.render import job_json, run_json
+from crondepot.runs.reads import get_run
+from crondepot.runs.render import job_json, run_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 LABEL_FILTER = f"^(?:{F.LABEL_KEY.pattern})=(?:{F.LABEL_VALUE.pattern})$"

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader
+from crondepot.api.models import LedgerReport
 from crondepot.api.openapi import problems
 from crondepot.api.params import Instant
 from crondepot.api.problems import Invalid
-from crondepot.api.schemas import LedgerReport
-from crondepot.ledger import WindowError, verify
+from crondepot.scheduler.ledger import WindowError, verify
 
 router = APIRouter(prefix="/v1", tags=["ledger"])
 

@@ -16,11 +16,11 @@ from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
+from crondepot.api.models import Limit, LimitDocument, LimitList
 from crondepot.api.openapi import link, location, problems, request_body
 from crondepot.api.problems import Invalid
-from crondepot.api.schemas import Limit, LimitDocument, LimitList
-from crondepot.job.spec import LIMIT_NAME
-from crondepot.ratelimit import (
+from crondepot.base.vocab import LIMIT_NAME
+from crondepot.limits.buckets import (
     Bucket,
     InvalidLimit,
     LimitNotFound,

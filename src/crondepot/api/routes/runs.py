@@ -10,11 +10,7 @@ from fastapi import APIRouter, Body, Query
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
-from crondepot.api.openapi import problems
-from crondepot.api.params import MAX_BIGINT, Instant, window
-from crondepot.api.problems import Invalid
-from crondepot.api.routes.jobs import known_job_id
-from crondepot.api.schemas import (
+from crondepot.api.models import (
     ListedRunPage,
     RetryRequest,
     RetryResult,
@@ -22,10 +18,14 @@ from crondepot.api.schemas import (
     RunPage,
     StorableText,
 )
-from crondepot.attempts import run_attempts, run_worker
-from crondepot.deadletter import retry
+from crondepot.api.openapi import problems
+from crondepot.api.params import MAX_BIGINT, Instant, window
+from crondepot.api.problems import Invalid
+from crondepot.api.routes.jobs import known_job_id
 from crondepot.job.store import get_job
-from crondepot.reads import (
+from crondepot.runs.attempts import run_attempts, run_worker
+from crondepot.runs.deadletter import retry
+from crondepot.runs.reads import (
     RUN_STATES,
     RunFilter,
     encode_run_cursor,
@@ -34,7 +34,7 @@ from crondepot.reads import (
     run_cursor_or_none,
     runs_page,
 )
-from crondepot.render import run_json
+from crondepot.runs.render import run_json
 
 router = APIRouter(prefix="/v1", tags=["runs"])
 

@@ -7,11 +7,11 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import ConnectionPool
 
 from crondepot.api.auth import Conn, Reader
+from crondepot.api.models import Stats
 from crondepot.api.openapi import problems
 from crondepot.api.problems import problem
-from crondepot.api.schemas import Stats
 from crondepot.db.migrations import MigrationError, pending_names
-from crondepot.reads import stats
+from crondepot.runs.reads import stats
 
 router = APIRouter(tags=["service"])
 

@@ -15,10 +15,10 @@ from fastapi import APIRouter, Body, Path, Response
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
+from crondepot.api.models import NewToken, RotatedSecret, SecretRotation, TokenList, TokenRequest
 from crondepot.api.openapi import link, location, problems
-from crondepot.api.schemas import NewToken, RotatedSecret, SecretRotation, TokenList, TokenRequest
-from crondepot.signing_secret import rotate_secret
-from crondepot.tokens import TokenInfo, create_token, list_tokens, revoke_token
+from crondepot.tenancy.tokens import TokenInfo, create_token, list_tokens, revoke_token
+from crondepot.tenancy.webhook_secret import rotate_secret
 
 router = APIRouter(prefix="/v1", tags=["tokens"])
 MAX_ID = 2**63 - 1

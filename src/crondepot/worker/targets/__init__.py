@@ -2,12 +2,13 @@
 
 - ``base``: the ``Target`` interface and the ``Targets`` registry the executor calls through.
 - ``http``: the webhook target (signed POST, response classification, no redirects).
-- ``python``: handlers registered in the worker process by name.
-- ``guard``: the address guard; ``backend`` applies it to the address actually connected to.
-- ``signing``: Standard Webhooks signatures, also usable by receivers (``verify``).
+- ``python``: calls the handlers registered by name (``handlers``, the public registry).
+- ``backend``: applies the address guard (``crondepot.job.guard``, which the job validator
+  checks at create too) to the address actually connected to.
+- ``webhook_signature``: Standard Webhooks signatures, also usable by receivers (``verify``).
 
 The names below are loaded on first use (PEP 562), not with the package: a worker whose
-jobs call Python handlers never loads httpx, and the job validator loads only the guard.
+jobs call Python handlers never loads httpx.
 """
 
 from __future__ import annotations
@@ -17,22 +18,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from crondepot.exports import on_first_use
+from crondepot.base.lazy import on_first_use
 from crondepot.worker.targets.base import OutcomeUnknown, Target, Targets
 from crondepot.worker.targets.python import PythonTarget
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
-    from crondepot.worker.signing_keys import SigningKeys
     from crondepot.worker.targets.backend import GuardedBackend
-    from crondepot.worker.targets.guard import (
-        ALLOWLIST_ENV,
-        AddressGuard,
-        Resolver,
-        TargetRefused,
-        refusal_reason,
-        resolve,
-    )
     from crondepot.worker.targets.http import (
         HttpTarget,
         WebhookCall,
@@ -42,15 +34,14 @@ if TYPE_CHECKING:
         retry_after,
         webhook_body,
     )
-    from crondepot.worker.targets.signing import sign, sign_all, verify
+    from crondepot.worker.targets.webhook_signature import sign, sign_all, verify
+    from crondepot.worker.webhook_keys import SigningKeys
 
 _WHERE = {
     "GuardedBackend": "backend",
-    **dict.fromkeys(("ALLOWLIST_ENV", "AddressGuard", "Resolver", "TargetRefused",
-                     "refusal_reason", "resolve"), "guard"),
     **dict.fromkeys(("HttpTarget", "WebhookCall", "WebhookResult", "WebhookTarget",
                      "connection_limits", "retry_after", "webhook_body"), "http"),
-    **dict.fromkeys(("sign", "sign_all", "verify"), "signing"),
+    **dict.fromkeys(("sign", "sign_all", "verify"), "webhook_signature"),
 }
 
 
@@ -108,15 +99,11 @@ def default_targets(webhooks: Callable[[], WebhookTarget],
 
 
 __all__ = [
-    "ALLOWLIST_ENV",
-    "AddressGuard",
     "GuardedBackend",
     "HttpTarget",
     "OutcomeUnknown",
     "PythonTarget",
-    "Resolver",
     "Target",
-    "TargetRefused",
     "Targets",
     "WebhookCall",
     "WebhookResult",
@@ -124,8 +111,6 @@ __all__ = [
     "check_tls_environment",
     "connection_limits",
     "default_targets",
-    "refusal_reason",
-    "resolve",
     "retry_after",
     "sign",
     "sign_all",

@@ -1,5 +1,5 @@
 """The guard's enforcement: an httpcore network backend that resolves the host itself,
-checks every address with the ``AddressGuard`` (worker/targets/guard.py), and connects to a
+checks every address with the ``AddressGuard`` (job/guard.py), and connects to a
 checked address by number.
 
 It must never resolve a name twice (once to check, once to connect): the gap between the
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import httpcore
 
-from crondepot.worker.targets.guard import AddressGuard, Resolver, TargetRefused, resolve
+from crondepot.job.guard import AddressGuard, Resolver, TargetRefused, resolve
 
 
 class GuardedBackend(httpcore.SyncBackend):

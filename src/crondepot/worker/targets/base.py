@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crondepot.errors import PermanentError
+from crondepot.base.errors import PermanentError
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun

@@ -28,12 +28,12 @@ import httpx
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from crondepot.errors import PermanentError, TargetError, TemporaryError
-from crondepot.worker.signing_keys import SigningKeys
+from crondepot.base.errors import PermanentError, TargetError, TemporaryError
+from crondepot.job.guard import AddressGuard, Resolver, resolve
 from crondepot.worker.targets.backend import GuardedBackend
 from crondepot.worker.targets.base import OutcomeUnknown
-from crondepot.worker.targets.guard import AddressGuard, Resolver, resolve
-from crondepot.worker.targets.signing import sign_all
+from crondepot.worker.targets.webhook_signature import sign_all
+from crondepot.worker.webhook_keys import SigningKeys
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun

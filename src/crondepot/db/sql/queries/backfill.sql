@@ -1,4 +1,4 @@
--- Backfill (crondepot/backfill.py): the fires of one job in a past range that have no row,
+-- Backfill (crondepot/runs/backfill.py): the fires of one job in a past range that have no row,
 -- written with the run ids the tick would have given them; skipped ones queued again on
 -- request. The job row is locked by the caller (lock_tenant_job) for the whole transaction,
 -- so the tick, which claims jobs FOR UPDATE SKIP LOCKED and writes only fires from

@@ -1,7 +1,7 @@
 -- name: tenant_uses
 -- What one tenant may use: its name, the handlers granted to it, and the rate limits it may
 -- name (the shared ones granted to it and the ones it owns). A few dozen names; read once
--- per admission (crondepot.grants) and, cached for seconds, by the worker.
+-- per admission (crondepot.tenancy.grants) and, cached for seconds, by the worker.
 SELECT t.name,
        ARRAY(SELECT handler FROM handler_grants WHERE tenant_id = t.id ORDER BY handler),
        ARRAY(SELECT limit_name FROM limit_grants WHERE tenant_id = t.id

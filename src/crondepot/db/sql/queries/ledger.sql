@@ -1,4 +1,4 @@
--- The ledger check (crondepot/ledger.py, `crondepot verify`). Every query here takes the same
+-- The ledger check (crondepot/scheduler/ledger.py, `crondepot verify`). Every query here takes the same
 -- scope: %(tenant)s (NULL: every tenant), and the window %(since)s..%(until)s of nominal
 -- times. A job's timetables are its current one, in force after coalesce(timetable_since,
 -- created_at) until cancelled_at (or for good), and the earlier ones in job_timetables. A

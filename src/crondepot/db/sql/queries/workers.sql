@@ -38,7 +38,7 @@ GROUP BY priority;
 SELECT count(*) FROM runs WHERE status = 'dead';
 
 -- name: metrics_ledger_check
--- The latest ledger check (crondepot/ledger.py): its age and what it found.
+-- The latest ledger check (crondepot/scheduler/ledger.py): its age and what it found.
 SELECT extract(epoch FROM now() - checked_at)::float8, unaccounted, duplicated, pending
 FROM ledger_checks
 ORDER BY checked_at DESC
