@@ -2,14 +2,14 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml testkit/pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: up test lint install schema bench-scheduler clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml testkit/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -e ./testkit
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)
@@ -20,13 +20,15 @@ up: $(STAMP)
 # The whole suite: lint, types, then tests in parallel against a real PostgreSQL
 # (CRONDEPOT_TEST_DATABASE_URL if set, else the embedded one).
 test: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src testkit tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest -n 2 -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src testkit tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # db/sql/schema.sql, the current schema for reading, after a migration or definition changes.
 schema: $(STAMP)

@@ -32,7 +32,7 @@ figure is this benchmark's alone).
   size of a 9:00 burst drained in 1, 5 and 15 minutes, jobs per core; the arithmetic is
   printed. docs/availability.md ("Capacity model") records a run.
 
-Run it (pgserver's PostgreSQL binaries, as ``src/crondepot_testkit/cluster.py`` uses them):
+Run it (pgserver's PostgreSQL binaries, as ``testkit/crondepot_testkit/cluster.py`` uses them):
 
     python bench/capacity.py               # 100k jobs, 3 x 20k runs
     python bench/capacity.py --quick       # 10k jobs, 3 x 2k runs

@@ -5,7 +5,7 @@ and a repeat never reaches a target that drops repeated keys.
 
 What it does (everything on loopback, nothing on the machine's shared PostgreSQL):
 
-- starts a private PostgreSQL (``src/crondepot_testkit/cluster.py``: pgserver's binaries,
+- starts a private PostgreSQL (``testkit/crondepot_testkit/cluster.py``: pgserver's binaries,
   a free port), migrates it, creates a tenant and a shared rate limit ``sms-gateway`` a
   little under the gateways' own limit;
 - starts two in-process gateways (``bench/gateway.py``): one drops repeated idempotency keys

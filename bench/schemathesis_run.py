@@ -2,11 +2,11 @@
 
     python bench/schemathesis_run.py [--minutes 10] [--seed N] [--admin-url URL] [--keep DIR]
 
-For each token: a fresh database (migrated, seeded by src/crondepot_testkit/fuzzing.py with
+For each token: a fresh database (migrated, seeded by testkit/crondepot_testkit/fuzzing.py with
 jobs, runs of every status, dead letters, limits and the two tokens), ``crondepot api`` on
 it, and ``schemathesis run <api>/openapi.json`` with every check, every phase (examples,
 coverage, fuzzing, stateful) and the settings and hooks of
-src/crondepot_testkit/schemathesis.toml, for ``--minutes`` (``--max-time``: fuzzing and
+testkit/crondepot_testkit/schemathesis.toml, for ``--minutes`` (``--max-time``: fuzzing and
 stateful repeat until it is spent). Prints the exact command, the phases' summary and each
 distinct failure (operation, check, message). The suite's tests/api/test_schemathesis.py
 runs the same command, bounded.

@@ -3,8 +3,8 @@ token and as a read-only one, against a real ``crondepot api`` on a seeded datab
 
 The run is bounded (a fixed seed, a fixed number of examples per operation and of stateful
 steps: about a minute for each token) and the same command as bench/schemathesis_run.py, which
-runs it for ten minutes. Settings and hooks: src/crondepot_testkit/schemathesis.toml and
-schemathesis_hooks.py; the seeded data: src/crondepot_testkit/fuzzing.py.
+runs it for ten minutes. Settings and hooks: testkit/crondepot_testkit/schemathesis.toml and
+schemathesis_hooks.py; the seeded data: testkit/crondepot_testkit/fuzzing.py.
 """
 
 from __future__ import annotations

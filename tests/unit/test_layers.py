@@ -1,10 +1,14 @@
-"""The reads and the JSON renderings the API, the CLI and the console share live outside the
-web layer: a CLI command loads no web framework."""
+"""The layers docs/architecture.md draws hold (import-linter's contract in pyproject.toml),
+and a process loads only what it uses: a CLI command loads no web framework, a worker no
+HTTP client until its first HTTP run."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -41,3 +45,32 @@ def test_the_job_validator_loads_the_address_guard_but_no_webhook_target() -> No
     loaded = _loaded_after("import crondepot.job.spec")
     assert "crondepot.job.guard" in loaded
     assert not {"crondepot.worker.targets.http", "httpcore"} & loaded
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lint_imports(source_root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter's layers contract (pyproject.toml) over the package under source_root."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--config",
+         str(ROOT / "pyproject.toml"), "--no-cache"],
+        capture_output=True, text=True, timeout=120, cwd=source_root,
+        env={**os.environ, "PYTHONPATH": str(source_root)})
+
+
+def test_the_layers_contract_holds_for_the_package() -> None:
+    done = _lint_imports(ROOT / "src")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_layers_contract_fails_when_a_lower_layer_imports_a_higher_one(
+        tmp_path: Path) -> None:
+    copy = tmp_path / "crondepot"
+    shutil.copytree(ROOT / "src" / "crondepot", copy,
+                    ignore=shutil.ignore_patterns("__pycache__", "sql", "static", "templates"))
+    with (copy / "db" / "clock.py").open("a") as module:
+        module.write("\nfrom crondepot.job import store  # noqa: E402  (upward, on purpose)\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 1
+    assert "crondepot.db.clock -> crondepot.job.store" in done.stdout
