@@ -41,7 +41,7 @@ class RunFilter:
 
 def get_run(conn: psycopg.Connection[Any], tenant_id: int, run_id: str) -> dict[str, Any]:
     row = conn.cursor(row_factory=dict_row).execute(
-        Q.api_get_run, {"run_id": run_id, "tenant_id": tenant_id}).fetchone()
+        Q.get_run, {"run_id": run_id, "tenant_id": tenant_id}).fetchone()
     if row is None:
         raise RunNotFound(f"no run {run_id!r}")
     return row
@@ -50,7 +50,7 @@ def get_run(conn: psycopg.Connection[Any], tenant_id: int, run_id: str) -> dict[
 def job_runs(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
              before: tuple[datetime, str] | None, limit: int) -> list[dict[str, Any]]:
     """A page of the job's runs, newest first, strictly older than ``before``."""
-    return conn.cursor(row_factory=dict_row).execute(Q.api_list_job_runs, {
+    return conn.cursor(row_factory=dict_row).execute(Q.list_job_runs, {
         "job_id": job_id, "tenant_id": tenant_id, "limit": limit,
         "before_nominal": before[0] if before else None,
         "before_run_id": before[1] if before else None,
@@ -61,7 +61,7 @@ def list_runs(conn: psycopg.Connection[Any], tenant_id: int, where: RunFilter, *
               before: tuple[datetime, str] | None, limit: int) -> list[dict[str, Any]]:
     """A page of the tenant's runs across jobs, newest first by ``ended_at`` (finished_at,
     or due_at for a run not ended), strictly older than the ``before`` cursor."""
-    return conn.cursor(row_factory=dict_row).execute(Q.api_list_runs, {
+    return conn.cursor(row_factory=dict_row).execute(Q.list_runs, {
         "tenant_id": tenant_id, "status": where.status, "job_id": where.job_id,
         "error": where.error, "since": where.since, "until": where.until, "limit": limit,
         "before_at": before[0] if before else None,
@@ -91,15 +91,15 @@ def finished_last_hour(conn: psycopg.Connection[Any],
 
 
 def stats(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
-    return _stats(conn, (Q.api_stats_queue, Q.api_stats_lag, Q.api_stats_dead),
+    return _stats(conn, (Q.tenant_queue_depth, Q.start_lag, Q.tenant_dead_count),
                   {"tenant_id": tenant_id}) | {
         "finished_last_hour": finished_last_hour(conn, tenant_id)}
 
 
 def all_tenants_stats(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """``stats`` across every tenant, for operators (``crondepot status`` without --tenant)."""
-    return _stats(conn, (Q.admin_stats_queue, Q.admin_stats_lag, Q.admin_stats_dead),
-                  {}) | {"finished_last_hour": finished_last_hour(conn, None)}
+    return _stats(conn, (Q.queue_depth, Q.start_lag, Q.dead_count),
+                  {"tenant_id": None}) | {"finished_last_hour": finished_last_hour(conn, None)}
 
 
 def _stats(conn: psycopg.Connection[Any], queries: tuple[str, str, str],

@@ -1,7 +1,7 @@
 """What the console's pages show, read through the same store functions as the API and CLI.
 
 Each function takes a connection and the caller's tenant and returns plain data for a
-template; the only SQL of its own is in ``db/sql/queries/console.sql`` (runs by state and the
+template; the only SQL of its own is in ``db/sql/queries/stats.sql`` (runs by state and the
 per-minute buckets of the last hour).
 """
 

@@ -1,7 +1,7 @@
 -- revision: 1
 -- crondepot_count_jobs: keeps tenants.active_jobs and tenants.urgent_jobs (jobs not
 -- cancelled, and those of them that are urgent) equal to what the jobs table holds, for the
--- quota checks (crondepot.tenancy.quotas). This file is the function's one home, with its triggers;
+-- quota checks (crondepot.quotas). This file is the function's one home, with its triggers;
 -- `crondepot migrate` re-applies it whenever its text changes, and then recounts.
 --
 -- Why triggers: every path that writes a job (the API, the importer, the library's

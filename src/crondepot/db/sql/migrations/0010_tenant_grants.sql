@@ -1,7 +1,7 @@
 -- What a tenant may use and how much of it (design §6 "Tenants"): the Python handlers and
 -- the rate-limit buckets granted to it, the buckets it owns, and the operator's caps on its
 -- jobs. A job naming a handler or a limit its tenant may not use is refused when it is
--- written (crondepot.tenancy.grants), and a worker refuses a run whose grant went away since.
+-- written (crondepot.grants), and a worker refuses a run whose grant went away since.
 
 -- A grant declares a handler name to the API, which cannot see the workers' code. The name
 -- rule is the job document's (job/spec.py, _HANDLER).
