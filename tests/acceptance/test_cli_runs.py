@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from crondepot.queue import claim_runs
-from tests.api.conftest import snapshot
+from tests.support.api import snapshot
 from tests.support.runs import BANK42, newest_first, seed_runs
 
 RUNNER = "import sys\nimport crondepot.cli as cli\nsys.exit(cli.main(sys.argv[1:]))\n"

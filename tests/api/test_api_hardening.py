@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import snapshot
+from tests.support.api import snapshot
 
 PROBLEM = "application/problem+json"
 TOO_BIG = "99999999999999999999"          # over bigint (2**63 - 1 = 9223372036854775807)

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from crondepot.queue import claim_runs, record_retry, record_success
 from crondepot.queue.outcome import record_final_failure
-from tests.api.conftest import EMI
+from tests.support.api import EMI
 
 PROBLEM = "application/problem+json"
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from crondepot.scheduler.tick import tick
 from crondepot.tenancy.audit import act_as, list_audit
-from tests.api.conftest import EMI
+from tests.support.api import EMI
 
 
 def _actions(client: TestClient, h: dict[str, str], **params: Any) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from crondepot.job.store import create_jobs
 from crondepot.scheduler.ledger import verify
 from crondepot.scheduler.tick import tick
 from crondepot.timetable import run_id
-from tests.api.conftest import snapshot
+from tests.support.api import snapshot
 
 PROBLEM = "application/problem+json"
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import EMI, snapshot
+from tests.support.api import EMI, snapshot
 
 
 def _add(client: TestClient, h: dict[str, str], key: str, **doc: Any) -> int:

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from crondepot.limits.buckets import set_limit
 from crondepot.tenancy import grants, quotas
 from crondepot.tenancy.tenants import create_tenant
-from tests.api.conftest import bearer, snapshot
+from tests.support.api import bearer, snapshot
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 PROBLEM = "https://crondepot.dev/problems/"

@@ -11,8 +11,8 @@ import psycopg
 from fastapi.testclient import TestClient
 
 from crondepot.tenancy.tenants import new_token
-from tests.api.conftest import EMI, bearer
 from tests.integration.test_deadletter import seed_dead_letter
+from tests.support.api import EMI, bearer
 
 
 def test_a_job_is_read_by_its_key_and_digits_there_are_a_key(

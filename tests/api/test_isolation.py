@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import EMI, snapshot
+from tests.support.api import EMI, snapshot
 
 JOB_ENDPOINTS = [
     ("GET", "/v1/jobs/{job}", None, {}),

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import EMI, snapshot
+from tests.support.api import EMI, snapshot
 
 
 def test_create_returns_the_job_with_its_next_run(job: dict[str, Any]) -> None:

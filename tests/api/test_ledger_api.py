@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import EMI, snapshot
+from tests.support.api import EMI, snapshot
 
 # 427 bytes as compact JSON; 18,187 as PostgreSQL stores it (each 1e300 written out in full):
 # before the fix it passed the size check and failed the table's CHECK, a 500.

@@ -9,7 +9,7 @@ import psycopg
 from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
-from tests.api.conftest import EMI, bearer
+from tests.support.api import EMI, bearer
 
 
 def test_fifty_concurrent_creates_with_a_pool_of_two_all_succeed(

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api import create_app
-from tests.api.conftest import EMI
+from tests.support.api import EMI
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import snapshot
+from tests.support.api import snapshot
 
 GOOD: dict[str, Any] = {"key": "fresh", "cron": "0 9 * * *", "tz": "UTC",
                         "target": {"type": "python", "handler": "sms.send"}}

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from crondepot.queue import claim_runs
 from crondepot.runs.reads import encode_run_cursor
-from tests.api.conftest import bearer, granted_tenant, snapshot
+from tests.support.api import bearer, granted_tenant, snapshot
 from tests.support.runs import BANK42, RUNS, newest_first, seed_runs
 
 PROBLEM = "application/problem+json"

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api.models import BILL_DUE_ONCE, EMI_TWELVE_MONTH_ENDS
-from tests.api.conftest import snapshot
+from tests.support.api import snapshot
 
 
 def test_an_at_job_is_created_and_read_back_without_a_cron(

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
-from tests.api.conftest import EMI, snapshot
+from tests.support.api import EMI, snapshot
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from crondepot.tenancy.tenants import hash_token
 from crondepot.tenancy.tokens import MAX_ACTIVE_TOKENS, create_token
 from crondepot.worker.targets import sign, verify
-from tests.api.conftest import bearer
+from tests.support.api import bearer
 
 
 def _tokens(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:

@@ -26,7 +26,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from crondepot.api import ApiSettings, create_app
 from crondepot.job.store import get_job
-from tests.console.conftest import World, run_status
+from tests.support.console import World, run_status
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

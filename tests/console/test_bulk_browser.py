@@ -10,7 +10,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from crondepot.job.store import get_job
-from tests.console.conftest import World, add_job
 from tests.console.test_browser import (  # noqa: F401  (fixtures)
     _login,
     _shot,
@@ -19,6 +18,7 @@ from tests.console.test_browser import (  # noqa: F401  (fixtures)
     console_url,
     pytestmark,
 )
+from tests.support.console import World, add_job
 
 
 def test_bulk_pause_asks_to_confirm_in_a_real_browser(

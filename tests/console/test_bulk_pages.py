@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from crondepot.job.store import get_job
 from crondepot.limits import holds
-from tests.console.conftest import World, add_job, login
+from tests.support.console import World, add_job, login
 
 
 def _labelled(conn: psycopg.Connection[Any], world: World) -> list[int]:

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import snapshot
-from tests.console.conftest import World, csrf_of, login, run_status
+from tests.support.api import snapshot
+from tests.support.console import World, csrf_of, login, run_status
 
 TOO_BIG = "99999999999999999999"          # over bigint (2**63 - 1)
 

@@ -8,8 +8,8 @@ from typing import Any
 import psycopg
 from fastapi.testclient import TestClient
 
-from tests.console.conftest import World, login
 from tests.console.test_pages import table
+from tests.support.console import World, login
 
 
 def test_the_run_page_lists_its_attempts(client: TestClient, world: World,

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from crondepot.api.console import views
 from crondepot.job.store import get_job
-from tests.console.conftest import World, csrf_of, login, run_status
+from tests.support.console import World, csrf_of, login, run_status
 
 
 def table(html: str, table_id: str) -> str:

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.console.conftest import World, add_run, login, run_status
+from tests.support.console import World, add_run, login, run_status
 
 
 def _run_ids(page: str) -> list[str]:

@@ -10,7 +10,7 @@ import psycopg
 from fastapi.testclient import TestClient
 
 from crondepot.scheduler.tick import tick
-from tests.console.conftest import World, add_job, login
+from tests.support.console import World, add_job, login
 
 
 def test_a_bounded_job_and_an_ended_at_job_on_their_pages(

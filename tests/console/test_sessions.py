@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from crondepot.api import ApiSettings, create_app
 from crondepot.tenancy.tenants import hash_token
 from crondepot.tenancy.tokens import revoke_token
-from tests.console.conftest import World, csrf_of, login
+from tests.support.console import World, csrf_of, login
 
 COOKIE = "crondepot_console"
 

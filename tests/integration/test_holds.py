@@ -66,7 +66,7 @@ def test_a_hold_moves_its_runs_out_and_the_release_puts_their_times_back(
     # The API shows a held run's own ready time (psycopg cannot load 'infinity').
     run_id = conn.execute("SELECT run_id FROM runs WHERE job_id = %s LIMIT 1",
                           (sms,)).fetchone()[0]
-    shown = conn.execute(Q.api_get_run, {"run_id": run_id, "tenant_id": t}).fetchone()
+    shown = conn.execute(Q.get_run, {"run_id": run_id, "tenant_id": t}).fetchone()
     assert shown is not None and shown[7] in before
     assert _claim(conn, at(10)) == [mail] * 5
     assert holds.release(conn, t, "host", "sms.example.com")

@@ -65,7 +65,7 @@ def _runs_scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _scans_of_runs(conn: psycopg.Connection[Any], params: dict[str, Any]) -> list[dict[str, Any]]:
     """The executed list's scans of runs."""
-    return _runs_scans(_plan_root(conn, Q.api_list_runs, params, analyze=True))
+    return _runs_scans(_plan_root(conn, Q.list_runs, params, analyze=True))
 
 
 def test_the_list_and_the_counts_use_the_index(conn: psycopg.Connection[Any]) -> None:

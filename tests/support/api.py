@@ -1,0 +1,49 @@
+"""What API tests share beyond their fixtures: a sample job document, the bearer header, a
+snapshot of every job and run (to show a refused request changed nothing), and a tenant
+granted what the sample job names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from crondepot.limits.buckets import set_limit
+from crondepot.tenancy.grants import grant
+from crondepot.tenancy.tenants import NewTenant, create_tenant
+from tests.support.jobs import TEST_HANDLERS
+
+EMI: dict[str, Any] = {
+    "key": "bank42:48213:emi", "cron": "0 9 5 * *", "tz": "Asia/Kolkata",
+    "priority": "normal",
+    "target": {"type": "http", "url": "https://hooks.example.com/emi", "timeout_s": 10,
+               "dedupes": True},
+    "payload": {"loan": 48213},
+    "misfire": {"policy": "skip_after_local_time", "until": "20:00"},
+    "catchup": "all", "spread": {"seconds": 1800, "key": "48213"},
+    "max_attempts": 6, "lease_seconds": 60, "rate_limit": "sms-gateway",
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+    """Every row of jobs and runs, hashed: equal snapshots mean nothing changed."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM runs),"
+        " (SELECT md5(coalesce(string_agg(j::text, ',' ORDER BY id), '')) FROM jobs j),"
+        " (SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY run_id), '')) FROM runs r)"
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def granted_tenant(conn: psycopg.Connection[Any], name: str) -> NewTenant:
+    """A new tenant (with its admin token) that may use the test handlers and the shared
+    limit sms-gateway (EMI names it), as an operator would have granted them."""
+    made = create_tenant(conn, name)
+    set_limit(conn, "sms-gateway", 450, 50)
+    grant(conn, made.id, handlers=TEST_HANDLERS, limits=["sms-gateway"])
+    return made
