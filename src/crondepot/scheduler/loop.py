@@ -37,12 +37,10 @@ log = logging.getLogger("crondepot.scheduler")
 
 _MIN_WAIT = 0.05   # jobs still due after a short batch are locked by another copy
 # A drain's first tick claims this many jobs (or --batch, if smaller), and each full tick
-# after it twice as many, up to --batch. Every due job's run is written when its tick
-# commits, so a second's worth of due jobs in one 2,000-job tick waited for all of them:
-# at 500 jobs due a second, the first commit came after about 50 ms. Small first ticks
-# commit within milliseconds, and the other copies, woken at the same instant, take the
-# next slices in parallel (SKIP LOCKED); a burst of 480,000 still ticks at --batch after
-# a few ticks.
+# after it twice as many, up to --batch. A tick's runs become visible when it commits, so
+# the first runs of a burst wait for the whole first tick: a small one commits them soon,
+# while the other copies, woken at the same instant, take the next slices in parallel
+# (SKIP LOCKED); a large burst still reaches --batch after a few doublings.
 FIRST_BATCH = 100
 
 

@@ -90,9 +90,9 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
     with conn.transaction():
         # The tick's statements have one right plan: the due index and primary-key probes.
         # psycopg prepares them after five runs, and with a few hundred ids in the arrays
-        # the planner's costs once preferred a sequential scan of jobs for advance_jobs
-        # (40 ms a tick over 30,000 every-minute jobs). LOCAL: behind a transaction-pooling
-        # PgBouncer a session setting would reach other clients.
+        # the planner's costs can prefer a sequential scan of jobs for advance_jobs, which
+        # grows with the table. LOCAL: behind a transaction-pooling PgBouncer a session
+        # setting would reach other clients.
         conn.execute("SET LOCAL enable_seqscan = off")
         with conn.cursor(row_factory=namedtuple_row) as cur:
             rows: list[Any] = cur.execute(Q.claim_due_jobs, {"now": now, "batch": batch}).fetchall()

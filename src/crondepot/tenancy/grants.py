@@ -193,7 +193,7 @@ class GrantCache:
     def get(self, tenant_id: int) -> TenantUses:
         now = self._clock()
         # No lock to read: a dict lookup is atomic, and this runs in every slot thread for
-        # every run (a shared lock there was 6 % of a busy worker's Python).
+        # every run, where a shared lock would serialise the slots.
         entry = self._entries.get(tenant_id)
         if entry is not None and now - entry[0] < self._ttl:
             return entry[1]
