@@ -572,10 +572,9 @@ BEGIN
         RETURNING r.run_id, r.job_id
     ), failing AS (
         -- jobs alone, by `id = ANY (…)`: the primary key is then the only index path the
-        -- planner builds, whatever the statistics. Joined with the batch (revision 3), a
-        -- plan made while jobs held one row (a fresh install) read the whole table here
-        -- and again in `healed`, for every batch, and was kept for the session as an
-        -- import grew jobs to millions. Locked in id order, so two batches healing the
+        -- planner builds, whatever the statistics (joined with the batch, a plan made
+        -- while jobs held one row could read the whole table, here and in `healed`, and
+        -- keep doing so as jobs grows). Locked in id order, so two batches healing the
         -- same jobs cannot deadlock; the ORDER BY costs no sort (the scan of the sorted,
         -- deduplicated array returns that order), and jobs_pkey is the only index that
         -- provides it, with the same index condition. `<> 0`, not `> 0` (the
