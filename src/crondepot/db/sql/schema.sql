@@ -268,6 +268,38 @@ END
 $$;
 
 --
+-- Name: crondepot_claim_one_tenant(text, bigint, integer, timestamp with time zone, text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_claim_one_tenant(p_priority text, p_tenant bigint, p_want integer, p_clock timestamp with time zone, p_taken text[], p_held bigint[] DEFAULT NULL::bigint[]) RETURNS text[]
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    batch text[];
+BEGIN
+    -- ORDER BY + LIMIT inside, array_agg outside: the rows locked are the rows returned.
+    -- Our own locks are not skipped by SKIP LOCKED: p_taken leaves out what we hold.
+    SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
+    FROM (SELECT r.run_id FROM runs AS r
+          WHERE r.status = 'queued' AND r.priority = p_priority
+            AND r.tenant_id = p_tenant AND r.available_at <= p_clock
+            AND r.run_id <> ALL (p_taken)
+            AND NOT coalesce(r.deadline_at < p_clock, false)
+            AND (p_held IS NULL OR r.tenant_id <> ALL (p_held)
+                 OR NOT crondepot_run_held(r.tenant_id, r.job_id))
+          ORDER BY r.available_at
+          LIMIT p_want
+          FOR UPDATE SKIP LOCKED) AS q;
+    RETURN batch;
+END
+$$;
+
+--
 -- Name: crondepot_claim_runs(text, integer[], integer[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -281,6 +313,12 @@ CREATE FUNCTION public.crondepot_claim_runs(p_owner text, p_limits integer[], p_
     AS $$
 #variable_conflict use_column
 DECLARE
+    -- The slots of the per-priority arrays (p_limits, p_lendable, got, dry, spare, wanted):
+    -- urgent, normal, bulk, the order queue.sql passes the counts in (PRIORITIES) and the
+    -- lending cycle's, so the slot after bulk is urgent's.
+    urgent   constant integer := 1;
+    normal   constant integer := 2;
+    bulk     constant integer := 3;
     queues   constant text[] := ARRAY['urgent', 'normal', 'bulk'];
     clock    constant timestamptz := coalesce(p_now, now());
     got      integer[] := ARRAY[0, 0, 0];
@@ -329,7 +367,7 @@ BEGIN
             LIMIT 1) AS n
     )
     -- (In no particular order: the sharing is fair in any order, and an ordered aggregate
-    -- costs a sort per claim.)
+    -- would sort on every claim.)
     SELECT array_agg(p.tenant_id) FILTER (WHERE p.priority = 'urgent'),
            array_agg(p.tenant_id) FILTER (WHERE p.priority = 'normal'),
            array_agg(p.tenant_id) FILTER (WHERE p.priority = 'bulk')
@@ -341,36 +379,28 @@ BEGIN
                               AND r.tenant_id = p.tenant_id AND r.available_at <= clock)
           END;
 
-    FOREACH i IN ARRAY ARRAY[1, 3, 2] LOOP   -- normal last: see above
+    -- Each priority's own turns, normal last: urgent's spare goes to normal, and bulk's to
+    -- urgent unless urgent is dry, then to normal. Both are known once urgent and bulk
+    -- have taken, so normal's one scan takes its own turns and both loans (one scan per
+    -- busy queue).
+    FOREACH i IN ARRAY ARRAY[urgent, bulk, normal] LOOP
         own := greatest(coalesce(p_limits[i], 0), 0);
         loan_u := 0;
         loan_b := 0;
-        IF i = 2 THEN
-            -- Urgent's spare goes to normal first; bulk's goes to urgent unless urgent is
-            -- dry, then to normal. Both are known now: take them in normal's own scan.
-            loan_u := greatest(spare[1], 0);
-            IF dry[1] THEN
-                loan_b := greatest(spare[3], 0);
+        IF i = normal THEN
+            loan_u := greatest(spare[urgent], 0);
+            IF dry[urgent] THEN
+                loan_b := greatest(spare[bulk], 0);
             END IF;
         END IF;
         lim := own + loan_u + loan_b;
         CONTINUE WHEN lim = 0;
-        ready := CASE i WHEN 1 THEN ready_u WHEN 2 THEN ready_n ELSE ready_b END;
+        ready := CASE i WHEN urgent THEN ready_u WHEN normal THEN ready_n ELSE ready_b END;
         IF ready IS NULL THEN
             batch := '{}';
         ELSIF cardinality(ready) = 1 THEN
-            -- ORDER BY + LIMIT inside, array_agg outside: the rows locked are the rows
-            -- returned.
-            SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
-            FROM (SELECT r.run_id FROM runs AS r
-                  WHERE r.status = 'queued' AND r.priority = queues[i]
-                    AND r.tenant_id = ready[1] AND r.available_at <= clock
-                    AND NOT coalesce(r.deadline_at < clock, false)
-                    AND (held IS NULL OR r.tenant_id <> ALL (held)
-                         OR NOT crondepot_run_held(r.tenant_id, r.job_id))
-                  ORDER BY r.available_at
-                  LIMIT lim
-                  FOR UPDATE SKIP LOCKED) AS q;
+            -- '{}', not taken: nothing of this priority is taken yet.
+            batch := crondepot_claim_one_tenant(queues[i], ready[1], lim, clock, '{}', held);
         ELSE
             batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken, held);
         END IF;
@@ -382,11 +412,11 @@ BEGIN
         -- may not lend are filled first).
         spare[i] := coalesce(p_lendable[i], 0)
                     - greatest(0, got[i] - (own - coalesce(p_lendable[i], 0)));
-        IF i = 2 THEN                       -- settle the loans it carried, in lender order
+        IF i = normal THEN                  -- settle the loans it carried, in lender order
             found := found - got[i];
             used := least(loan_u, found);
-            spare[1] := spare[1] - used;
-            spare[3] := spare[3] - least(loan_b, found - used);
+            spare[urgent] := spare[urgent] - used;
+            spare[bulk] := spare[bulk] - least(loan_b, found - used);
         END IF;
     END LOOP;
 
@@ -396,10 +426,10 @@ BEGIN
     FOR pass IN 1..2 LOOP
         wanted := ARRAY[0, 0, 0];
         lent_to := ARRAY[0, 0, 0];
-        FOR lender IN 1..3 LOOP
+        FOR lender IN urgent..bulk LOOP
             CONTINUE WHEN spare[lender] <= 0;
             FOR step IN 1..2 LOOP
-                borrower := (lender + step - 1) % 3 + 1;
+                borrower := (lender + step - 1) % 3 + 1;    -- the next slots in the cycle
                 IF NOT dry[borrower] THEN
                     lent_to[lender] := borrower;
                     wanted[borrower] := wanted[borrower] + spare[lender];
@@ -408,24 +438,15 @@ BEGIN
             END LOOP;
         END LOOP;
         EXIT WHEN wanted = ARRAY[0, 0, 0];
-        FOR borrower IN 1..3 LOOP
+        FOR borrower IN urgent..bulk LOOP
             CONTINUE WHEN wanted[borrower] = 0;
-            ready := CASE borrower WHEN 1 THEN ready_u WHEN 2 THEN ready_n ELSE ready_b END;
+            ready := CASE borrower WHEN urgent THEN ready_u WHEN normal THEN ready_n
+                     ELSE ready_b END;
             IF ready IS NULL THEN
                 batch := '{}';
             ELSIF cardinality(ready) = 1 THEN
-                -- Our own locks are not skipped by SKIP LOCKED: leave out what we hold.
-                SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
-                FROM (SELECT r.run_id FROM runs AS r
-                      WHERE r.status = 'queued' AND r.priority = queues[borrower]
-                        AND r.tenant_id = ready[1] AND r.available_at <= clock
-                        AND r.run_id <> ALL (taken)
-                        AND NOT coalesce(r.deadline_at < clock, false)
-                        AND (held IS NULL OR r.tenant_id <> ALL (held)
-                             OR NOT crondepot_run_held(r.tenant_id, r.job_id))
-                      ORDER BY r.available_at
-                      LIMIT wanted[borrower]
-                      FOR UPDATE SKIP LOCKED) AS q;
+                batch := crondepot_claim_one_tenant(queues[borrower], ready[1],
+                                                    wanted[borrower], clock, taken, held);
             ELSE
                 batch := crondepot_claim_fair(queues[borrower], ready, wanted[borrower],
                                               clock, taken, held);
@@ -433,7 +454,7 @@ BEGIN
             taken := taken || batch;
             found := cardinality(batch);
             dry[borrower] := found < wanted[borrower];
-            FOR lender IN 1..3 LOOP       -- settle the loans, in lender order
+            FOR lender IN urgent..bulk LOOP     -- settle the loans, in lender order
                 CONTINUE WHEN lent_to[lender] <> borrower;
                 used := least(spare[lender], found);
                 spare[lender] := spare[lender] - used;
@@ -445,7 +466,9 @@ BEGIN
     IF cardinality(taken) = 0 THEN
         RETURN;
     END IF;
-    -- One plan whatever the statistics: see "Settings" above.
+    -- runs alone, by `run_id = ANY (taken)`, and the job's fields by one jobs_pkey probe per
+    -- run in a LATERAL subquery with LIMIT 1 (it cannot be flattened into a join): the
+    -- primary keys are the only plan, whatever the statistics (docs/worker.md).
     RETURN QUERY
     WITH claimed AS (
         UPDATE runs AS r
@@ -456,10 +479,10 @@ BEGIN
             first_claimed_at = coalesce(r.first_claimed_at, clock),
             started_at = clock, updated_at = clock
         WHERE r.run_id = ANY (taken)
-          -- A run whose job row is gone (runs.job_id has no foreign key) is left queued, as
-          -- the join of revision 5 left it: leased without a job it would break runs_check
-          -- (no lease_seconds) and fail every claim that reached it. A scalar subquery, not
-          -- EXISTS: that would become a join, for the planner to plan.
+          -- A run whose job row is gone (runs.job_id has no foreign key) is left queued:
+          -- leased without a job it would break runs_check (no lease_seconds) and fail
+          -- every claim that reached it. A scalar subquery, not EXISTS: that would become
+          -- a join, for the planner to plan.
           AND (SELECT true FROM jobs AS j WHERE j.id = r.job_id)
         RETURNING r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at,
                   r.attempt, r.lease_token, r.lease_expires_at
@@ -549,10 +572,9 @@ BEGIN
         RETURNING r.run_id, r.job_id
     ), failing AS (
         -- jobs alone, by `id = ANY (…)`: the primary key is then the only index path the
-        -- planner builds, whatever the statistics. Joined with the batch (revision 3), a
-        -- plan made while jobs held one row (a fresh install) read the whole table here
-        -- and again in `healed`, for every batch, and was kept for the session as an
-        -- import grew jobs to millions. Locked in id order, so two batches healing the
+        -- planner builds, whatever the statistics (joined with the batch, a plan made
+        -- while jobs held one row could read the whole table, here and in `healed`, and
+        -- keep doing so as jobs grows). Locked in id order, so two batches healing the
         -- same jobs cannot deadlock; the ORDER BY costs no sort (the scan of the sorted,
         -- deduplicated array returns that order), and jobs_pkey is the only index that
         -- provides it, with the same index condition. `<> 0`, not `> 0` (the

@@ -1,6 +1,7 @@
--- revision: 3
+-- revision: 4
 -- crondepot_claim_fair: the claim's take from one priority when several tenants have runs
--- ready in it (functions/claim_runs.sql calls it; docs/worker.md, "Fair across tenants"; migration 0012).
+-- ready in it (functions/claim_runs.sql calls it; claim_one_tenant.sql is the take when one
+-- has; docs/worker.md, "Claiming" and "How the claim is built").
 -- Locks and returns the ids of up to p_want queued runs of p_priority, ready at p_clock and
 -- not in p_taken, shared among p_tenants in proportion to tenants.claim_weight; each
 -- tenant's runs oldest first. Work-conserving: a tenant with fewer ready runs than its share

@@ -1,37 +1,31 @@
--- revision: 5
+-- revision: 6
 -- crondepot_record_successes: the outcome writer's successes, many runs in one statement
 -- and one commit (queue/outcome.py through queue.sql's record_successes). This file is the
 -- function's one home; `crondepot migrate` re-applies it whenever its text changes.
 --
--- A function for the same reasons as the claim (claim_runs.sql): a plan kept for the
--- session, on the primary key.
+-- p_successes is one jsonb array of {run_id, token, attempt, result}: one parameter to send
+-- (psycopg dumps a list parameter element by element in Python), and a row estimate that
+-- does not depend on its value. Each row is fenced by its lease token. Two cases are
+-- accepted: the holder still holds the run; or its lease expired and the run was reaped
+-- back to the queue but nobody has claimed it since (same attempt number, no token). The
+-- call happened; recording it then prevents a second call. Once another worker has claimed
+-- the run (attempt moved on), nothing is written. The run ids returned are the ones
+-- recorded; a run missing from the result lost its lease.
 --
--- Successes, many runs in one statement (and one commit): the worker's outcome writer
--- batches what its slots report. p_successes is one jsonb array of
--- {run_id, token, attempt, result}: one parameter to send (psycopg dumps a list parameter
--- element by element in Python), and a row estimate that does not depend on its value.
--- Each row is fenced by its lease token. Two cases are accepted: the holder still holds the
--- run; or its lease expired and the run was reaped back to the queue but nobody has claimed
--- it since (same attempt number, no token). The call happened; recording it then prevents a
--- second call. Once another worker has claimed the run (attempt moved on), nothing is
--- written. The run ids returned are the ones recorded; a run missing from the result lost
--- its lease.
+-- The run keeps the name of the worker that made its last attempt (`worker`: the lease
+-- owner, which the outcome clears; after a reap the reaper already copied it). A success
+-- heals its job: jobs.failing_fires goes back to 0. Only a job that was failing is written
+-- (and locked, in id order, so that two batches healing the same jobs cannot deadlock); a
+-- healthy job's success costs one probe of jobs_pkey and no write. A first-attempt success
+-- writes no run_attempts row.
 --
--- Why the extra ids and the settings: the batch's size is unknown when the plan is made (100
--- rows is the estimate for a function's result), and the plan is kept for the session, so
--- it must be right for a table of any size, analyzed or not. Joined on run_id alone, the
--- planner chose a sequential scan of runs and a hash join for an analyzed table (measured:
--- the server's CPU per run went from 130 to 410 µs), and a full scan of the primary key
--- per batch row for an unanalyzed one. With the batch's run ids as an array, `run_id =
--- ANY (ids)` is an index condition on the primary key whatever the statistics say, and the
--- other scans are switched off so nothing else can look cheaper.
---
--- Revision 2 (attempt history and job health): the run row keeps the name of the worker that made its last attempt
--- (`worker`; the lease owner, which the outcome clears; after a reap the reaper already
--- copied it), and the job's health is healed: a success sets its jobs.failing_fires back to
--- 0. Only a job that was failing is written (and locked, in id order so that two batches
--- healing the same jobs cannot deadlock); a healthy job's success costs one probe of the
--- jobs primary key and no write. A first-attempt success writes no run_attempts row.
+-- Plans: a function, as the claim is (docs/worker.md, "How the claim is built"), so its
+-- plans are kept for the session. The batch's size is unknown when they are made (100 rows
+-- is the estimate for a function's result), so they must be right for tables of any size,
+-- analyzed or not. Joined on run_id alone, the planner may choose a sequential scan of runs
+-- and a hash join, or a full scan of the primary key per batch row. With the batch's run
+-- ids as an array, `run_id = ANY (ids)` is an index condition on the primary key whatever
+-- the statistics say, and the other scans are switched off so nothing else looks cheaper.
 CREATE OR REPLACE FUNCTION crondepot_record_successes(p_successes jsonb)
 RETURNS TABLE (run_id text)
 LANGUAGE plpgsql
@@ -59,10 +53,9 @@ BEGIN
         RETURNING r.run_id, r.job_id
     ), failing AS (
         -- jobs alone, by `id = ANY (…)`: the primary key is then the only index path the
-        -- planner builds, whatever the statistics. Joined with the batch (revision 3), a
-        -- plan made while jobs held one row (a fresh install) read the whole table here
-        -- and again in `healed`, for every batch, and was kept for the session as an
-        -- import grew jobs to millions. Locked in id order, so two batches healing the
+        -- planner builds, whatever the statistics (joined with the batch, a plan made
+        -- while jobs held one row could read the whole table, here and in `healed`, and
+        -- keep doing so as jobs grows). Locked in id order, so two batches healing the
         -- same jobs cannot deadlock; the ORDER BY costs no sort (the scan of the sorted,
         -- deduplicated array returns that order), and jobs_pkey is the only index that
         -- provides it, with the same index condition. `<> 0`, not `> 0` (the

@@ -1,0 +1,42 @@
+-- revision: 1
+-- crondepot_claim_one_tenant: the claim's take from one priority when one tenant has runs
+-- ready in it (functions/claim_runs.sql calls it; claim_fair.sql is the take when several
+-- have). Locks and returns the ids of up to p_want queued runs of p_priority and p_tenant,
+-- ready at p_clock and not in p_taken, oldest first: one index range scan of runs_queued
+-- with its own LIMIT and FOR UPDATE SKIP LOCKED, so it locks no row it does not return and
+-- never waits for another worker's. A run past its deadline, or held (a tenant in p_held
+-- whose run crondepot_run_held names), is passed over, never taken.
+-- Called only from crondepot_claim_runs, under its settings, which are repeated here so a
+-- plan made by a direct call is the same (docs/worker.md, "How the claim is built").
+-- (Files are applied in name order: this one comes before claim_runs.sql, which calls it.)
+CREATE OR REPLACE FUNCTION crondepot_claim_one_tenant(p_priority text, p_tenant bigint,
+                                                      p_want integer, p_clock timestamptz,
+                                                      p_taken text[],
+                                                      p_held bigint[] DEFAULT NULL)
+RETURNS text[]
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET enable_mergejoin = off
+SET enable_hashjoin = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    batch text[];
+BEGIN
+    -- ORDER BY + LIMIT inside, array_agg outside: the rows locked are the rows returned.
+    -- Our own locks are not skipped by SKIP LOCKED: p_taken leaves out what we hold.
+    SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
+    FROM (SELECT r.run_id FROM runs AS r
+          WHERE r.status = 'queued' AND r.priority = p_priority
+            AND r.tenant_id = p_tenant AND r.available_at <= p_clock
+            AND r.run_id <> ALL (p_taken)
+            AND NOT coalesce(r.deadline_at < p_clock, false)
+            AND (p_held IS NULL OR r.tenant_id <> ALL (p_held)
+                 OR NOT crondepot_run_held(r.tenant_id, r.job_id))
+          ORDER BY r.available_at
+          LIMIT p_want
+          FOR UPDATE SKIP LOCKED) AS q;
+    RETURN batch;
+END
+$$;
