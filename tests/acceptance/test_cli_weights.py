@@ -18,7 +18,7 @@ from crondepot.db import connect
 from crondepot.queue import claim_runs
 from crondepot.queue.fairness import InvalidWeight, set_claim_weight
 from crondepot.tenancy.tenants import create_tenant
-from tests.integration.test_claim_fairness import due_runs
+from tests.support.runs import due_runs
 
 
 def cli(capsys: pytest.CaptureFixture[str], db_url: str, *args: str) -> tuple[int, str, str]:

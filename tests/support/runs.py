@@ -62,3 +62,42 @@ def newest_first(labels: list[str]) -> list[str]:
     """``labels`` in the listing's order: newest ended first (a run due in the future is
     the newest)."""
     return sorted(labels, key=lambda label: RUNS[label][2])
+
+
+def run_state(conn: psycopg.Connection[Any], run_id: str) -> tuple[Any, ...]:
+    """A run's (status, attempt, lease_owner)."""
+    row = conn.execute("SELECT status, attempt, lease_owner FROM runs WHERE run_id = %s",
+                       (run_id,)).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def due_runs(conn: psycopg.Connection[Any], name: str, count: int, *,
+             priority: str = "normal", age_seconds: float = 60,
+             deadline_in: float | None = None) -> int:
+    """``count`` jobs of tenant ``name`` with one queued run each, available ``age_seconds``
+    ago (negative: in the future), the oldest first in run order. Returns the tenant's id."""
+    tenant_id = tenant(conn, name)
+    conn.execute(
+        """
+        WITH j AS (
+            INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, active)
+            SELECT %(tenant)s, %(name)s || ':' || %(priority)s || ':' || g || ':'
+                               || %(age)s::text,
+                   '0 9 * * *', 'UTC', %(priority)s::text,
+                   '{"type": "python", "handler": "test.noop"}', false
+            FROM generate_series(1, %(count)s) AS g
+            RETURNING id, tenant_id, priority, key
+        )
+        INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at,
+                          available_at, deadline_at)
+        SELECT j.id || ':1791171000', j.id, j.tenant_id, j.priority, a.at, a.at, a.at,
+               now() + make_interval(secs => %(deadline)s)
+        FROM j,
+             LATERAL (SELECT now() - make_interval(secs => %(age)s)
+                             + make_interval(secs => split_part(j.key, ':', 3)::int / 1e6)
+                             AS at) AS a
+        """,
+        {"tenant": tenant_id, "name": name, "priority": priority, "count": count,
+         "age": age_seconds, "deadline": deadline_in})
+    return tenant_id

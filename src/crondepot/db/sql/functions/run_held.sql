@@ -1,5 +1,5 @@
 -- revision: 2
--- crondepot_run_held: whether a hold (holds.py, migration 0016) names the rate limit or the
+-- crondepot_run_held: whether a hold (limits/holds.py, migration 0016) names the rate limit or the
 -- target host of job p_job_id for its tenant. The claim (claim_one_tenant.sql, claim_fair.sql)
 -- asks it only for runs of tenants that have a hold, so it costs nothing while none exists;
 -- then one primary-key lookup of the job and one of the holds' index per run passed over.

@@ -14,38 +14,7 @@ import pytest
 
 from crondepot.queue import claim_runs
 from crondepot.queue.claim import ClaimedRun
-from tests.support.jobs import tenant
-
-
-def due_runs(conn: psycopg.Connection[Any], name: str, count: int, *,
-             priority: str = "normal", age_seconds: float = 60,
-             deadline_in: float | None = None) -> int:
-    """``count`` jobs of tenant ``name`` with one queued run each, available ``age_seconds``
-    ago (negative: in the future), the oldest first in run order. Returns the tenant's id."""
-    tenant_id = tenant(conn, name)
-    conn.execute(
-        """
-        WITH j AS (
-            INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, active)
-            SELECT %(tenant)s, %(name)s || ':' || %(priority)s || ':' || g || ':'
-                               || %(age)s::text,
-                   '0 9 * * *', 'UTC', %(priority)s::text,
-                   '{"type": "python", "handler": "test.noop"}', false
-            FROM generate_series(1, %(count)s) AS g
-            RETURNING id, tenant_id, priority, key
-        )
-        INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at,
-                          available_at, deadline_at)
-        SELECT j.id || ':1791171000', j.id, j.tenant_id, j.priority, a.at, a.at, a.at,
-               now() + make_interval(secs => %(deadline)s)
-        FROM j,
-             LATERAL (SELECT now() - make_interval(secs => %(age)s)
-                             + make_interval(secs => split_part(j.key, ':', 3)::int / 1e6)
-                             AS at) AS a
-        """,
-        {"tenant": tenant_id, "name": name, "priority": priority, "count": count,
-         "age": age_seconds, "deadline": deadline_in})
-    return tenant_id
+from tests.support.runs import due_runs
 
 
 def by_tenant(runs: list[ClaimedRun]) -> Counter[int]:
@@ -217,7 +186,7 @@ def test_a_claim_at_a_given_instant_sees_the_tenants_ready_then(
 
 def test_the_fair_path_keeps_index_plans_on_a_grown_table(
         conn: psycopg.Connection[Any]) -> None:
-    """As the one-tenant path does (test_queue.py): plans are made while runs is small and
+    """As the one-tenant path does (test_claim_plans.py): plans are made while runs is small and
     kept after it has grown without an ANALYZE; the fair take, the listing and the weights
     must not turn into sequential scans of runs."""
     row = conn.execute("SELECT proconfig FROM pg_proc WHERE proname = 'crondepot_claim_fair'"

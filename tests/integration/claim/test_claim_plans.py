@@ -1,0 +1,177 @@
+"""The claim's and the success write's kept plans: each reads only the rows it takes or
+records, whatever the statistics were when the session planned it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from crondepot.queue import (
+    Success,
+    claim_runs,
+    record_successes,
+)
+from tests.support.jobs import queued_runs
+from tests.support.plans import fetched, make_the_plans
+from tests.support.runs import run_state
+
+
+def test_a_claim_never_scans_the_runs_table(conn: psycopg.Connection[Any]) -> None:
+    """Regressions (worker benchmarks): a generic plan cached while runs was nearly empty
+    seq-scanned it once it had grown (28 ms a claim over 40,000 runs), and the check that a
+    queue nobody asked for was empty seq-scanned every run, finished ones included. The
+    claim's plans are made while the table is small and used after it has grown, without an
+    ANALYZE in between; every read must still be an index scan."""
+    queued_runs(conn, 40)
+    for _ in range(12):  # past psycopg's and PL/pgSQL's switch to kept plans
+        claim_runs(conn, owner="w", shares={"urgent": 1, "normal": 1})
+    queued_runs(conn, 40_000, priority="bulk")
+    conn.execute("UPDATE runs SET status = 'succeeded' WHERE run_id IN "
+                 "(SELECT run_id FROM runs WHERE priority = 'bulk' LIMIT 39000)")
+    scans = "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    with conn.transaction():
+        seq_before, idx_before = conn.execute(scans).fetchone() or (0, 0)
+        claimed = claim_runs(conn, owner="w", shares={"urgent": 3, "normal": 2, "bulk": 0})
+        seq_after, idx_after = conn.execute(scans).fetchone() or (0, 0)
+    assert len(claimed) == 5
+    assert seq_after == seq_before and idx_after > idx_before
+
+
+@pytest.mark.parametrize("analyzed", [False, True])
+def test_recording_successes_reads_only_the_rows_it_records(
+        conn: psycopg.Connection[Any], analyzed: bool) -> None:
+    """Regression (worker benchmark): the batch's size is unknown to the planner (a jsonb
+    array, estimated at 100 rows), and the plan is kept for the session. Joined on run_id
+    alone, the plan read every queued run per batch on a small table (a bitmap scan of the
+    partial indexes) and seq-scanned a large analyzed one (the server's CPU per run went from
+    130 to 410 µs). The function probes the primary key for the batch's run ids only."""
+    queued_runs(conn, 2_000)
+    if analyzed:
+        conn.execute("ANALYZE runs")
+    reads = ("SELECT seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables "
+             "WHERE relname = 'runs'")
+    for _ in range(8):   # past any switch to a kept plan
+        runs = claim_runs(conn, owner="w", shares={"normal": 20})
+        with conn.transaction():
+            seq_before, fetched_before = conn.execute(reads).fetchone() or (0, 0)
+            recorded = record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
+                                               for r in runs])
+            seq_after, fetched_after = conn.execute(reads).fetchone() or (0, 0)
+        assert len(runs) == 20 and recorded == {r.run_id for r in runs}
+        assert seq_after == seq_before
+        assert fetched_after - fetched_before == 20   # 1,880 to 2,000 before
+
+
+def test_recording_successes_planned_with_one_job_reads_only_its_jobs_once_jobs_grow(
+        conn: psycopg.Connection[Any]) -> None:
+    """The success writer heals failing jobs (functions/record_successes.sql) with plans kept
+    for the session. Planned while jobs held one row (a fresh install), the health check and
+    the heal each read the whole jobs table per batch, a plan kept as an import grows it to
+    millions; they probe jobs_pkey for the batch's jobs only."""
+    make_the_plans(conn, analyze=("jobs",))       # jobs analyzed with its one (bulk) row
+    queued_runs(conn, 3_000)
+    conn.execute("UPDATE jobs SET failing_fires = 2 WHERE id % 3 = 0")    # some are failing
+    runs = claim_runs(conn, owner="w", shares={"normal": 20})
+    with conn.transaction():
+        before = fetched(conn, "jobs")
+        recorded = record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
+                                           for r in runs])
+        after = fetched(conn, "jobs")
+    assert recorded == {r.run_id for r in runs}
+    assert after - before <= 3 * len(runs)                 # 6,000 before
+    healed = conn.execute("SELECT count(*) FROM jobs WHERE id = ANY (%s) AND failing_fires = 0",
+                          ([r.job_id for r in runs],)).fetchone()
+    assert healed == (len(runs),)
+
+
+def test_the_claim_keeps_its_plans_instead_of_planning_every_call(
+        conn: psycopg.Connection[Any]) -> None:
+    """Regression (perf, worker benchmark): the plan cache chose a fresh custom plan for the
+    claim's statements on every call, about 30 % of the server's CPU per run. The function
+    carries its planner settings, whoever calls it."""
+    row = conn.execute("SELECT proconfig FROM pg_proc WHERE proname = 'crondepot_claim_runs'"
+                       ).fetchone()
+    assert row is not None
+    assert set(row[0]) == {"enable_seqscan=off", "enable_bitmapscan=off", "enable_mergejoin=off",
+                           "enable_hashjoin=off",
+                           "plan_cache_mode=force_generic_plan"}
+    queued_runs(conn, 300)     # small and never analyzed when the plans are made
+    reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    for _ in range(10):
+        with conn.transaction():
+            (before,) = conn.execute(reads).fetchone() or (0,)
+            claimed = claim_runs(conn, owner="w", shares={"urgent": 6, "normal": 3, "bulk": 1})
+            (after,) = conn.execute(reads).fetchone() or (0,)
+        # Generic plans from the first call on: claims still come right, and read the runs
+        # they claim (a scan, then the update's probe, and the lending), not the queue.
+        assert len(claimed) == 10
+        assert after - before <= 3 * len(claimed)
+
+
+def test_a_claim_planned_while_runs_was_empty_still_reads_only_what_it_claims(
+        conn: psycopg.Connection[Any]) -> None:
+    """Regression (lag benchmark at 500 runs/s): plans made while runs was analyzed empty
+    (a fresh install) reached the claimed runs through runs_tenant_status_ended, every run
+    of the tenant, and kept doing so as the table grew: claims took longer every minute."""
+    conn.execute("ANALYZE runs")                  # empty, and the planner knows it
+    make_the_plans(conn)
+    queued_runs(conn, 600)                        # one tenant's runs pile up
+    conn.execute("UPDATE runs SET status = 'succeeded', lease_token = NULL, "
+                 "lease_expires_at = NULL WHERE run_id IN (SELECT run_id FROM runs "
+                 "WHERE status = 'queued' LIMIT 300)")
+    for _ in range(5):
+        with conn.transaction():
+            before = fetched(conn)
+            claimed = claim_runs(conn, owner="w", shares={"normal": 10})
+            after = fetched(conn)
+            record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
+                                    for r in claimed])
+            recorded = fetched(conn)
+        assert len(claimed) == 10
+        assert after - before <= 3 * len(claimed)
+        assert recorded - after <= len(claimed)      # the record's plan: the primary key
+
+
+@pytest.mark.parametrize("analyzed_with", [0, 1])
+def test_a_claim_planned_on_a_tiny_table_reads_only_what_it_claims_when_one_job_piles_up(
+        conn: psycopg.Connection[Any], analyzed_with: int) -> None:
+    """The claim's update keeps its plan for the session (functions/claim_runs.sql,
+    "Settings"). Planned on statistics of a table with no run or one (a fresh install), a
+    join from the claimed ids to runs and jobs was cheapest as a full scan of runs_job; kept,
+    such a plan reads every run of a job per claim once one job's runs pile up (a job due
+    every second, a gateway down). The update reaches runs by the claimed ids alone, so the
+    primary key is the only plan it can keep."""
+    queued_runs(conn, analyzed_with)
+    conn.execute("ANALYZE runs")
+    conn.execute("ANALYZE jobs")
+    first = make_the_plans(conn)
+    conn.execute("INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, "
+                 "available_at) SELECT %s || ':' || g, r.job_id, r.tenant_id, 'normal', "
+                 "now(), now(), now() FROM runs AS r, generate_series(1, 600) AS g "
+                 "WHERE r.run_id = %s", (first.job_id, first.run_id))
+    for _ in range(5):
+        with conn.transaction():
+            before, jobs_before = fetched(conn), fetched(conn, "jobs")
+            claimed = claim_runs(conn, owner="w", shares={"normal": 10})
+            after, jobs_after = fetched(conn), fetched(conn, "jobs")
+        assert len(claimed) == 10
+        assert after - before <= 3 * len(claimed)
+        assert jobs_after - jobs_before <= 3 * len(claimed)    # job, lease, fields: probes
+
+
+def test_a_run_whose_job_was_deleted_is_left_queued_and_the_claim_takes_the_others(
+        conn: psycopg.Connection[Any]) -> None:
+    """runs.job_id has no foreign key: a job row deleted by hand leaves its runs. The claim
+    leaves such a run queued (it has no lease time to take) and claims the others; it
+    never fails on it."""
+    queued_runs(conn, 3)
+    orphan = conn.execute("SELECT run_id, job_id FROM runs ORDER BY run_id LIMIT 1").fetchone()
+    assert orphan is not None
+    conn.execute("DELETE FROM jobs WHERE id = %s", (orphan[1],))
+    for _ in range(2):
+        claimed = claim_runs(conn, owner="w", shares={"normal": 10})
+        assert orphan[0] not in {r.run_id for r in claimed}
+    assert run_state(conn, orphan[0]) == ("queued", 0, None)
+    assert conn.execute("SELECT count(*) FROM runs WHERE status = 'running'").fetchone() == (2,)
