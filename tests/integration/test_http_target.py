@@ -23,11 +23,9 @@ from pathlib import Path
 import pytest
 
 from crondepot.base.errors import PermanentError, TemporaryError
+from crondepot.job.guard import ALLOWLIST_ENV, AddressGuard, TargetRefused
 from crondepot.worker.targets import (
-    ALLOWLIST_ENV,
-    AddressGuard,
     OutcomeUnknown,
-    TargetRefused,
     WebhookCall,
     WebhookTarget,
     connection_limits,
