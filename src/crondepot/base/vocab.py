@@ -2,8 +2,9 @@
 
 The SQL spells the same sets in its CHECK constraints and in the claim's queue order;
 tests/unit/test_closed_sets.py holds each SQL spelling to the tuple below (and says which
-sets have no CHECK).
-A leaf module: it imports nothing of crondepot, so every layer may use it.
+sets have no CHECK). The API's models type their fields with these Literals, so the
+OpenAPI document publishes each set as an enum (tests/api/test_openapi.py). A leaf module:
+it imports nothing of crondepot, so every layer may use it.
 """
 
 from __future__ import annotations
