@@ -18,6 +18,7 @@ from crondepot.base.vocab import (
     PRIORITIES,
     RUN_STATES,
     SKIP_REASONS,
+    TARGET_KINDS,
 )
 from tests.api.conftest import EMI
 
@@ -177,6 +178,14 @@ def test_the_stats_are_keyed_by_priority_and_by_outcome(spec: dict[str, Any]) ->
     stats = spec["components"]["schemas"]["Stats"]["properties"]
     assert tuple(stats["queue"]["propertyNames"]["enum"]) == PRIORITIES
     assert tuple(stats["finished_last_hour"]["propertyNames"]["enum"]) == OUTCOMES
+
+
+@pytest.mark.parametrize("model", ["Job", "JobDocument", "JobPatch"])
+def test_the_target_kinds_are_published_one_variant_each(spec: dict[str, Any],
+                                                          model: str) -> None:
+    target = spec["components"]["schemas"][model]["properties"]["target"]
+    variants = target["oneOf"]
+    assert tuple(v["properties"]["type"]["const"] for v in variants) == TARGET_KINDS
 
 
 def test_every_reference_resolves(spec: dict[str, Any]) -> None:

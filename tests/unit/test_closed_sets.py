@@ -2,9 +2,10 @@
 that must spell them too is held to the same lists here, from the current schema
 (db/sql/schema.sql, itself checked against the migrations) and the claim function.
 
-``runs.skip_reason`` has no CHECK to hold it to, and this says so rather than invent one:
-it is free text the scheduler and the queue's statements write, from SkipReason; the test
-below holds the statements that write it."""
+Two sets have no CHECK to hold them to, and this says so rather than invent one:
+``runs.skip_reason`` is free text (the scheduler and the queue's statements write it, from
+SkipReason), and a target kind is ``jobs.target->>'type'`` inside a jsonb column the
+job validator writes. The test below each of them holds the statements that write it."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from crondepot.base.vocab import (
     RECORDED_OUTCOMES,
     RUN_STATES,
     SKIP_REASONS,
+    TARGET_KINDS,
 )
 from crondepot.job import fields as F
+from crondepot.job.targets import TARGETS
 
 SQL = resources.files("crondepot.db") / "sql"
 
@@ -76,3 +79,7 @@ def test_every_skip_reason_the_sql_writes_is_one() -> None:
     assert written == {"deadline_passed"}
     assert written <= set(SKIP_REASONS)
 
+
+def test_every_target_kind_is_one_variant_of_the_job_document() -> None:
+    # No CHECK on jobs.target (jsonb): the validator's variants are the set.
+    assert tuple(variant.tag for variant in TARGETS.variants) == TARGET_KINDS

@@ -48,6 +48,12 @@ ATTEMPTED_STATES: tuple[AttemptedState, ...] = get_args(AttemptedState)
 AttemptOutcome = Literal[AttemptedState, RecordedOutcome]
 ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
 
+# What a run calls, a job document's ``target.type``. Each kind is a module of that name
+# in crondepot.job.targets (what a document may say) and in crondepot.worker.targets (the
+# call); both registries are built from this tuple.
+TargetKind = Literal["http", "python"]
+TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
+
 # Names a job refers to, matched whole (``fullmatch``): a shared rate limit's and a Python
 # handler's. The job document, the grants, the buckets and the holds check the same two.
 LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
