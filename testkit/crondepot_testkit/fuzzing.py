@@ -112,7 +112,7 @@ def _runs_of_every_status(conn: psycopg.Connection[Any], tenant_id: int,
         "  CASE WHEN s <> 'queued' THEN t + interval '2 seconds' END,"
         "  CASE WHEN s IN ('dead', 'failed') THEN 'TimeoutError' END,"
         "  CASE WHEN s IN ('dead', 'failed') THEN 'read timed out' END,"
-        "  CASE WHEN s = 'skipped' THEN 'misfire' END"
+        "  CASE WHEN s = 'skipped' THEN 'misfire_deadline' END"
         " FROM generate_series(1, 30) g,"
         " LATERAL (SELECT now() - make_interval(days => g) AS t,"
         "  (ARRAY['succeeded', 'dead', 'skipped', 'dead', 'succeeded'])[1 + g %% 5] AS s) x"

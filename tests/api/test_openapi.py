@@ -11,6 +11,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api import create_app
+from crondepot.base.vocab import (
+    ATTEMPT_OUTCOMES,
+    END_REASONS,
+    OUTCOMES,
+    PRIORITIES,
+    RUN_STATES,
+    SKIP_REASONS,
+    TARGET_KINDS,
+)
 from tests.support.api import EMI
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
@@ -136,6 +145,47 @@ def test_ndjson_import_is_documented_as_job_documents(spec: dict[str, Any]) -> N
     assert ndjson["schema"]["items"] == {"$ref": "#/components/schemas/JobDocument"}
     assert [d["key"] for d in ndjson["examples"]["two_jobs"]["value"]] == \
         ["bank42:48213:emi", "ops:nightly-report"]
+
+
+def _enum(schema: dict[str, Any]) -> tuple[str, ...]:
+    """The values a property's schema allows, its null left aside (``X | None``)."""
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    assert len(options) == 1, schema
+    return tuple(options[0]["enum"])
+
+
+# Every closed set a response or a body shows, published as its vocabulary tuple
+# (crondepot.base.vocab), in the tuple's order: (schema, property) -> the tuple.
+PUBLISHED: dict[tuple[str, str], tuple[str, ...]] = {
+    **{(model, "priority"): PRIORITIES for model in ("Run", "ListedRun", "RunDetail",
+                                                        "DeadRun", "JobDocument", "Job")},
+    **{(model, "status"): RUN_STATES for model in ("Run", "ListedRun", "RunDetail")},
+    **{(model, "skip_reason"): SKIP_REASONS for model in ("Run", "ListedRun", "RunDetail")},
+    ("Job", "ended_reason"): END_REASONS,
+    ("Attempt", "outcome"): ATTEMPT_OUTCOMES,
+    ("Problem", "run_status"): RUN_STATES,
+}
+
+
+@pytest.mark.parametrize(("model", "name"), list(PUBLISHED))
+def test_each_closed_set_is_published_as_its_vocabulary(spec: dict[str, Any], model: str,
+                                                         name: str) -> None:
+    schema = spec["components"]["schemas"][model]["properties"][name]
+    assert _enum(schema) == PUBLISHED[model, name]
+
+
+def test_the_stats_are_keyed_by_priority_and_by_outcome(spec: dict[str, Any]) -> None:
+    stats = spec["components"]["schemas"]["Stats"]["properties"]
+    assert tuple(stats["queue"]["propertyNames"]["enum"]) == PRIORITIES
+    assert tuple(stats["finished_last_hour"]["propertyNames"]["enum"]) == OUTCOMES
+
+
+@pytest.mark.parametrize("model", ["Job", "JobDocument", "JobPatch"])
+def test_the_target_kinds_are_published_one_variant_each(spec: dict[str, Any],
+                                                          model: str) -> None:
+    target = spec["components"]["schemas"][model]["properties"]["target"]
+    variants = target["oneOf"]
+    assert tuple(v["properties"]["type"]["const"] for v in variants) == TARGET_KINDS
 
 
 def test_every_reference_resolves(spec: dict[str, Any]) -> None:

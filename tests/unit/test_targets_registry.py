@@ -1,7 +1,9 @@
-"""The executor calls every target through one interface, chosen by the job's target.type."""
+"""The executor calls every target through one interface, chosen by the job's target.type;
+each kind is a module of its name, for the document and for the call."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -9,7 +11,15 @@ from typing import Any
 import pytest
 
 from crondepot.base.errors import PermanentError
-from crondepot.worker.targets import PythonTarget, Targets, WebhookTarget, _MadeOnFirstCall
+from crondepot.base.vocab import TARGET_KINDS
+from crondepot.job.targets import KINDS, TARGETS
+from crondepot.worker.targets import (
+    HttpTarget,
+    PythonTarget,
+    Targets,
+    WebhookTarget,
+    _MadeOnFirstCall,
+)
 from crondepot.worker.targets import default_targets as defaults
 
 
@@ -39,18 +49,34 @@ def test_an_unknown_kind_is_a_permanent_failure_naming_it(target: dict[str, Any]
         Targets({"echo": Echo()}).call(run, "bank42")  # type: ignore[arg-type]
 
 
-def test_the_default_kinds_are_the_job_documents_kinds() -> None:
-    from crondepot.job.fields import TARGETS
-
+def test_the_default_kinds_are_the_vocabularys_each_made_by_its_module_on_first_call(
+        ) -> None:
     made: list[int] = []
     registry = defaults(lambda: made.append(1) or WebhookTarget.__new__(WebhookTarget),
                         signing_keys=None)  # type: ignore[arg-type]
-    kinds = set(registry._by_kind)
-    assert kinds == {"http", "python"}
-    assert registry._by_kind["http"].kind == "http"
-    assert isinstance(registry._by_kind["python"], PythonTarget)
-    assert {variant.tag for variant in TARGETS.variants} == kinds
+    assert tuple(registry._by_kind) == TARGET_KINDS
+    assert all(target.kind == kind for kind, target in registry._by_kind.items())
     assert made == []       # the HTTP client is made for the first HTTP run, not before
+    python = registry._by_kind["python"]
+    assert isinstance(python, _MadeOnFirstCall)
+    assert isinstance(python._make(), PythonTarget)
+    http = registry._by_kind["http"]
+    assert isinstance(http, _MadeOnFirstCall)
+    assert isinstance(http._make(), HttpTarget)
+    assert made == [1]
+
+
+@pytest.mark.parametrize("kind", TARGET_KINDS)
+def test_a_kind_is_a_module_of_its_name_on_each_side(kind: str) -> None:
+    """What a document may say (job/targets/<kind>.py) and what a worker calls
+    (worker/targets/<kind>.py): a kind named in TARGET_KINDS without either fails here."""
+    document = importlib.import_module(f"crondepot.job.targets.{kind}")
+    call = importlib.import_module(f"crondepot.worker.targets.{kind}")
+    assert document.VARIANT.tag == kind
+    assert callable(document.check) and callable(document.summary)
+    assert callable(document.description) and callable(call.make)
+    assert KINDS[kind] is document
+    assert tuple(variant.tag for variant in TARGETS.variants) == TARGET_KINDS
 
 
 def test_a_target_made_on_first_call_is_made_once_whichever_slots_call_first() -> None:

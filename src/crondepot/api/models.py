@@ -25,7 +25,14 @@ from pydantic_core import CoreSchema
 
 from crondepot.api.params import MAX_BIGINT, Instant
 from crondepot.base import jsontext
-from crondepot.base.vocab import RunState
+from crondepot.base.vocab import (
+    AttemptOutcome,
+    EndReason,
+    Outcome,
+    Priority,
+    RunState,
+    SkipReason,
+)
 from crondepot.job.json_schema import document_schema, patch_schema, stored_schema
 
 EMI_REMINDER: dict[str, Any] = {
@@ -112,7 +119,7 @@ class Job(_Doc):
                                         "max_runs counts them)")
     ended_at: datetime | None = Field(description="when the job ended by its schedule: its "
                                                   "last fire's nominal time")
-    ended_reason: Literal["completed", "end_at", "max_runs"] | None = Field(
+    ended_reason: EndReason | None = Field(
         description="why the job ended by itself: completed (its at run), end_at (its "
                     "window closed) or max_runs; null while it runs, or when cancelled")
 
@@ -131,7 +138,7 @@ class JobPage(_Doc):
 class Run(_Doc):
     run_id: str
     job_id: int
-    priority: str
+    priority: Priority
     status: RunState
     nominal_at: datetime
     due_at: datetime
@@ -142,7 +149,7 @@ class Run(_Doc):
     first_claimed_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
-    skip_reason: str | None
+    skip_reason: SkipReason | None
     last_error: str | None
     error_class: str | None
     result: Any
@@ -158,8 +165,7 @@ class Attempt(_Doc):
     attempt: int
     started_at: datetime | None
     ended_at: datetime | None
-    outcome: Literal["running", "succeeded", "failed", "dead", "skipped", "retried",
-                     "lease_expired"]
+    outcome: AttemptOutcome
     error: str | None
     error_class: str | None
     worker: str | None
@@ -233,7 +239,7 @@ class DeadRun(_Doc):
     run_id: str
     job_id: int
     job_key: str | None
-    priority: str
+    priority: Priority
     nominal_at: datetime
     due_at: datetime
     attempt: int
@@ -404,11 +410,11 @@ class LagStats(_Doc):
 
 
 class Stats(_Doc):
-    queue: dict[str, QueueStats]
+    queue: dict[Priority, QueueStats]
     lag: LagStats = Field(description="first_claimed_at - due_at of first attempts claimed "
                                       "in the last 5 minutes")
     dead_letter: int
-    finished_last_hour: dict[str, int] = Field(
+    finished_last_hour: dict[Outcome, int] = Field(
         description="runs that ended in the last hour by outcome: succeeded, failed, dead, "
                     "skipped")
 
@@ -428,7 +434,7 @@ class Problem(_Doc):
     errors: list[FieldError] | None = None
     key: str | None = None
     current_version: int | None = None
-    run_status: str | None = Field(None, description="the run's state, when it cannot be "
+    run_status: RunState | None = Field(None, description="the run's state, when it cannot be "
                                                      "retried in it")
     quota: str | None = Field(None, description="the quota refused (max_jobs, "
                                                 "max_urgent_jobs, urgent_allowed)")

@@ -1,7 +1,9 @@
 """crondepot's closed sets and name patterns, each defined once: every layer takes them from here.
 
 The SQL spells the same sets in its CHECK constraints and in the claim's queue order;
-tests/unit/test_closed_sets.py holds each SQL spelling to the tuple below. A leaf module:
+tests/unit/test_closed_sets.py holds each SQL spelling to the tuple below (and says which
+sets have no CHECK). The API's models type their fields with these Literals, so the
+OpenAPI document publishes each set as an enum (tests/api/test_openapi.py). A leaf module:
 it imports nothing of crondepot, so every layer may use it.
 """
 
@@ -20,7 +22,37 @@ PRIORITIES: tuple[Priority, ...] = get_args(Priority)
 RunState = Literal["queued", "running", "succeeded", "failed", "dead", "skipped", "cancelled"]
 RUN_STATES: tuple[RunState, ...] = get_args(RunState)
 # The states a finished run ends in, counted by `status` and the overview.
-OUTCOMES: tuple[RunState, ...] = ("succeeded", "failed", "dead", "skipped")
+Outcome = Literal["succeeded", "failed", "dead", "skipped"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+# Why a run is ``skipped``. The scheduler's plan writes the first five (catch-up cut the
+# fire, its misfire rule said too late, its job was paused); ``deadline_passed`` is the
+# queue's: a queued run whose misfire deadline passed before a worker could call it.
+SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
+                     "misfire_local_deadline", "paused", "deadline_passed"]
+SKIP_REASONS: tuple[SkipReason, ...] = get_args(SkipReason)
+
+# Why a job ended by itself (jobs.ended_reason): its one ``at`` run is written, its window
+# closed (``end_at``), or it had ``max_runs`` fires. A cancelled job has none.
+EndReason = Literal["completed", "end_at", "max_runs"]
+END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
+
+# How an attempt that did not end its run ended, as run_attempts records it.
+RecordedOutcome = Literal["retried", "lease_expired", "failed", "dead"]
+RECORDED_OUTCOMES: tuple[RecordedOutcome, ...] = get_args(RecordedOutcome)
+# The run states whose row records an attempt (made, or being made).
+AttemptedState = Literal["running", "succeeded", "failed", "dead", "skipped"]
+ATTEMPTED_STATES: tuple[AttemptedState, ...] = get_args(AttemptedState)
+# An attempt's outcome as a run's history shows it: the latest attempt's is its run's
+# state, an earlier one's is recorded.
+AttemptOutcome = Literal[AttemptedState, RecordedOutcome]
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
+
+# What a run calls, a job document's ``target.type``. Each kind is a module of that name
+# in crondepot.job.targets (what a document may say) and in crondepot.worker.targets (the
+# call); both registries are built from this tuple.
+TargetKind = Literal["http", "python"]
+TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 
 # Names a job refers to, matched whole (``fullmatch``): a shared rate limit's and a Python
 # handler's. The job document, the grants, the buckets and the holds check the same two.

@@ -11,11 +11,12 @@ stay in code and are named in the descriptions. Pure data: no I/O, no imports of
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES
+from crondepot.base.vocab import LIMIT_NAME, PRIORITIES
 
 # The whitespace ``str.strip`` removes, spelled as a character class: a text field must hold
 # one character outside it ("non-blank"), in Python and in the published JSON Schema alike
@@ -72,6 +73,8 @@ class Field:
     non_blank: bool = False        # at least one character that is not whitespace
     pattern: re.Pattern[str] | None = None     # matched whole (fullmatch)
     format: str | None = None      # JSON Schema format ("date-time"), checked in code
+    # the rules checked in code that a published pattern can state, made with the schema
+    schema_pattern: Callable[[], str] | None = None
     choices: tuple[str, ...] = ()
     # the last part of the path ("until"), read for every field of every document: computed
     # once, not per read
@@ -190,26 +193,9 @@ ONE_OF: tuple[str, ...] = ("cron", "at")
 # Fields a PATCH may not change (cancel with DELETE; a key names the job for good).
 NOT_PATCHABLE: tuple[str, ...] = ("key", "active")
 
-# --- target -------------------------------------------------------------------------------
+# --- target ------------------------------------------------------------------------------
 
-# Its rules live with the URL check (url.py), which also writes their schema pattern.
-URL = Field(path="target.url", type="string", max_length=2048,
-            description="an http or https URL without credentials, whitespace or control "
-                        "characters, with a host name or a public address (others are "
-                        "refused unless allow-listed) and a port from 1 to 65535")
-TIMEOUT_S = Field(path="target.timeout_s", type="number", above=0, high=300, default=10,
-                  description="seconds to wait for the answer")
-DEDUPES = Field(path="target.dedupes", type="boolean", default=False,
-                description="the target drops repeated Idempotency-Keys, so a call whose "
-                            "outcome is unknown may be retried")
-HANDLER = Field(path="target.handler", type="string", pattern=HANDLER_NAME,
-                description="a handler registered by name (like 'sms.send') and granted to "
-                            "the tenant")
-TARGETS = Tagged(field=TARGET, tag="type", variants=(
-    Variant(tag="http", title="HttpTarget", fields=(URL, TIMEOUT_S, DEDUPES),
-            required=("url",)),
-    Variant(tag="python", title="PythonTarget", fields=(HANDLER,), required=("handler",)),
-))
+# Each kind's fields are its module's (job/targets/): TARGETS there is the Tagged of them.
 
 # --- misfire ------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from crondepot.base.jsontext import NO_NUL, NOT_NUL
 from crondepot.job import fields as F
-from crondepot.job import url
 from crondepot.job.fields import Field, Tagged
+from crondepot.job.targets import TARGETS
 
 JsonSchema = dict[str, Any]
 
@@ -57,7 +57,7 @@ def stored_schema(extra: JsonSchema) -> JsonSchema:
 def field_schema(field: Field) -> JsonSchema:
     """One field's schema, its nested objects included."""
     if field is F.TARGET:
-        schema = _tagged(F.TARGETS)
+        schema = _tagged(TARGETS)
     elif field is F.MISFIRE:
         schema = _tagged(F.MISFIRES)
     elif field is F.SPREAD:
@@ -70,8 +70,6 @@ def field_schema(field: Field) -> JsonSchema:
                   "examples": [{"bank": "42", "product": "emi"}]}
     else:
         schema = _leaf(field)
-    if field is F.URL:
-        schema["pattern"] = url.schema_pattern()
     if field.description:
         schema["description"] = field.description
     if field.default is not F.MISSING:
@@ -99,6 +97,8 @@ def _leaf(field: Field) -> JsonSchema:
         # one character that is not a space, and no NUL anywhere
         schema["pattern"] = f"^{NOT_NUL}*{F.NOT_SPACE_NOR_NUL}{NOT_NUL}*$"
         schema.setdefault("minLength", 1)
+    elif field.schema_pattern is not None:
+        schema["pattern"] = field.schema_pattern()
     elif field.type == "string" and not field.choices and field.format is None:
         schema["pattern"] = NO_NUL
     return schema

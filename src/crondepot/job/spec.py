@@ -31,12 +31,13 @@ from crondepot.base import jsontext
 from crondepot.base.errors import InvalidJob, InvalidSchedule
 from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority
 from crondepot.job import fields as F
+from crondepot.job import targets
+from crondepot.job.checks import an_object, boolean, kind_of, matches, member_names, no_extra
 from crondepot.job.fields import (
     MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_DEPTH,
     Field,
 )
-from crondepot.job.url import MAX_URL_LENGTH, allow_list, check_target_url
 from crondepot.timetable import Schedule, Timetable, schedule, uses_hash, validate_zone
 
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
@@ -118,7 +119,7 @@ class JobSpec:
 
 def _parse(doc: Any) -> JobSpec:
     if not isinstance(doc, dict):
-        raise InvalidJob(f"expected a JSON object, got {_kind(doc)}", field="")
+        raise InvalidJob(f"expected a JSON object, got {kind_of(doc)}", field="")
     text = _storable_text(doc)
     unknown = sorted(set(doc) - DOCUMENT_FIELDS)
     if unknown:
@@ -142,7 +143,7 @@ def _parse(doc: Any) -> JobSpec:
     spread_seconds, spread_key = _spread(doc.get("spread"), priority)
     spec = JobSpec(
         key=key, cron=cron, tz=tz, priority=priority,
-        target=_target(doc.get("target")),
+        target=targets.check(doc.get("target")),
         payload=_payload(doc.get("payload", dict(F.PAYLOAD.default)), text),
         misfire=_misfire(doc.get("misfire")),
         catchup=_choice(doc, F.CATCHUP),
@@ -151,7 +152,7 @@ def _parse(doc: Any) -> JobSpec:
         max_attempts=_int(doc, F.MAX_ATTEMPTS),
         lease_seconds=_int(doc, F.LEASE_SECONDS),
         rate_limit=_rate_limit(doc.get("rate_limit")),
-        active=_bool(doc, F.ACTIVE),
+        active=boolean(doc, F.ACTIVE),
         at=at, start_at=_instant(doc, F.START_AT), end_at=_instant(doc, F.END_AT),
         max_runs=_optional_int(doc, F.MAX_RUNS),
         labels=labels(doc.get("labels")),
@@ -174,7 +175,7 @@ def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
     example = "like 2026-12-05T09:00:00+05:30"
     if not isinstance(value, str):
         raise InvalidJob(f"expected {spec.path} to be an RFC 3339 date-time string ({example}), "
-                         f"got {_kind(value)}", field=spec.path)
+                         f"got {kind_of(value)}", field=spec.path)
     assert spec.max_length is not None
     if len(value) > spec.max_length or not _RFC3339.fullmatch(value):
         raise InvalidJob(f"expected {spec.path} to be an RFC 3339 date-time with an offset "
@@ -249,15 +250,6 @@ def _schedule_known_valid(cron: str, tz: str) -> bool:
     return True
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    return {str: "a string", int: "an integer", float: "a number", list: "an array",
-            dict: "an object"}.get(type(value), type(value).__name__)
-
-
 def _required_str(doc: dict[str, Any], spec: Field) -> str:
     """A non-blank text field (``spec.non_blank``), stripped of surrounding whitespace."""
     name = spec.name
@@ -265,7 +257,7 @@ def _required_str(doc: dict[str, Any], spec: Field) -> str:
         raise InvalidJob(f"{name} is required", field=name)
     value = doc[name]
     if not isinstance(value, str) or not value.strip():
-        raise InvalidJob(f"expected {name} to be a non-empty string, got {_kind(value)}",
+        raise InvalidJob(f"expected {name} to be a non-empty string, got {kind_of(value)}",
                          field=name)
     assert spec.max_length is not None
     if len(value) > spec.max_length:
@@ -294,7 +286,7 @@ def _int(obj: dict[str, Any], spec: Field) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)      # JSON has one number type: 6.0 is the integer 6 (JSON Schema)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidJob(f"expected {path} to be an integer, got {_kind(value)}", field=path)
+        raise InvalidJob(f"expected {path} to be an integer, got {kind_of(value)}", field=path)
     low, high = int(spec.low or 0), int(spec.high or 0)
     if not low <= value <= high:
         raise InvalidJob(f"expected {path} to be an integer from {low} to {high}, got {value}",
@@ -302,101 +294,12 @@ def _int(obj: dict[str, Any], spec: Field) -> int:
     return value
 
 
-def _bool(obj: dict[str, Any], spec: Field) -> bool:
-    value = obj.get(spec.name, spec.default)
-    if not isinstance(value, bool):
-        raise InvalidJob(f"expected {spec.path} to be true or false, got {_kind(value)}",
-                         field=spec.path)
-    return value
-
-
-def _matches(value: Any, spec: Field) -> re.Match[str] | None:
-    assert spec.pattern is not None
-    return spec.pattern.fullmatch(value) if isinstance(value, str) else None
-
-
-def _object(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InvalidJob(f"expected {path} to be an object, got {_kind(value)}", field=path)
-    return value
-
-
-def _no_extra(obj: dict[str, Any], allowed: set[str] | frozenset[str], path: str) -> None:
-    extra = sorted(set(obj) - allowed)
-    if extra:
-        raise InvalidJob(f"unknown field {extra[0]!r} in {path}; allowed: "
-                         f"{', '.join(sorted(allowed))}", field=f"{path}.{extra[0]}")
-
-
-def _target(value: Any) -> dict[str, Any]:
-    if value is None:
-        raise InvalidJob("target is required", field="target")
-    target = _object(value, "target")
-    kind = target.get("type")
-    if kind == "http":
-        return _http_target(target)
-    if kind == "python":
-        _no_extra(target, _names(F.TARGETS, kind), "target")
-        handler = target.get("handler")
-        if not _matches(handler, F.HANDLER):
-            raise InvalidJob("expected target.handler to be a registered handler name like "
-                             f"'sms.send', got {json.dumps(handler)}", field="target.handler")
-        return {"type": "python", "handler": handler}
-    raise InvalidJob(f"expected target.type to be 'http' or 'python', got {json.dumps(kind)}",
-                     field="target.type")
-
-
-def _names(tagged: F.Tagged, tag: str) -> frozenset[str]:
-    """The member names the variant ``tag`` of ``tagged`` allows, its tag among them."""
-    variant = tagged.variant(tag)
-    assert variant is not None
-    return frozenset((tagged.tag, *(f.name for f in variant.fields)))
-
-
-def _http_target(target: dict[str, Any]) -> dict[str, Any]:
-    """A valid http target; the jobs of a service share one, so a target already seen
-    valid is not parsed again (a copy is returned: specs never share a dict).
-
-    The cache key carries each value's type: ``True == 1`` and ``10 == 10.0`` with equal
-    hashes, so without it ``dedupes: 1`` after ``dedupes: true`` would be taken as seen."""
-    allow = allow_list()    # a literal address's verdict depends on it: part of the key
-    try:
-        seen = tuple((name, type(value), value) for name, value in sorted(target.items()))
-        return dict(_valid_http_target(seen, allow))
-    except TypeError:       # an unhashable value (a list, an object): invalid, say where
-        return _check_http_target(target, allow)
-
-
-@lru_cache(maxsize=1024)
-def _valid_http_target(items: tuple[tuple[str, type, Any], ...], allow: str) -> dict[str, Any]:
-    return _check_http_target({name: value for name, _, value in items}, allow)
-
-
-def _check_http_target(target: dict[str, Any], allow: str) -> dict[str, Any]:
-    _no_extra(target, _names(F.TARGETS, "http"), "target")
-    url = target.get("url")
-    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
-        raise InvalidJob(f"expected target.url to be a URL string, got {_kind(url)}",
-                         field="target.url")
-    check_target_url(url, allow)
-    timeout = target.get("timeout_s", F.TIMEOUT_S.default)
-    above, high = F.TIMEOUT_S.above, F.TIMEOUT_S.high
-    assert above is not None and high is not None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-            above < timeout <= high):
-        raise InvalidJob(f"expected target.timeout_s to be a number of seconds above "
-                         f"{above:g} and at most {high:g}, got {json.dumps(timeout)}",
-                         field="target.timeout_s")
-    dedupes = _bool(target, F.DEDUPES)
-    return {"type": "http", "url": url, "timeout_s": timeout, "dedupes": dedupes}
-
-
 def _payload(value: Any, document_text: bytes | None) -> dict[str, Any]:
     """The payload object, refused exactly when the jobs table's CHECK would refuse it:
     PostgreSQL measures ``octet_length(payload::text)``, the bytes of jsonb's text output
     (", " and ": " between tokens, numbers as ``numeric`` prints them: ``1e300`` is 301
     bytes), not the compact text sent, so the limit is on ``jsontext.stored_size``."""
-    payload = _object(value, "payload")
+    payload = an_object(value, "payload")
     # The whole document's orjson text, when it has no exponent and is short, bounds the
     # payload's stored size without writing the payload again (the common case of an import
     # line): the payload's text is part of it, and PostgreSQL's text of it is longer only
@@ -415,22 +318,22 @@ def _payload(value: Any, document_text: bytes | None) -> dict[str, Any]:
 def _misfire(value: Any) -> Misfire:
     if value is None:
         return Misfire()
-    misfire = _object(value, "misfire")
+    misfire = an_object(value, "misfire")
     policy = misfire.get("policy")
     if policy == "run_late":
-        _no_extra(misfire, _names(F.MISFIRES, policy), "misfire")
+        no_extra(misfire, member_names(F.MISFIRES, policy), "misfire")
         return Misfire()
     if policy == "skip_after":
-        _no_extra(misfire, _names(F.MISFIRES, policy), "misfire")
+        no_extra(misfire, member_names(F.MISFIRES, policy), "misfire")
         if "seconds" not in misfire:
             raise InvalidJob("misfire.seconds is required with skip_after",
                              field="misfire.seconds")
         seconds = _int(misfire, F.MISFIRE_SECONDS)
         return Misfire(policy="skip_after", seconds=seconds)
     if policy == "skip_after_local_time":
-        _no_extra(misfire, _names(F.MISFIRES, policy), "misfire")
+        no_extra(misfire, member_names(F.MISFIRES, policy), "misfire")
         until = misfire.get("until")
-        match = _matches(until, F.UNTIL)
+        match = matches(until, F.UNTIL)
         if not match:
             raise InvalidJob(f"expected misfire.until to be a local time HH:MM (00:00–23:59), "
                              f"got {json.dumps(until)}", field="misfire.until")
@@ -443,15 +346,15 @@ def _misfire(value: Any) -> Misfire:
 def _spread(value: Any, priority: str) -> tuple[int, str | None]:
     if value is None:
         return 0, None
-    spread = _object(value, "spread")
-    _no_extra(spread, frozenset(f.name for f in F.SPREAD_FIELDS), "spread")
+    spread = an_object(value, "spread")
+    no_extra(spread, frozenset(f.name for f in F.SPREAD_FIELDS), "spread")
     seconds = _int(spread, F.SPREAD_SECONDS)
     key = spread.get("key")
     low, high = F.SPREAD_KEY.min_length, F.SPREAD_KEY.max_length
     assert low is not None and high is not None
     if key is not None and (not isinstance(key, str) or not low <= len(key) <= high):
         raise InvalidJob(f"expected spread.key to be a string of {low}–{high} characters, got "
-                         f"{_kind(key)}", field="spread.key")
+                         f"{kind_of(key)}", field="spread.key")
     if priority == "urgent":
         return 0, key  # urgent runs are never spread: they exist to be on time
     return seconds, key
@@ -460,7 +363,7 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
 def _rate_limit(value: Any) -> str | None:
     if value is None:
         return None
-    if not _matches(value, F.RATE_LIMIT):
+    if not matches(value, F.RATE_LIMIT):
         raise InvalidJob("expected rate_limit to be a limit name (lowercase letters, digits, "
                          f"'.', '_' or '-'), got {json.dumps(value)}", field="rate_limit")
     return str(value)
@@ -470,7 +373,7 @@ def labels(value: Any) -> dict[str, str]:
     """The labels of a document , checked by the field table's patterns."""
     if value is None:
         return {}
-    found = _object(value, "labels")
+    found = an_object(value, "labels")
     if len(found) > F.MAX_LABELS:
         raise InvalidJob(f"expected at most {F.MAX_LABELS} labels, got {len(found)}",
                          field="labels")

@@ -33,8 +33,8 @@ from crondepot.job.guard import (
     looks_like_address,
 )
 
-MAX_URL_LENGTH: int = F.URL.max_length or 0
-FIELD = F.URL.path
+MAX_URL_LENGTH = 2048
+FIELD = "target.url"
 
 
 def check_target_url(url: str, allow: str) -> None:

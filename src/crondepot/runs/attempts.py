@@ -14,10 +14,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from crondepot.base.vocab import ATTEMPTED_STATES
 from crondepot.db import Q
-
-# Statuses whose row describes an attempt that was made (a call happened, or is happening).
-_ATTEMPTED = ("running", "succeeded", "failed", "dead", "skipped")
 
 
 def run_attempts(conn: psycopg.Connection[Any], run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,7 +36,7 @@ def _latest(run: dict[str, Any], earlier: list[dict[str, Any]],
     """The attempt the run row records, if it records one: a queued run's last attempt is
     already in run_attempts, and a run skipped before its call (deadline passed while it
     waited) gave its attempt number back, so the row's attempt is the last stored one."""
-    if run["attempt"] < 1 or run["status"] not in _ATTEMPTED:
+    if run["attempt"] < 1 or run["status"] not in ATTEMPTED_STATES:
         return None
     if run["status"] == "skipped" and earlier and earlier[-1]["attempt"] == run["attempt"]:
         return None

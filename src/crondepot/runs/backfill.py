@@ -42,12 +42,13 @@ from typing import Any
 import psycopg
 
 from crondepot.base.errors import CrondepotError
+from crondepot.base.vocab import SkipReason
 from crondepot.db import Q
 from crondepot.db.clock import database_now
 from crondepot.job.store import StoredJob, lock_job
 from crondepot.runs.retention import DEFAULT_RETENTION
 from crondepot.runtime import metrics
-from crondepot.scheduler.plan import DueJob, SkipReason, misfire_deadline
+from crondepot.scheduler.plan import DueJob, misfire_deadline
 from crondepot.tenancy.audit import record_summary, without_row_entries
 from crondepot.timetable import Schedule, run_id, schedule, spread_offset, uses_hash
 

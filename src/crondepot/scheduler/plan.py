@@ -31,11 +31,9 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from crondepot.timetable import EndReason, run_id
+from crondepot.base.vocab import EndReason, SkipReason
+from crondepot.timetable import run_id
 from crondepot.timetable.zone import place
-
-SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
-                     "misfire_local_deadline", "paused"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

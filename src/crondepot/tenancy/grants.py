@@ -77,13 +77,12 @@ def tenant_uses(conn: psycopg.Connection[Any], tenant_id: int) -> TenantUses:
 
 def refusal(spec: Uses, uses: TenantUses) -> NotGranted | None:
     """Why ``spec`` may not be written for this tenant, or None. Pure."""
-    if spec.target.get("type") == "python":
-        handler = spec.target["handler"]
-        if handler not in uses.handlers:
-            return NotGranted(
-                f"handler {handler!r} is not granted to tenant {uses.tenant} (an operator "
-                f"grants it: crondepot tenants grant {uses.tenant} --handler {handler})",
-                field="target.handler")
+    handler = spec.target.get("handler")      # of any kind: a handler named is a grant
+    if handler is not None and handler not in uses.handlers:
+        return NotGranted(
+            f"handler {handler!r} is not granted to tenant {uses.tenant} (an operator "
+            f"grants it: crondepot tenants grant {uses.tenant} --handler {handler})",
+            field="target.handler")
     if spec.rate_limit is not None and spec.rate_limit not in uses.limits:
         return NotGranted(
             f"rate limit {spec.rate_limit!r} is not one tenant {uses.tenant} may use: it does "
@@ -231,7 +230,7 @@ class GrantCache:
 def run_refusal(target: dict[str, Any], rate_limit: str | None,
                 uses: TenantUses) -> GrantMissing | None:
     """Why a worker must not call a run's target, or None. Pure."""
-    if target.get("type") == "python" and target.get("handler") not in uses.handlers:
+    if "handler" in target and target["handler"] not in uses.handlers:
         return GrantMissing(f"handler {target.get('handler')!r} is not granted to tenant "
                             f"{uses.tenant} (revoked after the run was queued?); not called")
     if rate_limit is not None and rate_limit not in uses.limits:

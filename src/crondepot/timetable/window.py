@@ -14,17 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import islice
-from typing import Literal
 
+from crondepot.base.vocab import EndReason
 from crondepot.timetable.dst import Fire
 from crondepot.timetable.table import Timetable
 from crondepot.timetable.zone import validate_zone
 
 __all__ = ["EndReason", "Schedule", "schedule"]
 
-# Why a job has no further fire: its one ``at`` run is written, its window closed, or it
-# had ``max_runs`` fires (plan.py).
-EndReason = Literal["completed", "end_at", "max_runs"]
 _TINY = timedelta(microseconds=1)
 
 

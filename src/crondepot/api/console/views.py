@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 from crondepot.api.console import charts
 from crondepot.base.vocab import RUN_STATES
 from crondepot.db import Q
+from crondepot.job import targets
 from crondepot.job.health import job_health, list_unhealthy_jobs, unhealthy_among
 from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
 from crondepot.runs import reads
@@ -134,12 +135,7 @@ def lateness(run: dict[str, Any]) -> timedelta | None:
 
 def target_summary(target: dict[str, Any]) -> str:
     """Where a job calls: "http https://…" or "python sms.send" (nothing else of it)."""
-    kind = str(target.get("type", "?"))
-    if kind == "http":
-        return f"http {target.get('url', '')}"
-    if "handler" in target:
-        return f"{kind} {target['handler']}"
-    return kind
+    return targets.summary(target)
 
 
 def dead_letter(conn: psycopg.Connection[Any], where: DeadFilter) -> list[DeadRun]:

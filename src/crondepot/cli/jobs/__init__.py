@@ -31,7 +31,7 @@ from crondepot.cli.shared.output import console as plain_console
 from crondepot.cli.shared.output import print_json, print_more
 from crondepot.cli.shared.tenant import add_tenant, tenant_id
 from crondepot.cli.tenants.health import health_lines
-from crondepot.job import store
+from crondepot.job import store, targets
 from crondepot.job.health import job_health, list_unhealthy_jobs
 from crondepot.job.spec import PRIORITIES, JobSpec
 from crondepot.job.store import JobFilter, StoredJob
@@ -351,11 +351,7 @@ def _key(job: StoredJob) -> str:
 
 
 def _target(target: dict[str, Any]) -> str:
-    if target.get("type") == "http":
-        return f"http POST {target.get('url')} (timeout {target.get('timeout_s')} s)"
-    if target.get("type") == "python":
-        return f"python {target.get('handler')}"
-    return json.dumps(target)
+    return targets.description(target)
 
 
 

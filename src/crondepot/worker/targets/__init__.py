@@ -1,8 +1,10 @@
 """Targets: what a worker calls for a run, and the rules for calling it safely.
 
 - ``base``: the ``Target`` interface and the ``Targets`` registry the executor calls through.
-- ``http``: the webhook target (signed POST, response classification, no redirects).
-- ``python``: calls the handlers registered by name (``handlers``, the public registry).
+- one module per kind (``TARGET_KINDS``), named as the kind, whose ``make`` returns its
+  ``Target``: ``http``, the webhook target (signed POST, response classification, no
+  redirects); ``python``, the handlers registered by name (``handlers``, the public
+  registry).
 - ``backend``: applies the address guard (``crondepot.job.guard``, which the job validator
   checks at create too) to the address actually connected to.
 - ``webhook_signature``: Standard Webhooks signatures, also usable by receivers (``verify``).
@@ -16,10 +18,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from crondepot.base.lazy import on_first_use
-from crondepot.worker.targets.base import OutcomeUnknown, Target, Targets
+from crondepot.base.vocab import TARGET_KINDS
+from crondepot.worker.targets.base import OutcomeUnknown, Target, Targets, TargetSetup
 from crondepot.worker.targets.python import PythonTarget
 
 if TYPE_CHECKING:
@@ -87,15 +92,17 @@ class _MadeOnFirstCall:
 
 def default_targets(webhooks: Callable[[], WebhookTarget],
                     signing_keys: SigningKeys) -> Targets:
-    """Every kind of target a job may name (job/fields.py lists the same kinds). The HTTP
-    target, and the client under it (``webhooks()``), are made for the first HTTP run."""
+    """Every kind of target a job may name (TARGET_KINDS), each made by its module for the
+    kind's first run: the HTTP target, and the client under it (``webhooks()``), are not
+    loaded by a worker whose runs call handlers only."""
+    setup = TargetSetup(webhooks=webhooks, signing_keys=signing_keys)
+    return Targets({kind: _MadeOnFirstCall(kind, partial(_make, kind, setup))
+                    for kind in TARGET_KINDS})
 
-    def http() -> Target:
-        from crondepot.worker.targets.http import HttpTarget
 
-        return HttpTarget(webhooks(), signing_keys)
-
-    return Targets({"http": _MadeOnFirstCall("http", http), "python": PythonTarget()})
+def _make(kind: str, setup: TargetSetup) -> Target:
+    target: Target = import_module(f"{__name__}.{kind}").make(setup)
+    return target
 
 
 __all__ = [
@@ -104,6 +111,7 @@ __all__ = [
     "OutcomeUnknown",
     "PythonTarget",
     "Target",
+    "TargetSetup",
     "Targets",
     "WebhookCall",
     "WebhookResult",

@@ -37,6 +37,7 @@ from crondepot.worker.webhook_keys import SigningKeys
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
+    from crondepot.worker.targets.base import TargetSetup
 
 RETRY_AFTER_CAP_SECONDS = 3600.0
 EXCERPT_CHARS = 200
@@ -364,3 +365,7 @@ class HttpTarget:
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
             raise TemporaryError(f"cannot read the tenant's signing secrets: {exc} "
                                  "(nothing was sent)") from None
+
+
+def make(setup: TargetSetup) -> HttpTarget:
+    return HttpTarget(setup.webhooks(), setup.signing_keys)

@@ -11,6 +11,7 @@ from crondepot.worker.targets.handlers import RunContext, lookup
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
+    from crondepot.worker.targets.base import TargetSetup
 
 
 class PythonTarget:
@@ -25,6 +26,10 @@ class PythonTarget:
         if inspect.isawaitable(outcome):
             outcome = asyncio.run(_await(outcome))
         return outcome if isinstance(outcome, dict) else None
+
+
+def make(setup: TargetSetup) -> PythonTarget:
+    return PythonTarget()
 
 
 async def _await(awaitable: Any) -> Any:

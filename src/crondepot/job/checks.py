@@ -1,0 +1,54 @@
+"""The small checks every part of the job validator shares: the document's fields
+(``spec.py``) and each target kind's (``targets/``). Each raises ``InvalidJob`` naming the
+field by its JSON path and saying what was given."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from crondepot.base.errors import InvalidJob
+from crondepot.job.fields import Field, Tagged
+
+
+def kind_of(value: Any) -> str:
+    """What a JSON value is, for an error message: "a string", "null"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", int: "an integer", float: "a number", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def boolean(obj: dict[str, Any], spec: Field) -> bool:
+    value = obj.get(spec.name, spec.default)
+    if not isinstance(value, bool):
+        raise InvalidJob(f"expected {spec.path} to be true or false, got {kind_of(value)}",
+                         field=spec.path)
+    return value
+
+
+def matches(value: Any, spec: Field) -> re.Match[str] | None:
+    assert spec.pattern is not None
+    return spec.pattern.fullmatch(value) if isinstance(value, str) else None
+
+
+def an_object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidJob(f"expected {path} to be an object, got {kind_of(value)}", field=path)
+    return value
+
+
+def no_extra(obj: dict[str, Any], allowed: set[str] | frozenset[str], path: str) -> None:
+    extra = sorted(set(obj) - allowed)
+    if extra:
+        raise InvalidJob(f"unknown field {extra[0]!r} in {path}; allowed: "
+                         f"{', '.join(sorted(allowed))}", field=f"{path}.{extra[0]}")
+
+
+def member_names(tagged: Tagged, tag: str) -> frozenset[str]:
+    """The member names the variant ``tag`` of ``tagged`` allows, its tag among them."""
+    variant = tagged.variant(tag)
+    assert variant is not None
+    return frozenset((tagged.tag, *(f.name for f in variant.fields)))
