@@ -30,9 +30,10 @@ from psycopg.types.json import Jsonb
 from crondepot.base.errors import CrondepotError, InvalidJob, InvalidSchedule
 from crondepot.db import Q
 from crondepot.db.clock import database_clock, database_now
+from crondepot.job import fields as F
 from crondepot.job.admission import admit, admit_change
 from crondepot.job.columns import COPY_TYPES, WRITES, patch_params, spec_from_row
-from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec
+from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
 from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
 from crondepot.scheduler.tick import insert_runs
@@ -225,19 +226,17 @@ class Triggered:
     created: bool          # False: a run with this id existed (same second): nothing written
 
 
+# Document fields a spec holds in another shape, written below: exactly one of cron and at
+# names the timetable (the other is left out, not null); spread is two attributes, written
+# only when set. Every other field is the spec's attribute of its name.
+_SHAPED = frozenset({"cron", "at", "spread"})
+_PLAIN = tuple(f for f in F.DOCUMENT if f.name not in _SHAPED)
+
+
 def job_document(spec: JobSpec) -> dict[str, Any]:
-    """The canonical document of ``spec``: what ``JobSpec.from_document`` turns back into it."""
-    doc: dict[str, Any] = {
-        "key": spec.key, "tz": spec.tz, "priority": spec.priority,
-        "target": spec.target, "payload": spec.payload, "misfire": spec.misfire.document(),
-        "catchup": spec.catchup, "max_catchup": spec.max_catchup,
-        "max_attempts": spec.max_attempts, "lease_seconds": spec.lease_seconds,
-        "rate_limit": spec.rate_limit, "active": spec.active,
-        "start_at": _instant(spec.start_at), "end_at": _instant(spec.end_at),
-        "max_runs": spec.max_runs,
-        "labels": spec.labels, "alert_after_failures": spec.alert_after_failures,
-    }
-    # Exactly one of cron and at names the timetable: the other is left out, not null.
+    """The canonical document of ``spec``: what ``JobSpec.from_document`` turns back into it.
+    Its fields in the field table's order (job/fields.py DOCUMENT), the shaped ones last."""
+    doc = {f.name: _document_value(getattr(spec, f.name), f) for f in _PLAIN}
     if spec.cron is not None:
         doc["cron"] = spec.cron
     else:
@@ -247,6 +246,14 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
         if spec.spread_key is not None:
             doc["spread"]["key"] = spec.spread_key
     return doc
+
+
+def _document_value(value: Any, field: F.Field) -> Any:
+    if isinstance(value, Misfire):
+        return value.document()
+    if field.format == "date-time":
+        return _instant(value)
+    return value
 
 
 def _instant(moment: datetime | None) -> str | None:
