@@ -1,17 +1,23 @@
 """The job's stored columns: one table that every write of a job and its read back are
 derived from (``job/store.py``).
 
-``WRITES`` is the ``job_writes`` view, column for column and in its order: ``insert_jobs``
-takes one array per entry, named and typed as the entry; the COPY of an import batch sends
-rows of them with their types; ``update_job_document`` sets the entries a patch may change;
-a stored row (``stored_jobs``) becomes a ``JobSpec`` again through the same entries. Tests
-hold the table to the view in the catalog and to the SQL of those queries
-(tests/integration/test_job_column_table.py), so a column the table does not name cannot be
-written by one path and missed by another.
+``WRITES`` is the view both inserts write through (``job_writes``, as ``insert_jobs`` names
+it), column for column and in its order: ``insert_jobs`` takes one array per entry, named
+and typed as the entry; the COPY of an import batch sends rows of them with their types;
+``update_job_document`` sets the entries a patch may change; a stored row (``stored_jobs``)
+becomes a ``JobSpec`` again through the same entries. The SQL spells the columns, so tests
+hold the table to the view in the catalog and to those queries
+(tests/integration/test_job_column_table.py): a column cannot be written by one path and
+missed by another.
 
 A column holds a ``JobSpec`` attribute (``attr``; a dotted path for a part of one, as
 ``misfire.policy``), or, without one, a value the writer computes (the id, the first fire,
 the creation instant). Pure data and getters: no I/O, no SQL.
+
+A plain field of the document is its ``Field`` (``fields.py``), its ``JobSpec`` attribute
+(``spec.py``), an entry here, and a migration adding the column with a new write view (the
+previous release keeps writing through the old one) and ``stored_jobs`` again; then
+``queries/jobs.sql`` names the new view and the column, and ``make schema``.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ def _jsonb(attr: str) -> Callable[[JobSpec], Any]:
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One column of ``job_writes`` (and of the jobs table)."""
+    """One column of the write view (and of the jobs table)."""
 
     name: str                  # the column; also the parameter name in the queries
     pg_type: str               # its PostgreSQL type: COPY's, and insert_jobs's array of it
