@@ -27,11 +27,12 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from crondepot.base import jsontext
 from crondepot.base.errors import CrondepotError, InvalidJob, InvalidSchedule
 from crondepot.db import Q
 from crondepot.db.clock import database_clock, database_now
+from crondepot.job import fields as F
 from crondepot.job.admission import admit, admit_change
+from crondepot.job.columns import COPY_TYPES, WRITES, patch_params, spec_from_row
 from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
 from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
@@ -119,9 +120,9 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
         memo: FirstFires = {}
         firsts = [first_run(spec, job_id, db_now, memo)
                   for spec, job_id in zip(specs, ids, strict=True)]
-        rows = _rows(tenant_id, specs, ids, firsts)
-        insert = _insert_copied if len(rows) >= COPY_AT_LEAST else _insert_unnested
-        inserted = insert(conn, rows, db_now)
+        values = _values(tenant_id, specs, ids, firsts, db_now)
+        insert = _insert_copied if len(specs) >= COPY_AT_LEAST else _insert_unnested
+        inserted = insert(conn, values)
         for spec, job_id, first in zip(specs, ids, firsts, strict=True):
             if first[0] is None and job_id in inserted:
                 # No fire left from now (admission refuses the plain cases; an H job's
@@ -139,51 +140,39 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
 # and the change must apply after them.
 
 
-# From this many jobs a batch is staged by binary COPY (Python CPU per job: 4.6 us against
-# 12-14 us for packing arrays, and a little less server CPU); a smaller one, such as the
-# API's single create, is one INSERT, one round trip fewer than COPY and INSERT … SELECT.
+# From this many jobs a batch is staged by binary COPY (less Python CPU per job than packing
+# arrays, and a little less server CPU); a smaller one, such as the API's single create, is
+# one INSERT, one round trip fewer than COPY and INSERT … SELECT.
 COPY_AT_LEAST = 100
-# A job's values in the column order of the job_writes view (migration 0017), which both
-# inserts write through: insert_jobs takes them as arrays named by _COLUMNS, the COPY of an
-# import batch as rows of _COPY_TYPES, the creation instant last.
-Row = tuple[Any, ...]
-_COLUMNS = ("ids", "tenant_ids", "keys", "crons", "tzs", "next_run_ats", "next_nominal_ats",
-            "priorities", "actives", "targets", "payloads", "misfire_policies",
-            "misfire_seconds", "misfire_untils", "catchups", "max_catchups", "spread_seconds",
-            "spread_keys", "max_attempts", "lease_seconds", "rate_limits", "ats", "start_ats",
-            "end_ats", "max_runs", "labels", "alert_afters")
-_COPY_TYPES = ("int8", "int8", "text", "text", "text", "timestamptz", "timestamptz", "text",
-               "bool", "jsonb", "jsonb", "text", "int4", "time", "text", "int4", "int4", "text",
-               "int4", "int4", "text", "timestamptz", "timestamptz", "timestamptz", "int4",
-               "jsonb", "int4", "timestamptz")
 
 
-def _rows(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
-          firsts: list[tuple[datetime | None, datetime | None]]) -> list[Row]:
-    # jsonb through orjson (crondepot.base.jsontext): the json module was a tenth of the import's
-    # Python time per job.
-    return [(job_id, tenant_id, s.key, s.cron, s.tz, first[1], first[0], s.priority, s.active,
-             Jsonb(s.target, jsontext.dumps), Jsonb(s.payload, jsontext.dumps),
-             s.misfire.policy, s.misfire.seconds, s.misfire.until, s.catchup, s.max_catchup,
-             s.spread_seconds, s.spread_key, s.max_attempts, s.lease_seconds, s.rate_limit,
-             s.at, s.start_at, s.end_at, s.max_runs, Jsonb(s.labels, jsontext.dumps),
-             s.alert_after_failures)
-            for s, job_id, first in zip(specs, ids, firsts, strict=True)]
+def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
+            firsts: list[tuple[datetime | None, datetime | None]],
+            now: datetime) -> list[list[Any]]:
+    """Every column of job_writes (columns.WRITES, in its order) as the list of its values
+    for ``specs``: a column of the document is read from each spec, the others are the
+    writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
+    count = len(specs)
+    writers: dict[str, list[Any]] = {
+        "id": ids, "tenant_id": [tenant_id] * count,
+        "next_run_at": [due for _, due in firsts],
+        "next_nominal_at": [nominal for nominal, _ in firsts], "created_at": [now] * count}
+    return [writers[c.name] if c.attr is None else list(map(c.read, specs)) for c in WRITES]
 
 
-def _insert_unnested(conn: psycopg.Connection[Any], rows: list[Row], now: datetime) -> set[int]:
-    columns = {name: list(values) for name, values in zip(_COLUMNS, zip(*rows, strict=True),
-                                                               strict=True)}
-    return {row[0] for row in conn.execute(Q.insert_jobs, {**columns, "now": now})}
+def _insert_unnested(conn: psycopg.Connection[Any], values: list[list[Any]]) -> set[int]:
+    arrays = {c.name: column for c, column in zip(WRITES, values, strict=True)}
+    return {row[0] for row in conn.execute(Q.insert_jobs, arrays)}
 
 
-def _insert_copied(conn: psycopg.Connection[Any], rows: list[Row], now: datetime) -> set[int]:
+def _insert_copied(conn: psycopg.Connection[Any], values: list[list[Any]]) -> set[int]:
     conn.execute(Q.create_import_table)
     with conn.cursor() as cursor, cursor.copy(Q.copy_import_rows) as copy:
-        copy.set_types(list(_COPY_TYPES))
-        for row in rows:
-            copy.write_row((*row, now))
-    return {row[0] for row in conn.execute(Q.insert_import_rows, {"first_id": rows[0][0]})}
+        copy.set_types(list(COPY_TYPES))
+        for row in zip(*values, strict=True):
+            copy.write_row(row)
+    first_id = values[0][0]
+    return {row[0] for row in conn.execute(Q.insert_import_rows, {"first_id": first_id})}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,19 +226,17 @@ class Triggered:
     created: bool          # False: a run with this id existed (same second): nothing written
 
 
+# Document fields a spec holds in another shape, written below: exactly one of cron and at
+# names the timetable (the other is left out, not null); spread is two attributes, written
+# only when set. Every other field is the spec's attribute of its name.
+_SHAPED = frozenset({"cron", "at", "spread"})
+_PLAIN = tuple(f for f in F.DOCUMENT if f.name not in _SHAPED)
+
+
 def job_document(spec: JobSpec) -> dict[str, Any]:
-    """The canonical document of ``spec``: what ``JobSpec.from_document`` turns back into it."""
-    doc: dict[str, Any] = {
-        "key": spec.key, "tz": spec.tz, "priority": spec.priority,
-        "target": spec.target, "payload": spec.payload, "misfire": spec.misfire.document(),
-        "catchup": spec.catchup, "max_catchup": spec.max_catchup,
-        "max_attempts": spec.max_attempts, "lease_seconds": spec.lease_seconds,
-        "rate_limit": spec.rate_limit, "active": spec.active,
-        "start_at": _instant(spec.start_at), "end_at": _instant(spec.end_at),
-        "max_runs": spec.max_runs,
-        "labels": spec.labels, "alert_after_failures": spec.alert_after_failures,
-    }
-    # Exactly one of cron and at names the timetable: the other is left out, not null.
+    """The canonical document of ``spec``: what ``JobSpec.from_document`` turns back into it.
+    Its fields in the field table's order (job/fields.py DOCUMENT), the shaped ones last."""
+    doc = {f.name: _document_value(getattr(spec, f.name), f) for f in _PLAIN}
     if spec.cron is not None:
         doc["cron"] = spec.cron
     else:
@@ -259,6 +246,14 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
         if spec.spread_key is not None:
             doc["spread"]["key"] = spec.spread_key
     return doc
+
+
+def _document_value(value: Any, field: F.Field) -> Any:
+    if isinstance(value, Misfire):
+        return value.document()
+    if field.format == "date-time":
+        return _instant(value)
+    return value
 
 
 def _instant(moment: datetime | None) -> str | None:
@@ -352,7 +347,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         _refuse_no_fire(spec, nominal, job.fire_count + len(settled))
         try:
             changed = conn.execute(Q.update_job_document, {
-                **_document_params(spec), "id": job_id, "tenant_id": tenant_id,
+                **patch_params(spec), "id": job_id, "tenant_id": tenant_id,
                 "version": version, "next_run_at": due, "next_nominal_at": nominal,
                 "timetable_since": since,
             }).rowcount
@@ -559,39 +554,14 @@ def _patched(job: StoredJob, patch: dict[str, Any]) -> JobSpec:
 
 
 def stored_job(row: dict[str, Any]) -> StoredJob:
-    spec = JobSpec(
-        key=row["key"], cron=row["cron"], tz=row["tz"], priority=row["priority"],
-        target=row["target"], payload=row["payload"],
-        misfire=Misfire(policy=row["misfire_policy"], seconds=row["misfire_seconds"],
-                        until=row["misfire_until"]),
-        catchup=row["catchup"], max_catchup=row["max_catchup"],
-        spread_seconds=row["spread_seconds"], spread_key=row["spread_key"],
-        max_attempts=row["max_attempts"], lease_seconds=row["lease_seconds"],
-        rate_limit=row["rate_limit"], active=row["active"], at=row["at"],
-        start_at=row["start_at"], end_at=row["end_at"], max_runs=row["max_runs"],
-        labels=row["labels"], alert_after_failures=row["alert_after_failures"],
-    )
-    return StoredJob(id=row["id"], spec=spec, paused=row["paused"],
+    """A row of ``stored_jobs``: its document through the column table, its state here."""
+    return StoredJob(id=row["id"], spec=spec_from_row(row), paused=row["paused"],
                      next_run_at=row["next_run_at"], next_nominal_at=row["next_nominal_at"],
                      created_at=row["created_at"], updated_at=row["updated_at"],
                      cancelled_at=row["cancelled_at"], version=row["version"],
                      timetable_since=row["timetable_since"] or row["created_at"],
                      fire_count=row["fire_count"], ended_at=row["ended_at"],
                      ended_reason=row["ended_reason"])
-
-
-def _document_params(spec: JobSpec) -> dict[str, Any]:
-    return {
-        "cron": spec.cron, "tz": spec.tz, "priority": spec.priority,
-        "target": Jsonb(spec.target), "payload": Jsonb(spec.payload),
-        "misfire_policy": spec.misfire.policy, "misfire_seconds": spec.misfire.seconds,
-        "misfire_until": spec.misfire.until, "catchup": spec.catchup,
-        "max_catchup": spec.max_catchup, "spread_seconds": spec.spread_seconds,
-        "spread_key": spec.spread_key, "max_attempts": spec.max_attempts,
-        "lease_seconds": spec.lease_seconds, "rate_limit": spec.rate_limit, "at": spec.at,
-        "start_at": spec.start_at, "end_at": spec.end_at, "max_runs": spec.max_runs,
-        "labels": Jsonb(spec.labels), "alert_after_failures": spec.alert_after_failures,
-    }
 
 
 def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[JobSpec], *,
