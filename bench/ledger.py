@@ -432,7 +432,7 @@ def median(values: list[float]) -> float:
 
 
 def print_table(checks: dict[str, list[Check]], repeats: int) -> None:
-    print(f"\ncrondepot.ledger.verify, window ending {DAY_END:%Y-%m-%d %H:%M} UTC "
+    print(f"\ncrondepot.scheduler.ledger.verify, window ending {DAY_END:%Y-%m-%d %H:%M} UTC "
           f"(09:00 Asia/Kolkata), median of {repeats} (each column its own median):")
     head = (f"{'window':>7} {'fires':>10} {'wall s':>7} {'min s':>6} {'max s':>6} "
             f"{'timetables q':>12} {'H jobs q':>8} {'fires q':>7} {'Python':>6} "

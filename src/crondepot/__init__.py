@@ -14,7 +14,7 @@ from crondepot.base.errors import (
 )
 from crondepot.base.version import __version__
 from crondepot.timetable import next_fires, run_id, spread_offset
-from crondepot.worker.targets.handlers import RunContext, handler
+from crondepot.worker.handlers import RunContext, handler
 
 __all__ = [
     "CrondepotError",

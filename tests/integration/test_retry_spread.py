@@ -39,9 +39,9 @@ from crondepot.queue import ClaimedRun, claim_runs
 from crondepot.queue.lease import Deadline
 from crondepot.queue.retry import backoff_cap
 from crondepot.worker.execute import Attempt, Executor
+from crondepot.worker.handlers import RunContext, handler
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.targets import WebhookTarget
-from crondepot.worker.targets.handlers import RunContext, handler
 from tests.support.jobs import queued_runs
 
 RUNS = 50_000

@@ -20,9 +20,9 @@ from crondepot.queue import claim_runs, reap_abandoned_runs
 from crondepot.queue.lease import Deadline
 from crondepot.tenancy import grants
 from crondepot.worker.execute import Attempt, Executor
+from crondepot.worker.handlers import RunContext, handler
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.targets import WebhookTarget
-from crondepot.worker.targets.handlers import RunContext, handler
 from tests.support.jobs import queued_runs, tenant
 
 HANDLERS = ("test.logs.temporary", "test.logs.permanent", "test.logs.ok")

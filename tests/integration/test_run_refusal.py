@@ -19,9 +19,9 @@ from crondepot.queue import claim_runs
 from crondepot.tenancy import grants
 from crondepot.tenancy.grants import GrantCache
 from crondepot.worker.execute import Attempt, Executor
+from crondepot.worker.handlers import RunContext, handler
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.targets import WebhookTarget
-from crondepot.worker.targets.handlers import RunContext, handler
 from tests.support.jobs import grant_limit, queued_runs, tenant
 
 SEEN: list[RunContext] = []

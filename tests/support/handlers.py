@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from crondepot import PermanentError, TemporaryError
-from crondepot.worker.targets.handlers import RunContext, handler
+from crondepot.worker.handlers import RunContext, handler
 
 _local = threading.local()
 

@@ -33,7 +33,7 @@ from crondepot.db import Q
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff
 
-log = logging.getLogger("crondepot.limits.buckets")
+log = logging.getLogger("crondepot.ratelimit")   # the name operators filter on
 
 HOLD_SECONDS = 0.05
 # Between the last staleness check and the request leaving the process (thread switches).

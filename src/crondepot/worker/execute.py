@@ -42,9 +42,9 @@ from crondepot.queue.retry import decide
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff
 from crondepot.tenancy.grants import GrantCache, run_refusal
+from crondepot.worker.handlers import UnknownHandler
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.targets import OutcomeUnknown, Targets, default_targets
-from crondepot.worker.targets.handlers import UnknownHandler
 from crondepot.worker.webhook_keys import SigningKeys, fetch_from
 
 if TYPE_CHECKING:

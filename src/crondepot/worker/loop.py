@@ -9,7 +9,7 @@ thing that keeps 20 calls in flight. The main thread claims; a heartbeat thread 
 - Claims are batched: one statement claims for all free slots, in the weighted order. A busy
   worker waits a few milliseconds for a quarter of its slots to free before claiming, so
   claims stay large when runs finish one by one.
-- Successes go to one writer thread that records them together (``recorder``): one commit
+- Successes go to one writer thread that records them together (``outcome_writer``): one commit
   for many runs.
 - Idle, the worker waits on ``LISTEN crondepot_runs`` (the scheduler notifies on commit), with
   a poll interval as the fallback (retries become available without a notification).

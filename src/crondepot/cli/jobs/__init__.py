@@ -1,5 +1,6 @@
 """``crondepot jobs add|list|show|update|pause|resume|cancel|trigger|bulk``: a tenant's jobs
-(``update`` is in ``cli.job_update``; a JOB is an id or a key, ``cli.job_ref``).
+(``update`` is in ``update``, ``bulk`` in ``bulk``; a JOB is an id or a key,
+``cli.shared.job_ref``).
 
 The same code as the HTTP API (``crondepot.job.store``): a document is checked by
 ``JobSpec.from_document`` before anything is written, so a bad one changes nothing and the

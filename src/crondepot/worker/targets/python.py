@@ -7,7 +7,7 @@ import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from crondepot.worker.targets.handlers import RunContext, lookup
+from crondepot.worker.handlers import RunContext, lookup
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun

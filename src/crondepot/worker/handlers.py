@@ -73,5 +73,5 @@ def _log_run(run: RunContext) -> None:
     """A built-in target that only logs the run: for demos and smoke tests."""
     import logging
 
-    logging.getLogger("crondepot.worker.targets.handlers").info(
+    logging.getLogger("crondepot.handlers").info(
         "run", extra={"run_id": run.run_id, "job_id": run.job_id, "attempt": run.attempt})
