@@ -122,3 +122,23 @@ def test_worker_cannot_take_a_run_before_the_scheduler_commits(db_url: str) -> N
         (run,) = claim_runs(worker, owner="fast", shares={"normal": 1})
         record_success(worker, run.run_id, run.lease_token, run.attempt)
         assert run_state(worker, run.run_id)[0] == "succeeded"
+
+
+def test_a_claim_on_the_one_tenant_path_skips_runs_another_claim_holds(db_url: str) -> None:
+    """One tenant with runs ready (the single-tenant take, functions/claim_one_tenant.sql):
+    a claim whose transaction is still open holds its runs locked, and a second worker's
+    claim takes the others at once instead of waiting for that commit.
+
+    Kills the mutant ``FOR UPDATE SKIP LOCKED`` → ``FOR UPDATE`` in claim_one_tenant.sql:
+    the second claim then waits on the first one's row locks, and its lock_timeout fails it
+    (LockNotAvailable) in two seconds instead of hanging the test."""
+    with connect(db_url) as setup:
+        queued_runs(setup, 6)
+    with psycopg.connect(db_url) as one, connect(db_url) as two:
+        first = claim_runs(one, owner="w1", shares={"normal": 2})      # not committed yet
+        assert len(first) == 2
+        two.execute("SET lock_timeout = '2s'")
+        second = claim_runs(two, owner="w2", shares={"normal": 10})
+        one.commit()
+    assert len(second) == 4
+    assert not {r.run_id for r in first} & {r.run_id for r in second}
