@@ -8,10 +8,10 @@ import re
 from typing import Any
 
 from crondepot.base.errors import InvalidJob
-from crondepot.job.fields import Field, Tagged
+from crondepot.job.fields import Field, Tagged, Variant
 
 
-def kind_of(value: Any) -> str:
+def json_kind(value: Any) -> str:
     """What a JSON value is, for an error message: "a string", "null"."""
     if value is None:
         return "null"
@@ -24,7 +24,7 @@ def kind_of(value: Any) -> str:
 def boolean(obj: dict[str, Any], spec: Field) -> bool:
     value = obj.get(spec.name, spec.default)
     if not isinstance(value, bool):
-        raise InvalidJob(f"expected {spec.path} to be true or false, got {kind_of(value)}",
+        raise InvalidJob(f"expected {spec.path} to be true or false, got {json_kind(value)}",
                          field=spec.path)
     return value
 
@@ -36,7 +36,7 @@ def matches(value: Any, spec: Field) -> re.Match[str] | None:
 
 def an_object(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise InvalidJob(f"expected {path} to be an object, got {kind_of(value)}", field=path)
+        raise InvalidJob(f"expected {path} to be an object, got {json_kind(value)}", field=path)
     return value
 
 
@@ -51,4 +51,9 @@ def member_names(tagged: Tagged, tag: str) -> frozenset[str]:
     """The member names the variant ``tag`` of ``tagged`` allows, its tag among them."""
     variant = tagged.variant(tag)
     assert variant is not None
-    return frozenset((tagged.tag, *(f.name for f in variant.fields)))
+    return variant_members(variant, tagged.tag)
+
+
+def variant_members(variant: Variant, tag_name: str) -> frozenset[str]:
+    """The member names ``variant`` allows: its fields' and the tag's (``tag_name``)."""
+    return frozenset((tag_name, *(f.name for f in variant.fields)))

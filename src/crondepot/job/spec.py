@@ -32,7 +32,7 @@ from crondepot.base.errors import InvalidJob, InvalidSchedule
 from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority
 from crondepot.job import fields as F
 from crondepot.job import targets
-from crondepot.job.checks import an_object, boolean, kind_of, matches, member_names, no_extra
+from crondepot.job.checks import an_object, boolean, json_kind, matches, member_names, no_extra
 from crondepot.job.fields import (
     MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_DEPTH,
@@ -119,7 +119,7 @@ class JobSpec:
 
 def _parse(doc: Any) -> JobSpec:
     if not isinstance(doc, dict):
-        raise InvalidJob(f"expected a JSON object, got {kind_of(doc)}", field="")
+        raise InvalidJob(f"expected a JSON object, got {json_kind(doc)}", field="")
     text = _storable_text(doc)
     unknown = sorted(set(doc) - DOCUMENT_FIELDS)
     if unknown:
@@ -175,7 +175,7 @@ def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
     example = "like 2026-12-05T09:00:00+05:30"
     if not isinstance(value, str):
         raise InvalidJob(f"expected {spec.path} to be an RFC 3339 date-time string ({example}), "
-                         f"got {kind_of(value)}", field=spec.path)
+                         f"got {json_kind(value)}", field=spec.path)
     assert spec.max_length is not None
     if len(value) > spec.max_length or not _RFC3339.fullmatch(value):
         raise InvalidJob(f"expected {spec.path} to be an RFC 3339 date-time with an offset "
@@ -257,7 +257,7 @@ def _required_str(doc: dict[str, Any], spec: Field) -> str:
         raise InvalidJob(f"{name} is required", field=name)
     value = doc[name]
     if not isinstance(value, str) or not value.strip():
-        raise InvalidJob(f"expected {name} to be a non-empty string, got {kind_of(value)}",
+        raise InvalidJob(f"expected {name} to be a non-empty string, got {json_kind(value)}",
                          field=name)
     assert spec.max_length is not None
     if len(value) > spec.max_length:
@@ -286,7 +286,7 @@ def _int(obj: dict[str, Any], spec: Field) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)      # JSON has one number type: 6.0 is the integer 6 (JSON Schema)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidJob(f"expected {path} to be an integer, got {kind_of(value)}", field=path)
+        raise InvalidJob(f"expected {path} to be an integer, got {json_kind(value)}", field=path)
     low, high = int(spec.low or 0), int(spec.high or 0)
     if not low <= value <= high:
         raise InvalidJob(f"expected {path} to be an integer from {low} to {high}, got {value}",
@@ -354,7 +354,7 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
     assert low is not None and high is not None
     if key is not None and (not isinstance(key, str) or not low <= len(key) <= high):
         raise InvalidJob(f"expected spread.key to be a string of {low}–{high} characters, got "
-                         f"{kind_of(key)}", field="spread.key")
+                         f"{json_kind(key)}", field="spread.key")
     if priority == "urgent":
         return 0, key  # urgent runs are never spread: they exist to be on time
     return seconds, key

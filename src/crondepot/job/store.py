@@ -459,7 +459,7 @@ def _refuse_no_fire(spec: JobSpec, nominal: datetime | None, fires: int) -> None
 
 
 def end_if_done(conn: psycopg.Connection[Any], job: StoredJob, settled: list[PlannedRun],
-                 now: datetime, nominal: datetime | None = None) -> None:
+                now: datetime, nominal: datetime | None = None) -> None:
     """End ``job`` if the fires just settled were its last (max_runs), or its schedule has
     no fire after ``now`` (a pause or resume past its at or end_at)."""
     remaining = job.remaining
@@ -529,7 +529,7 @@ def trigger_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
 
 
 def lock_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
-          allow_cancelled: bool = False) -> StoredJob:
+             allow_cancelled: bool = False) -> StoredJob:
     row = conn.cursor(row_factory=dict_row).execute(
         Q.lock_tenant_job, {"id": job_id, "tenant_id": tenant_id}).fetchone()
     if row is None:

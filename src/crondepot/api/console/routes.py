@@ -150,7 +150,7 @@ def redirect(url: str, *, notice: dict[str, str] | None = None) -> RedirectRespo
 
 
 def render_page(request: Request, current: Session, template: str, status: int = 200,
-          **context: Any) -> HTMLResponse:
+                **context: Any) -> HTMLResponse:
     notice = NOTICES.get(request.query_params.get("notice", ""))
     replayed = bigint_or_none(request.query_params.get("replayed", ""))
     if replayed is not None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from crondepot.base.errors import InvalidJob
 from crondepot.job import url
-from crondepot.job.checks import boolean, kind_of, no_extra
+from crondepot.job.checks import boolean, json_kind, no_extra, variant_members
 from crondepot.job.fields import Field, Variant
 
 URL = Field(path=url.FIELD, type="string", max_length=url.MAX_URL_LENGTH,
@@ -24,7 +24,7 @@ DEDUPES = Field(path="target.dedupes", type="boolean", default=False,
                             "outcome is unknown may be retried")
 VARIANT = Variant(tag="http", title="HttpTarget", fields=(URL, TIMEOUT_S, DEDUPES),
                   required=("url",))
-_MEMBERS = frozenset(("type", *(f.name for f in VARIANT.fields)))
+_MEMBERS = variant_members(VARIANT, "type")
 
 
 def check(target: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def _check(target: dict[str, Any], allow: str) -> dict[str, Any]:
     no_extra(target, _MEMBERS, "target")
     address = target.get("url")
     if not isinstance(address, str) or len(address) > url.MAX_URL_LENGTH:
-        raise InvalidJob(f"expected target.url to be a URL string, got {kind_of(address)}",
+        raise InvalidJob(f"expected target.url to be a URL string, got {json_kind(address)}",
                          field="target.url")
     url.check_target_url(address, allow)
     timeout = target.get("timeout_s", TIMEOUT_S.default)

@@ -8,7 +8,7 @@ from typing import Any
 
 from crondepot.base.errors import InvalidJob
 from crondepot.base.vocab import HANDLER_NAME
-from crondepot.job.checks import matches, no_extra
+from crondepot.job.checks import matches, no_extra, variant_members
 from crondepot.job.fields import Field, Variant
 
 HANDLER = Field(path="target.handler", type="string", pattern=HANDLER_NAME,
@@ -16,7 +16,7 @@ HANDLER = Field(path="target.handler", type="string", pattern=HANDLER_NAME,
                             "the tenant")
 VARIANT = Variant(tag="python", title="PythonTarget", fields=(HANDLER,),
                   required=("handler",))
-_MEMBERS = frozenset(("type", *(f.name for f in VARIANT.fields)))
+_MEMBERS = variant_members(VARIANT, "type")
 
 
 def check(target: dict[str, Any]) -> dict[str, Any]:
