@@ -104,12 +104,11 @@ SPEC: tuple[Column, ...] = tuple(c for c in WRITES if c.attr is not None)
 PATCHED: tuple[Column, ...] = tuple(c for c in SPEC if c.patchable)
 COPY_TYPES: tuple[str, ...] = tuple(c.pg_type for c in WRITES)
 
-# A JobSpec attribute made of parts (``misfire``: policy, seconds, until) and its type.
-_PARTS: dict[str, type] = {"misfire": Misfire}
-# (column, attribute) of the whole attributes; (attribute, part, column) of the parts.
-_WHOLE = tuple((c.name, c.attr) for c in SPEC if c.attr is not None and "." not in c.attr)
-_PARTED = tuple((c.attr.partition(".")[0], c.attr.partition(".")[2], c.name) for c in SPEC
-                if c.attr is not None and "." in c.attr)
+# The document's columns by attribute: whole attributes, and the parts of ``misfire``, the
+# one attribute stored as several columns (policy, seconds, until).
+_WHOLE = tuple((c.name, c.attr) for c in SPEC if c.attr and "." not in c.attr)
+_MISFIRE = tuple((c.attr.removeprefix("misfire."), c.name) for c in SPEC
+                 if c.attr and c.attr.startswith("misfire."))
 
 
 def patch_params(spec: JobSpec) -> dict[str, Any]:
@@ -119,10 +118,5 @@ def patch_params(spec: JobSpec) -> dict[str, Any]:
 
 def spec_from_row(row: Mapping[str, Any]) -> JobSpec:
     """The JobSpec a stored row (``stored_jobs``, by column name) holds."""
-    values = {attr: row[name] for name, attr in _WHOLE}
-    parts: dict[str, dict[str, Any]] = {attr: {} for attr in _PARTS}
-    for attr, part, name in _PARTED:
-        parts[attr][part] = row[name]
-    for attr, kind in _PARTS.items():
-        values[attr] = kind(**parts[attr])
-    return JobSpec(**values)
+    return JobSpec(**{attr: row[name] for name, attr in _WHOLE},
+                   misfire=Misfire(**{part: row[name] for part, name in _MISFIRE}))
