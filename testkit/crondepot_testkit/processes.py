@@ -22,6 +22,7 @@ class Proc:
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.log: IO[str] = tempfile.NamedTemporaryFile(  # noqa: SIM115
             "w+", prefix="crondepot-proc-", suffix=".log", delete=False)
+        self.args = args
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "crondepot", *args],
             stdout=self.log, stderr=subprocess.STDOUT,
@@ -37,9 +38,15 @@ class Proc:
         try:
             return self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            # Ask for every thread's stack (crondepot's processes dump them on SIGUSR1), so
+            # the failure says what the process was waiting on, then kill it.
+            self.kill(signal.SIGUSR1)
+            time.sleep(1)
             self.popen.kill()
             self.popen.wait()
-            raise
+            raise AssertionError(
+                f"crondepot {' '.join(self.args)} did not stop within {timeout:g}s of "
+                f"SIGTERM; the end of its output:\n{self.output()[-6000:]}") from None
 
     def lines(self) -> list[dict[str, Any]]:
         entries = []

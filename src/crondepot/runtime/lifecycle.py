@@ -3,6 +3,7 @@ while the database is away."""
 
 from __future__ import annotations
 
+import faulthandler
 import random
 import signal
 import threading
@@ -20,6 +21,9 @@ class Stoppable:
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        # `kill -USR1 PID` prints every thread's stack to stderr: the one way to see what a
+        # process that will not stop (or stalls) is waiting on, without a debugger.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 class Backoff:
