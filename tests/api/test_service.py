@@ -42,6 +42,35 @@ def test_import_stores_good_lines_and_reports_bad_ones_by_number(
     assert (again["created"], again["existing"]) == (1, 2)     # a key is stored once
 
 
+@pytest.mark.parametrize("body", ["{}", "{not json\n[1]\n", "", "\n \n"],
+                         ids=["one-empty-document", "no-valid-line", "empty", "blank-lines"])
+def test_an_import_that_stores_nothing_is_refused_whole_with_its_line_errors(
+        client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any],
+        body: str) -> None:
+    response = client.post("/v1/import", content=body, headers={**h, **NDJSON})
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    lines = len([text for text in body.splitlines() if text.strip()])
+    assert (problem["type"], problem["lines"], problem["failed"]) == (
+        "https://crondepot.dev/problems/validation", lines, lines)
+    if lines:
+        assert [e["line"] for e in problem["errors"]] == list(range(1, lines + 1))
+        assert "nothing was stored" in problem["detail"]
+    else:
+        assert problem["errors"] == [{"field": "body", "message": "the body holds no line"}]
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+def test_an_import_whose_lines_all_exist_already_is_a_valid_rerun(
+        client: TestClient, h: dict[str, str]) -> None:
+    body = "\n".join([line(1), line(2)])
+    first = client.post("/v1/import", content=body, headers={**h, **NDJSON})
+    again = client.post("/v1/import", content=body, headers={**h, **NDJSON})
+    assert (first.status_code, again.status_code) == (200, 200), again.text
+    assert (again.json()["created"], again.json()["existing"]) == (0, 2)
+
+
 def test_one_line_never_fails_the_whole_import(
         client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any],
         monkeypatch: pytest.MonkeyPatch) -> None:

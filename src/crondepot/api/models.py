@@ -422,6 +422,8 @@ class Stats(_Doc):
 class FieldError(_Doc):
     field: str = Field(examples=["misfire.until"])
     message: str
+    line: int | None = Field(None, description="the NDJSON line refused, in an import's "
+                                               "errors")
 
 
 class Problem(_Doc):
@@ -439,6 +441,9 @@ class Problem(_Doc):
     quota: str | None = Field(None, description="the quota refused (max_jobs, "
                                                 "max_urgent_jobs, urgent_allowed)")
     limit: int | None = Field(None, description="that quota's value")
+    lines: int | None = Field(None, description="an import refused whole: its lines")
+    failed: int | None = Field(None, description="an import refused whole: its lines "
+                                                 "refused (all of them)")
 
 
 DOCUMENTED: tuple[type[BaseModel], ...] = (JobDocument, JobPatch)

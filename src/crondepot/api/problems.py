@@ -8,7 +8,8 @@
     ├── UnsupportedMedia  415     a body of the wrong Content-Type
     ├── PreconditionRequired 428  a PATCH without If-Match
     ├── RateLimited       429     the token's request budget is spent (Retry-After)
-    └── Invalid           422     bad input found before a domain object was made
+    ├── Invalid           422     bad input found before a domain object was made
+    └── NothingImported   422     an import none of whose lines is a valid job document
 
 Domain errors (crondepot.base.errors, crondepot.job.store, crondepot.tenancy.grants,
 crondepot.tenancy.quotas) are mapped in ``_DOMAIN`` below;
@@ -51,11 +52,12 @@ class ApiError(Exception):
     title = "Bad request"
 
     def __init__(self, detail: str, *, headers: dict[str, str] | None = None,
-                 errors: list[dict[str, str]] | None = None) -> None:
+                 errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.headers = headers or {}
         self.errors = errors
+        self.extra: dict[str, Any] = {}     # extension members of the problem document
 
 
 class Unauthorized(ApiError):
@@ -91,6 +93,17 @@ class Invalid(ApiError):
 
     def __init__(self, detail: str, *, field: str) -> None:
         super().__init__(detail, errors=[{"field": field, "message": detail}])
+
+
+class NothingImported(ApiError):
+    status, slug, title = 422, "validation", "No valid job document in the import"
+
+    def __init__(self, counts: dict[str, int], errors: list[dict[str, Any]]) -> None:
+        detail = ("the body holds no line" if not counts["lines"] else
+                  f"none of the {counts['lines']} lines is a valid job document; nothing "
+                  "was stored")
+        super().__init__(detail, errors=errors or [{"field": "body", "message": detail}])
+        self.extra = {"lines": counts["lines"], "failed": counts["failed"]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +152,7 @@ def problem_for(exc: BaseException) -> JSONResponse:
     """The problem response for any exception: the single place statuses are decided."""
     if isinstance(exc, ApiError):
         return problem(exc.status, exc.slug, exc.title, exc.detail, headers=exc.headers,
-                       errors=exc.errors)
+                       errors=exc.errors, **exc.extra)
     if isinstance(exc, RequestValidationError):
         return _request_validation(exc)
     if isinstance(exc, StarletteHTTPException) and exc.status_code == 400 \

@@ -5,6 +5,10 @@ ones are reported with their line number and field and change nothing. A line th
 still refuses is reported the same way and the rest of its batch is stored (``import_batch``).
 A key already used by the tenant is counted as ``existing`` and left as it is, so an import
 can be re-run.
+
+A file with no valid line at all (every line refused, or no line) stores nothing and is
+refused whole: 422 with the per-line errors, as a client checking only the status expects.
+A re-run whose lines all exist already is valid and keeps its 200.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from crondepot.api.body import ndjson_body, ndjson_spans, parse_json
 from crondepot.api.models import EMI_REMINDER, PYTHON_JOB, ImportResult
 from crondepot.api.openapi import ndjson_body as ndjson_doc
 from crondepot.api.openapi import problems
-from crondepot.api.problems import ApiError
+from crondepot.api.problems import ApiError, NothingImported
 from crondepot.base.errors import InvalidJob, InvalidSchedule
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import import_batch
@@ -32,7 +36,11 @@ MAX_REPORTED = 1000
 
 
 @router.post("/import", summary="Import jobs from NDJSON (one job document per line)",
-             responses={200: {"model": ImportResult}, **problems(401, 403, 413, 415, 429)},
+             responses={200: {"model": ImportResult,
+                              "description": "at least one line is a valid job document "
+                                             "(created or already there); bad lines are "
+                                             "reported in `errors`"},
+                        **problems(401, 403, 413, 415, 422, 429)},
              openapi_extra=ndjson_doc({"two_jobs": [EMI_REMINDER, PYTHON_JOB]}))
 def import_jobs(who: Writer, conn: Conn, request: Request,
                 raw: Annotated[bytearray, Depends(ndjson_body)]) -> JSONResponse:
@@ -82,6 +90,8 @@ def import_jobs(who: Writer, conn: Conn, request: Request,
             store()
     store()
     errors.sort(key=lambda e: e["line"])
+    if counts["created"] + counts["existing"] == 0:
+        raise NothingImported(counts, errors)
     return JSONResponse({**counts, "errors": errors})
 
 
