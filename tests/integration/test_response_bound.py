@@ -88,3 +88,14 @@ def test_a_retry_after_of_non_ascii_digits_is_no_hint(server: TargetServer, hint
     with WebhookTarget(LOOPBACK_ONLY) as target, pytest.raises(TemporaryError) as caught:
         target.call(_call(server.url()))
     assert caught.value.retry_after_seconds is None
+
+
+def test_an_error_body_reaches_the_run_as_a_short_text_excerpt(server: TargetServer) -> None:
+    # What a tenant's target answers is copied into the run's last_error: a few hundred
+    # characters of text, whatever the body's size or bytes.
+    server.routes["/hook"] = Route(status=500, body=b"\x00\xff<html>" + b"x" * MiB)
+    with WebhookTarget(LOOPBACK_ONLY) as target, pytest.raises(TemporaryError) as caught:
+        target.call(_call(server.url()))
+    message = str(caught.value)
+    assert message.startswith(f"HTTP 500 from {server.url()}: '\\x00\ufffd<html>xxx")
+    assert len(message) < 300 + len(server.url())

@@ -46,6 +46,19 @@ class TargetRefused(PermanentError):
         self.host = host
         self.address = address
 
+    def for_tenant(self) -> TargetRefused:
+        """This refusal in words a tenant may read (a run's ``last_error``).
+
+        For a host name, the address it resolved to, and why that address is refused, stay
+        in the operator's log: told them, a tenant could map the internal network by naming
+        hosts ("db.internal resolves to 10.0.4.7, private"). An address the tenant wrote
+        itself is said back as it is."""
+        if looks_like_address(_normal_host(self.host)):
+            return self
+        return TargetRefused(
+            f"target host {self.host} resolves to an address webhooks may not call; the "
+            f"operator can allow it with {ALLOWLIST_ENV}", host=self.host, address=self.address)
+
 
 class AddressGuard:
     """Decides whether a resolved address may be connected to.

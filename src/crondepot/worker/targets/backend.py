@@ -8,11 +8,14 @@ two is what DNS rebinding uses to send a "public" target to 127.0.0.1.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 
 import httpcore
 
 from crondepot.job.guard import AddressGuard, Resolver, TargetRefused, resolve
+
+log = logging.getLogger("crondepot.worker")
 
 
 class GuardedBackend(httpcore.SyncBackend):
@@ -70,7 +73,7 @@ class GuardedBackend(httpcore.SyncBackend):
                 allowed.append(address)
         if not allowed:
             assert refusal is not None
-            raise refusal
+            raise _refused(refusal)
         return allowed
 
     def _check_peer(self, host: str, stream: httpcore.NetworkStream) -> None:
@@ -79,6 +82,13 @@ class GuardedBackend(httpcore.SyncBackend):
         peer = stream.get_extra_info("server_addr")
         try:
             self._guard.check(host, str(peer[0]))
-        except TargetRefused:
+        except TargetRefused as exc:
             stream.close()
-            raise
+            raise _refused(exc) from None
+
+
+def _refused(refusal: TargetRefused) -> TargetRefused:
+    """The refusal the run records (no resolved address in it), its whole story logged for
+    the operator."""
+    log.warning("target refused: %s", refusal)
+    return refusal.for_tenant()
