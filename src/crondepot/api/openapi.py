@@ -73,8 +73,10 @@ def ndjson_body(examples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     JSON document on its own line (what a client or a generator serialises it as)."""
     return {"requestBody": {"required": True, "content": {"application/x-ndjson": {
         "schema": {"type": "array", "items": {"$ref": REF.format(model="JobDocument")},
+                   "minItems": 1,
                    "description": "one job document per line (NDJSON): each item "
-                                  "serialised as compact JSON followed by a newline"},
+                                  "serialised as compact JSON followed by a newline; a "
+                                  "body with no line, or none valid, is refused (422)"},
         "examples": {name: {"value": value} for name, value in examples.items()},
     }}}}
 
