@@ -62,3 +62,15 @@ async def record_async_blocking(run: RunContext) -> None:
 
     _record(run)
     await asyncio.to_thread(time.sleep, float(run.payload.get("sleep", 0)))
+
+
+@handler("test.async_sleep")
+async def sleep_async(run: RunContext) -> None:
+    """Records the call, sleeps the payload's ``sleep`` seconds, then records it again
+    (attempt -1): a second row says the sleep was not cancelled."""
+    import asyncio
+
+    _record(run)
+    await asyncio.sleep(float(run.payload.get("sleep", 0)))
+    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid) VALUES (%s, -1, %s)",
+                    (run.run_id, os.getpid()))

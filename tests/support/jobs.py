@@ -14,7 +14,8 @@ from crondepot.tenancy.tenants import create_tenant
 # tenant made by ``tenant`` may name them (crondepot.tenancy.grants), as a tenant an operator had
 # granted them would. Tests of the grant rules make their own tenants without.
 TEST_HANDLERS = ("test.noop", "test.record", "test.fail", "test.async", "test.async_blocking",
-                 "test.retry_spread.busy", "sms.send", "reports.nightly", "crondepot.log")
+                 "test.async_sleep", "test.retry_spread.busy", "sms.send", "reports.nightly",
+                 "crondepot.log")
 
 
 def tenant(conn: psycopg.Connection[Any], name: str = "bank42") -> int:
@@ -85,8 +86,10 @@ CREATE TABLE IF NOT EXISTS test_calls (
 
 def queued_runs(conn: psycopg.Connection[Any], count: int, *, handler: str = "test.record",
                 priority: str = "normal", payload: str = "{}", lease_seconds: int = 60,
-                max_attempts: int = 6, tenant_name: str = "bank42") -> None:
-    """``count`` jobs with one queued run each, ready now (what a scheduler tick leaves)."""
+                max_attempts: int = 6, tenant_name: str = "bank42",
+                target: str = "{}") -> None:
+    """``count`` jobs with one queued run each, ready now (what a scheduler tick leaves);
+    ``target`` adds members to the python target (JSON: '{"timeout_s": 1}')."""
     tenant_id = tenant(conn, tenant_name)
     conn.execute(CALLS_TABLE)
     conn.execute(
@@ -95,7 +98,8 @@ def queued_runs(conn: psycopg.Connection[Any], count: int, *, handler: str = "te
             INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, payload,
                               lease_seconds, max_attempts, active)
             SELECT %(tenant)s, %(priority)s::text || g, '0 9 * * *', 'UTC', %(priority)s::text,
-                   jsonb_build_object('type', 'python', 'handler', %(handler)s::text),
+                   jsonb_build_object('type', 'python', 'handler', %(handler)s::text)
+                   || %(target)s::jsonb,
                    %(payload)s::jsonb, %(lease)s::integer, %(max_attempts)s::integer, false
             FROM generate_series(1, %(count)s) AS g
             RETURNING id, tenant_id, priority
@@ -105,5 +109,6 @@ def queued_runs(conn: psycopg.Connection[Any], count: int, *, handler: str = "te
         FROM j
         """,
         {"tenant": tenant_id, "count": count, "handler": handler, "priority": priority,
-         "payload": payload, "lease": lease_seconds, "max_attempts": max_attempts},
+         "payload": payload, "lease": lease_seconds, "max_attempts": max_attempts,
+         "target": target},
     )

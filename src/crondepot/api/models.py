@@ -65,7 +65,8 @@ EMI_TWELVE_MONTH_ENDS: dict[str, Any] = {
 }
 PYTHON_JOB: dict[str, Any] = {
     "key": "ops:nightly-report", "cron": "30 2 * * *", "tz": "Europe/Berlin",
-    "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly"},
+    "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly",
+                                   "timeout_s": 1800, "dedupes": True},
 }
 
 

@@ -41,6 +41,11 @@ def register(commands: Any) -> None:
                         metavar="MODULE", help="import MODULE to register its handlers")
     parser.add_argument("--grace", type=_seconds_or_zero, default=30.0, metavar="SECONDS",
                         help="on SIGTERM, how long calls in progress may finish (default 30)")
+    parser.add_argument("--max-abandoned", type=int_in(1, 10_000, "a number of threads"),
+                        metavar="N", default=env("CRONDEPOT_MAX_ABANDONED", "20"),
+                        help="restart this worker (drain, then start afresh) once N sync "
+                             "handler calls abandoned at their target's timeout_s are still "
+                             "running (env CRONDEPOT_MAX_ABANDONED; default 20)")
     parser.add_argument("--heartbeat", type=_positive_float, default=5.0, metavar="SECONDS",
                         help="lease renewal interval (default 5)")
     parser.add_argument("--metrics-port", type=int_in(0, 65535, "a port"), metavar="PORT",
@@ -77,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
                               urgent_only=urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
                               max_lease_seconds=args.max_lease,
+                              max_abandoned=args.max_abandoned,
                               maintenance=maintenance_config(
                                   args, db.url, f"worker-{args.name or os.getpid()}"),
                               **({"name": args.name} if args.name else {}))
@@ -86,6 +92,13 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(exc))
         worker.install_signal_handlers()
         worker.run()
+    if worker.restart_wanted:
+        # Hung handler threads cannot be stopped, only left behind with the process: start
+        # this same command afresh, in this same process (a supervisor sees no exit).
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     if worker.abandoned:
         # A call abandoned at the end of the grace period may hold threads the interpreter
         # would wait for at exit (asyncio.to_thread's executor, a handler's own pool): leave

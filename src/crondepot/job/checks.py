@@ -4,6 +4,7 @@ field by its JSON path and saying what was given."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -26,6 +27,19 @@ def boolean(obj: dict[str, Any], spec: Field) -> bool:
     if not isinstance(value, bool):
         raise InvalidJob(f"expected {spec.path} to be true or false, got {json_kind(value)}",
                          field=spec.path)
+    return value
+
+
+def seconds(obj: dict[str, Any], spec: Field) -> int | float:
+    """A number of seconds within ``spec``'s bounds (above ``above``, at most ``high``); a
+    boolean is not a number here, though Python says ``True == 1``."""
+    value = obj.get(spec.name, spec.default)
+    above, high = spec.above, spec.high
+    assert above is not None and high is not None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            above < value <= high):
+        raise InvalidJob(f"expected {spec.path} to be a number of seconds above {above:g} and "
+                         f"at most {high:g}, got {json.dumps(value)}", field=spec.path)
     return value
 
 

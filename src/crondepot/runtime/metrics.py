@@ -130,6 +130,20 @@ calls_abandoned = Counter(
     "Calls still running when a stopping worker's grace period ended (their runs come back "
     "after their leases).",
 )
+handler_timeouts = Counter(
+    "crondepot_handler_timeouts_total",
+    "Python handler calls that did not finish within their target's timeout_s (an async "
+    "handler cancelled, a sync one abandoned).",
+)
+handler_threads_abandoned = Counter(
+    "crondepot_handler_threads_abandoned_total",
+    "Sync handler threads a slot stopped waiting for at their timeout (left running).",
+)
+handler_threads_running = Gauge(
+    "crondepot_handler_threads_abandoned_running",
+    "Abandoned sync handler threads still running; the worker restarts itself when they "
+    "reach --max-abandoned.",
+)
 rate_limit_waits = Counter(
     "crondepot_rate_limit_waits_total", "Calls that had to wait for a rate-limit token.",
     ["limit"],

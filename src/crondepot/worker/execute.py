@@ -44,7 +44,7 @@ from crondepot.runtime.lifecycle import Backoff
 from crondepot.tenancy.grants import GrantCache, run_refusal
 from crondepot.worker.handlers import UnknownHandler
 from crondepot.worker.outcome_writer import OutcomeWriter
-from crondepot.worker.targets import OutcomeUnknown, Targets, default_targets
+from crondepot.worker.targets import AbandonedCalls, OutcomeUnknown, Targets, default_targets
 from crondepot.worker.webhook_keys import SigningKeys, fetch_from
 
 if TYPE_CHECKING:
@@ -76,7 +76,8 @@ class Executor:
                  max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS,
                  grants: GrantCache | None = None,
                  signing_keys: SigningKeys | None = None,
-                 targets: Targets | None = None) -> None:
+                 targets: Targets | None = None,
+                 abandoned: AbandonedCalls | None = None) -> None:
         self._pool = pool
         self._grants = grants or GrantCache(pool)
         self._max_lease_seconds = max_lease_seconds
@@ -86,7 +87,7 @@ class Executor:
         # call handlers never loads the HTTP client).
         self._targets = targets or default_targets(
             webhooks if callable(webhooks) else lambda: webhooks,
-            signing_keys or SigningKeys(fetch_from(pool)))
+            signing_keys or SigningKeys(fetch_from(pool)), abandoned)
         self._stopping = stopping
 
     def run(self, attempt: Attempt,

@@ -53,7 +53,8 @@ from crondepot.runtime.lifecycle import Backoff, Stoppable
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.slots import Slots
-from crondepot.worker.targets import check_tls_environment
+from crondepot.worker.targets import AbandonedCalls, check_tls_environment
+from crondepot.worker.targets.base import DEFAULT_MAX_ABANDONED
 
 if TYPE_CHECKING:
     from crondepot.worker.targets.http import WebhookTarget
@@ -74,6 +75,9 @@ class WorkerConfig:
     heartbeat_seconds: float = 5.0
     grace_seconds: float = 30.0
     max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS
+    # Sync handler calls abandoned at their timeout and still running at which the worker
+    # drains and restarts itself (worker/targets/base.py, AbandonedCalls).
+    max_abandoned: int = DEFAULT_MAX_ABANDONED
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     # The maintenance services' settings, should this process be elected to run them
     # (None: the defaults, with this worker's database and max lease).
@@ -109,6 +113,8 @@ class Worker(Stoppable):
         self._held: dict[str, Attempt] = {}
         self._order = WeightedOrder(config.weights)
         self.abandoned = 0        # calls still running when the grace period ended
+        self.restart_wanted = False   # too many hung handler threads: the CLI starts afresh
+        self._hung = AbandonedCalls(config.max_abandoned)
         self._pool = ConnectionPool(bounded(config.url), min_size=2,
                                     max_size=min(config.concurrency, 10) + 2,
                                     kwargs={"autocommit": True,
@@ -122,7 +128,8 @@ class Worker(Stoppable):
         self._outcomes = OutcomeWriter(self._pool)
         self._executor = Executor(self._pool, self._outcomes, RateLimiter(self._pool),
                                   self._open_webhooks, stopping=self._stop.is_set,
-                                  max_lease_seconds=config.max_lease_seconds)
+                                  max_lease_seconds=config.max_lease_seconds,
+                                  abandoned=self._hung)
         # Claim once this many slots are free (or after CLAIM_GATHER_SECONDS): a claim costs a
         # round trip whatever its size, and no-op runs free their slots one by one.
         self._claim_batch = max(1, config.concurrency // 4)
@@ -335,9 +342,19 @@ class Worker(Stoppable):
                 continue
             self._heartbeat()
             self._announce()
+            self._check_hung_handlers()
             with self._lock:
                 self._next_beat = time.monotonic() + self._heartbeat_interval()
         self._announce(stopped=True)
+
+    def _check_hung_handlers(self) -> None:
+        running = self._hung.running()
+        metrics.handler_threads_running.set(running)
+        if running >= self._hung.limit and not self._stop.is_set():
+            log.error("%d handler calls abandoned at their timeout are still running (limit "
+                      "%d): draining, then restarting this worker", running, self._hung.limit)
+            self.restart_wanted = True
+            self.stop()
 
     def _announce(self, *, stopped: bool = False) -> None:
         """Tell the workers table we are alive (or gone), for operators and metrics."""

@@ -3,13 +3,12 @@ checks it now, by the worker's own address rule)."""
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
 from crondepot.base.errors import InvalidJob
 from crondepot.job import url
-from crondepot.job.checks import boolean, json_kind, no_extra, variant_members
+from crondepot.job.checks import boolean, json_kind, no_extra, seconds, variant_members
 from crondepot.job.fields import Field, Variant
 
 URL = Field(path=url.FIELD, type="string", max_length=url.MAX_URL_LENGTH,
@@ -61,13 +60,6 @@ def _check(target: dict[str, Any], allow: str) -> dict[str, Any]:
         raise InvalidJob(f"expected target.url to be a URL string, got {json_kind(address)}",
                          field="target.url")
     url.check_target_url(address, allow)
-    timeout = target.get("timeout_s", TIMEOUT_S.default)
-    above, high = TIMEOUT_S.above, TIMEOUT_S.high
-    assert above is not None and high is not None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-            above < timeout <= high):
-        raise InvalidJob(f"expected target.timeout_s to be a number of seconds above "
-                         f"{above:g} and at most {high:g}, got {json.dumps(timeout)}",
-                         field="target.timeout_s")
+    timeout = seconds(target, TIMEOUT_S)
     dedupes = boolean(target, DEDUPES)
     return {"type": "http", "url": address, "timeout_s": timeout, "dedupes": dedupes}

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from crondepot.base.lazy import on_first_use
 from crondepot.base.vocab import TARGET_KINDS
-from crondepot.worker.targets.base import OutcomeUnknown, Target, Targets, TargetSetup
+from crondepot.worker.targets.base import (
+    AbandonedCalls,
+    OutcomeUnknown,
+    Target,
+    Targets,
+    TargetSetup,
+)
 from crondepot.worker.targets.python import PythonTarget
 
 if TYPE_CHECKING:
@@ -90,12 +96,13 @@ class _MadeOnFirstCall:
         return target.call(run, tenant)
 
 
-def default_targets(webhooks: Callable[[], WebhookTarget],
-                    signing_keys: SigningKeys) -> Targets:
+def default_targets(webhooks: Callable[[], WebhookTarget], signing_keys: SigningKeys,
+                    abandoned: AbandonedCalls | None = None) -> Targets:
     """Every kind of target a job may name (TARGET_KINDS), each made by its module for the
     kind's first run: the HTTP target, and the client under it (``webhooks()``), are not
     loaded by a worker whose runs call handlers only."""
-    setup = TargetSetup(webhooks=webhooks, signing_keys=signing_keys)
+    setup = TargetSetup(webhooks=webhooks, signing_keys=signing_keys,
+                        abandoned=abandoned or AbandonedCalls())
     return Targets({kind: _MadeOnFirstCall(kind, partial(_make, kind, setup))
                     for kind in TARGET_KINDS})
 
@@ -106,6 +113,7 @@ def _make(kind: str, setup: TargetSetup) -> Target:
 
 
 __all__ = [
+    "AbandonedCalls",
     "GuardedBackend",
     "HttpTarget",
     "OutcomeUnknown",

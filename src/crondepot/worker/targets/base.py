@@ -12,8 +12,9 @@ crondepot.job.targets.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crondepot.base.errors import PermanentError
@@ -38,12 +39,43 @@ class Target(Protocol):
     def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None: ...
 
 
+# Abandoned calls still running at which a worker asks to be restarted: each holds what it
+# holds (a thread, a connection, memory) until the process ends.
+DEFAULT_MAX_ABANDONED = 20
+
+
+class AbandonedCalls:
+    """Calls a slot stopped waiting for that still run: a sync handler past its target's
+    ``timeout_s`` cannot be stopped from outside in Python, so its thread is left to finish
+    or hang on its own. The worker asks to be restarted (drain, then start afresh) once
+    ``limit`` of them are still running: the only way to be rid of a thread that never
+    returns."""
+
+    def __init__(self, limit: int = DEFAULT_MAX_ABANDONED) -> None:
+        self.limit = limit
+        self._threads: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+
+    def add(self, thread: threading.Thread) -> None:
+        with self._lock:
+            self._threads.add(thread)
+
+    def running(self) -> int:
+        with self._lock:
+            self._threads = {t for t in self._threads if t.is_alive()}
+            return len(self._threads)
+
+    def restart_wanted(self) -> bool:
+        return self.running() >= self.limit
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TargetSetup:
     """What a kind's ``make`` may take from the worker."""
 
     webhooks: Callable[[], WebhookTarget]     # the HTTP client, made when first asked for
     signing_keys: SigningKeys                 # the secrets webhooks are signed with
+    abandoned: AbandonedCalls = field(default_factory=AbandonedCalls)
 
 
 class Targets:

@@ -1,35 +1,107 @@
 """The ``python`` target: a handler registered in the worker process by name
-(``crondepot.handler``), called with the run's context; sync or async."""
+(``crondepot.handler``), called with the run's context; sync or async.
+
+A target's ``timeout_s`` bounds the call:
+
+- an async handler is cancelled at the timeout (``asyncio.wait_for``);
+- a sync handler cannot be stopped from outside in Python, so it runs in a thread of its
+  own, and at the timeout the slot stops waiting for it: the thread is *abandoned*, left
+  to finish or hang on its own, and counted (``AbandonedCalls``: too many still running
+  and the worker restarts itself).
+
+A timed-out call may have acted (an SMS may be on its way when the handler is cancelled),
+so it is ``OutcomeUnknown`` (the dead letter) unless the target says ``dedupes``: the
+handler checks the run id before it acts, and the attempt is then retried like any
+temporary failure. Without ``timeout_s`` the handler runs in the slot's own thread, as it
+always has: no thread is started and the lease's cap is the only bound.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from crondepot.base.errors import TemporaryError
+from crondepot.runtime import metrics
 from crondepot.worker.handlers import RunContext, lookup
+from crondepot.worker.targets.base import AbandonedCalls, OutcomeUnknown
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
     from crondepot.worker.targets.base import TargetSetup
 
 
+class HandlerTimeout(OutcomeUnknown):
+    """A handler did not return within its target's ``timeout_s`` (it may have acted)."""
+
+
+class HandlerTimeoutRetried(TemporaryError):
+    """A handler that dedupes on the run id did not return within its ``timeout_s``."""
+
+
 class PythonTarget:
     kind = "python"
 
+    def __init__(self, abandoned: AbandonedCalls | None = None) -> None:
+        self.abandoned = abandoned or AbandonedCalls()
+
     def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
         handler = lookup(run.target["handler"])
-        outcome = handler(RunContext(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
-                                     tenant=tenant, scheduled_at=run.nominal_at,
-                                     due_at=run.due_at, attempt=run.attempt,
-                                     payload=run.payload))
-        if inspect.isawaitable(outcome):
-            outcome = asyncio.run(_await(outcome))
+        context = RunContext(run_id=run.run_id, job_id=run.job_id, job_key=run.job_key,
+                             tenant=tenant, scheduled_at=run.nominal_at, due_at=run.due_at,
+                             attempt=run.attempt, payload=run.payload)
+        timeout = run.target.get("timeout_s")
+        if timeout is None:
+            outcome = handler(context)
+            if inspect.isawaitable(outcome):
+                outcome = asyncio.run(_await(outcome))
+        else:
+            outcome = self._bounded(handler, context, float(timeout), run.target)
         return outcome if isinstance(outcome, dict) else None
+
+    def _bounded(self, handler: Callable[[RunContext], Any], context: RunContext,
+                 timeout: float, target: dict[str, Any]) -> Any:
+        if inspect.iscoroutinefunction(handler):
+            try:
+                return asyncio.run(asyncio.wait_for(_await(handler(context)), timeout))
+            except TimeoutError:
+                raise _timed_out(target, timeout, "cancelled") from None
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome = handler(context)
+                if inspect.isawaitable(outcome):   # a sync function that returned a coroutine
+                    outcome = asyncio.run(_await(outcome))
+                box["outcome"] = outcome
+            except BaseException as exc:  # handed to the slot, which classifies it
+                box["error"] = exc
+
+        thread = threading.Thread(target=run, name=f"handler-{context.run_id}", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            self.abandoned.add(thread)
+            metrics.handler_threads_abandoned.inc()
+            raise _timed_out(target, timeout, "abandoned, still running")
+        if "error" in box:
+            raise box["error"]
+        return box.get("outcome")
+
+
+def _timed_out(target: dict[str, Any], timeout: float, what: str) -> Exception:
+    metrics.handler_timeouts.inc()
+    message = f"handler {target['handler']} did not finish within {timeout:g} s ({what})"
+    if target.get("dedupes"):
+        return HandlerTimeoutRetried(message)
+    return HandlerTimeout(f"{message}; it may have acted and does not dedupe on the run id")
 
 
 def make(setup: TargetSetup) -> PythonTarget:
-    return PythonTarget()
+    return PythonTarget(setup.abandoned)
 
 
 async def _await(awaitable: Any) -> Any:
