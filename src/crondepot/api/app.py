@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 
-from crondepot.api import console, docs, problems
+from crondepot.api import console, docs, problems, throttle
 from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import finish, operation_id
@@ -108,12 +108,15 @@ def app_from_env() -> FastAPI:
     logs.setup()
     url = os.environ["CRONDEPOT_DATABASE_URL"]
     processes = int(os.environ.get(PROCESSES_ENV, "1"))
-    return create_app(url, ApiSettings.from_env().for_one_of(processes))
+    return create_app(url, ApiSettings.from_env().for_one_of(processes),
+                      auth_throttle=throttle.ThrottleSettings.from_env())
 
 
-def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAPI:
+def create_app(database_url: str, settings: ApiSettings | None = None, *,
+               auth_throttle: throttle.ThrottleSettings | None = None) -> FastAPI:
     """Raises ValueError for a ``CRONDEPOT_TARGET_ALLOWLIST`` that does not parse: every
-    create with a webhook target would fail on it (the worker refuses to start on it too)."""
+    create with a webhook target would fail on it (the worker refuses to start on it too).
+    ``auth_throttle``: failed authentication per client address (api/throttle.py)."""
     config = settings or ApiSettings()
     check_allow_list()
 
@@ -131,6 +134,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
                   docs_url=None, redoc_url=None, generate_unique_id_function=operation_id)
     app.state.budget = RequestBudget(config.rate_per_second, config.burst)
     app.state.settings = config
+    throttle.install(app, auth_throttle)
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
     for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,

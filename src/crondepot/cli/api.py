@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     from crondepot.api import ApiSettings, create_app
     from crondepot.api.app import PROCESSES_ENV
+    from crondepot.api.throttle import ThrottleSettings
     from crondepot.job.url import check_allow_list
 
     logs.setup(as_json=args.log_json)
@@ -79,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                                  "proxy_headers": proxies is not None,
                                  "forwarded_allow_ips": proxies, "server_header": False}
         if args.workers == 1:
-            uvicorn.run(create_app(db.url, ApiSettings.from_env()), **serve)
+            uvicorn.run(create_app(db.url, ApiSettings.from_env(),
+                                   auth_throttle=ThrottleSettings.from_env()), **serve)
             return 0
         # Several processes on one socket (uvicorn's supervisor restarts a crashed one):
         # each builds its own app from the environment.

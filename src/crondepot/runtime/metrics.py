@@ -1,8 +1,8 @@
 """Prometheus metrics: the only module that touches prometheus-client.
 
 Names follow Prometheus conventions: ``crondepot_`` prefix, base units (seconds),
-``_total`` on counters. Labels are low-cardinality (priority, reason, outcome), never a job
-or run id.
+``_total`` on counters. Labels are low-cardinality (priority, reason, outcome, a route
+template), never a job or run id.
 """
 
 from __future__ import annotations
@@ -143,6 +143,21 @@ outcome_batch_size = Histogram(
 claim_size = Histogram(
     "crondepot_worker_claim_size", "Runs a worker claimed at once, per claim that found work.",
     buckets=(1, 2, 5, 10, 20, 50, 100),
+)
+
+
+# The API (crondepot.api.auth, crondepot.api.throttle)
+auth_failures = Counter(
+    "crondepot_auth_failures_total",
+    "Requests whose credential (a bearer token, a console login's token) was unknown or "
+    "revoked, by route template.",
+    ["route"],
+)
+auth_throttled = Counter(
+    "crondepot_auth_throttled_total",
+    "Requests refused (429) without their credential being looked at, because their client "
+    "address failed authentication too often, by route template.",
+    ["route"],
 )
 
 
