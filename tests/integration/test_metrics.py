@@ -26,6 +26,7 @@ from crondepot_testkit.processes import free_port
 from tests.support.jobs import bulk_due_jobs, queued_runs
 
 RULES = Path(__file__).parents[2] / "deploy" / "prometheus" / "alerts.yml"
+RULE_TESTS = RULES.with_name("alerts_test.yml")
 SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"], "gauge": [""],
             "info": ["_info"], "summary": ["_count", "_sum"]}
 
@@ -137,7 +138,7 @@ def test_alert_rules_parse_and_name_only_metrics_that_exist(db_url: str) -> None
     names = {rule["alert"] for rule in alerts}
     assert {"CrondepotStartLagHigh", "CrondepotCatchupBoundHit", "CrondepotDeadLetterGrowing",
             "CrondepotRescueStorm", "CrondepotNoLiveWorkers", "CrondepotNoSchedulerProgress",
-            "CrondepotMetricsAbsent", "CrondepotJobsUnhealthy"} <= names
+            "CrondepotMetricsAbsent", "CrondepotJobsUnhealthy", "CrondepotAuthFailures"} <= names
     exposed = _exposed_names(db_url)
     for rule in alerts:
         assert rule["expr"].strip() and rule["annotations"]["summary"]
@@ -167,6 +168,11 @@ def test_alert_rules_pass_promtool() -> None:
     checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
                              text=True, timeout=60, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The unit tests beside the rules: the alerts fire (and stay quiet) on series as the
+    # processes expose them, per-tenant labels or none.
+    tested = subprocess.run([promtool, "test", "rules", str(RULE_TESTS)], capture_output=True,
+                            text=True, timeout=60, check=False, cwd=RULES.parent)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
 def test_unhealthy_jobs_gauge_counts_per_tenant(conn: psycopg.Connection[Any]) -> None:
