@@ -55,6 +55,7 @@ def test_ten_bad_tokens_then_429_for_that_address_only(
     neighbour = TestClient(app, client=NEIGHBOUR)   # the same app: the lifespan is running
     assert neighbour.get("/v1/jobs", headers=h).status_code == 200
     assert neighbour.get("/v1/jobs", headers=bearer(new_token())).status_code == 401
+    assert attacker.get("/v1/jobs", headers=h).status_code == 429   # still: nothing reset
 
 
 def test_a_success_does_not_reset_the_count(attacker: TestClient, h: dict[str, str]) -> None:
