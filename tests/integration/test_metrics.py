@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
 
 import psycopg
 import pytest
@@ -16,12 +18,15 @@ from prometheus_client.core import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from crondepot.api import create_app
+from crondepot.api.scrape import MetricsAccess
 from crondepot.db import connect
 from crondepot.queue import claim_runs, record_final_failure
 from crondepot.runtime import metrics
+from crondepot_testkit.processes import free_port
 from tests.support.jobs import bulk_due_jobs, queued_runs
 
 RULES = Path(__file__).parents[2] / "deploy" / "prometheus" / "alerts.yml"
+RULE_TESTS = RULES.with_name("alerts_test.yml")
 SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"], "gauge": [""],
             "info": ["_info"], "summary": ["_count", "_sum"]}
 
@@ -81,13 +86,59 @@ def test_api_serves_metrics_without_a_token(db_url: str) -> None:
     assert "crondepot_build_info[('version', '0.1.0')]" in samples
 
 
+def test_api_metrics_need_the_metrics_token_when_one_is_set(db_url: str) -> None:
+    app = create_app(db_url, metrics_access=MetricsAccess(token="scrape-s3cret"))
+    failures = REGISTRY.get_sample_value("crondepot_auth_failures_total",
+                                         {"route": "/metrics"}) or 0
+    with TestClient(app) as client:
+        missing = client.get("/metrics")
+        wrong = client.get("/metrics", headers={"Authorization": "Bearer scrape-s3cre"})
+        right = client.get("/metrics", headers={"Authorization": "Bearer scrape-s3cret"})
+    for refused in (missing, wrong):
+        assert refused.status_code == 401
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert refused.headers["www-authenticate"] == 'Bearer realm="metrics"'
+        assert "crondepot_" not in refused.text
+    assert right.status_code == 200
+    assert "crondepot_queue_depth[('priority', 'normal')]" in _samples(right.text)
+    # a wrong token is a failed authentication like a bad bearer token; none sent is not
+    assert _samples(right.text)["crondepot_auth_failures_total[('route', '/metrics')]"] \
+        == failures + 1
+
+
+def test_api_metrics_name_tenants_only_when_asked(db_url: str,
+                                                 conn: psycopg.Connection[Any]) -> None:
+    queued_runs(conn, 1, tenant_name="acme-secret-bank")
+    with TestClient(create_app(db_url)) as client:
+        aggregated = client.get("/metrics").text
+    assert "acme-secret-bank" not in aggregated
+    assert "crondepot_jobs_unhealthy[]" in _samples(aggregated)
+    app = create_app(db_url, metrics_access=MetricsAccess(tenant_labels=True))
+    with TestClient(app) as client:
+        labelled = client.get("/metrics").text
+    assert "crondepot_jobs_unhealthy[('tenant', 'acme-secret-bank')]" in _samples(labelled)
+
+
+def test_the_metrics_port_of_a_scheduler_or_worker_needs_the_token() -> None:
+    port = free_port()
+    metrics.serve(port, "127.0.0.1", token="port-s3cret")
+    url = f"http://127.0.0.1:{port}/metrics"
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "port-s3cret"}):
+        with pytest.raises(HTTPError) as refused:
+            urlopen(Request(url, headers=headers), timeout=5)
+        assert refused.value.code == 401
+    with urlopen(Request(url, headers={"Authorization": "Bearer port-s3cret"}),
+                 timeout=5) as scraped:
+        assert "crondepot_build_info" in scraped.read().decode()
+
+
 def test_alert_rules_parse_and_name_only_metrics_that_exist(db_url: str) -> None:
     rules = yaml.safe_load(RULES.read_text())
     alerts = [rule for group in rules["groups"] for rule in group["rules"]]
     names = {rule["alert"] for rule in alerts}
     assert {"CrondepotStartLagHigh", "CrondepotCatchupBoundHit", "CrondepotDeadLetterGrowing",
             "CrondepotRescueStorm", "CrondepotNoLiveWorkers", "CrondepotNoSchedulerProgress",
-            "CrondepotMetricsAbsent", "CrondepotJobsUnhealthy"} <= names
+            "CrondepotMetricsAbsent", "CrondepotJobsUnhealthy", "CrondepotAuthFailures"} <= names
     exposed = _exposed_names(db_url)
     for rule in alerts:
         assert rule["expr"].strip() and rule["annotations"]["summary"]
@@ -117,6 +168,11 @@ def test_alert_rules_pass_promtool() -> None:
     checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
                              text=True, timeout=60, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The unit tests beside the rules: the alerts fire (and stay quiet) on series as the
+    # processes expose them, per-tenant labels or none.
+    tested = subprocess.run([promtool, "test", "rules", str(RULE_TESTS)], capture_output=True,
+                            text=True, timeout=60, check=False, cwd=RULES.parent)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
 def test_unhealthy_jobs_gauge_counts_per_tenant(conn: psycopg.Connection[Any]) -> None:
@@ -126,7 +182,11 @@ def test_unhealthy_jobs_gauge_counts_per_tenant(conn: psycopg.Connection[Any]) -
     conn.execute("UPDATE jobs SET alert_after_failures = 5 "
                  "WHERE id = (SELECT min(id) FROM jobs)")       # below its own threshold
     conn.execute("UPDATE tenants SET alert_after_failures = 4 WHERE name = 'acme'")
-    registry = metrics.database_registry(lambda: _Borrowed(conn))
+    registry = metrics.database_registry(lambda: _Borrowed(conn), tenant_labels=True)
     samples = _samples(metrics.exposition(registry)[0].decode())
     assert samples["crondepot_jobs_unhealthy[('tenant', 'bank42')]"] == 2
     assert samples["crondepot_jobs_unhealthy[('tenant', 'acme')]"] == 0
+    aggregated = metrics.database_registry(lambda: _Borrowed(conn))
+    samples = _samples(metrics.exposition(aggregated)[0].decode())
+    assert samples["crondepot_jobs_unhealthy[]"] == 2
+    assert not any("tenant" in name for name in samples)

@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI
 
-from crondepot.api import console, docs, problems
+from crondepot.api import console, docs, problems, scrape, throttle
 from crondepot.api.body import text_params
 from crondepot.api.limits import BodyLimit, RequestBudget
 from crondepot.api.openapi import finish, operation_id
@@ -38,7 +38,7 @@ from crondepot.api.routes import (
 )
 from crondepot.db import open_pool
 from crondepot.job.url import check_allow_list
-from crondepot.runtime import logs, metrics
+from crondepot.runtime import logs
 
 DESCRIPTION = """Cron at scale on PostgreSQL.
 
@@ -108,12 +108,18 @@ def app_from_env() -> FastAPI:
     logs.setup()
     url = os.environ["CRONDEPOT_DATABASE_URL"]
     processes = int(os.environ.get(PROCESSES_ENV, "1"))
-    return create_app(url, ApiSettings.from_env().for_one_of(processes))
+    return create_app(url, ApiSettings.from_env().for_one_of(processes),
+                      metrics_access=scrape.MetricsAccess.from_env(),
+                      auth_throttle=throttle.ThrottleSettings.from_env())
 
 
-def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAPI:
+def create_app(database_url: str, settings: ApiSettings | None = None, *,
+               metrics_access: scrape.MetricsAccess | None = None,
+               auth_throttle: throttle.ThrottleSettings | None = None) -> FastAPI:
     """Raises ValueError for a ``CRONDEPOT_TARGET_ALLOWLIST`` that does not parse: every
-    create with a webhook target would fail on it (the worker refuses to start on it too)."""
+    create with a webhook target would fail on it (the worker refuses to start on it too).
+    ``metrics_access``: who may scrape /metrics and whether it names tenants (api/scrape.py);
+    ``auth_throttle``: failed authentication per client address (api/throttle.py)."""
     config = settings or ApiSettings()
     check_allow_list()
 
@@ -124,13 +130,13 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
             app.state.pool = pool
             # At most one request per pooled connection holds or waits for one (auth.py).
             app.state.db_slots = asyncio.Semaphore(config.pool_max_size)
-            app.state.metrics = metrics.database_registry(pool.connection)
             yield
 
     app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None, generate_unique_id_function=operation_id)
     app.state.budget = RequestBudget(config.rate_per_second, config.burst)
     app.state.settings = config
+    throttle.install(app, auth_throttle)
     app.add_middleware(BodyLimit, limit_for=config.body_limit)
     problems.install(app)
     for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,
@@ -138,16 +144,10 @@ def create_app(database_url: str, settings: ApiSettings | None = None) -> FastAP
                    ratelimits, tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
-    app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
+    scrape.install(app, metrics_access or scrape.MetricsAccess())
     docs.install(app)
     _document(app)
     return app
-
-
-def _metrics(request: Request) -> Response:
-    """Prometheus scrape: this process's metrics and the database-derived gauges."""
-    body, content_type = metrics.exposition(request.app.state.metrics)
-    return Response(body, media_type=content_type)
 
 
 def _document(app: FastAPI) -> None:

@@ -4,7 +4,9 @@ A token is looked up by its sha256 in api_tokens (revoked tokens are not found),
 request: nothing caches tokens, so a revoked token is refused by every API process from its
 next request on. The ``read`` role may only read; every change needs ``admin``. The request
 budget is spent here, once the token is known, so unknown tokens cannot fill the table of
-buckets.
+buckets. An unknown or revoked token is a failure of the client address (api/throttle.py):
+an address with too many is refused (429) before its token is looked at or a connection
+taken.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from psycopg_pool import ConnectionPool
 
+from crondepot.api import throttle
 from crondepot.api.limits import RequestBudget, retry_after
 from crondepot.api.problems import Forbidden, RateLimited, Unauthorized
 from crondepot.db import Q
@@ -55,11 +58,24 @@ async def connection(request: Request) -> AsyncIterator[psycopg.Connection[Any]]
 Conn = Annotated[psycopg.Connection[Any], Depends(connection)]
 
 
-def principal(request: Request, conn: Conn) -> Principal:
+async def unthrottled(request: Request) -> None:
+    """Refuse (429) a client address that failed authentication too often: a dependency
+    resolved before ``connection``, so a refused request neither reads its token nor takes
+    a database slot."""
+    throttle.refuse_if_throttled(request)
+
+
+Unthrottled = Annotated[None, Depends(unthrottled)]
+
+
+def principal(request: Request, _: Unthrottled, conn: Conn) -> Principal:
+    """The bearer token's principal. Callers outside FastAPI's dependencies (the console's
+    login) call ``throttle.refuse_if_throttled`` first and pass None for ``_``."""
     token = _bearer(request.headers.get("authorization"))
     token_hash = hash_token(token)
     row = conn.execute(Q.api_token_principal, {"token_hash": token_hash}).fetchone()
     if row is None:
+        throttle.count_failure(request)
         raise Unauthorized("the bearer token is unknown or revoked",
                            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
     return admit(request, conn, Principal(tenant_id=row[0], tenant=row[1], role=row[2],

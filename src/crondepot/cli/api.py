@@ -7,6 +7,7 @@ import ipaddress
 import os
 from typing import Any
 
+from crondepot.cli.shared.metrics import add_metrics_token, add_tenant_labels
 from crondepot.cli.shared.options import add_database, check_schema, database, int_in
 from crondepot.cli.shared.output import fail
 from crondepot.runtime import logs
@@ -38,6 +39,8 @@ def register(commands: Any) -> None:
                              "or networks, or '*' for any (env " + FORWARDED_ENV + "). The "
                              "console's cookie is Secure when a trusted proxy says https. "
                              "Without it, those headers are ignored.")
+    add_metrics_token(parser)
+    add_tenant_labels(parser)
     parser.set_defaults(run=run)
 
 
@@ -64,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
 
     from crondepot.api import ApiSettings, create_app
     from crondepot.api.app import PROCESSES_ENV
+    from crondepot.api.scrape import MetricsAccess
+    from crondepot.api.throttle import ThrottleSettings
     from crondepot.job.url import check_allow_list
 
     logs.setup(as_json=args.log_json)
@@ -78,13 +83,16 @@ def run(args: argparse.Namespace) -> int:
         serve: dict[str, Any] = {"host": args.host, "port": args.port, "log_config": None,
                                  "proxy_headers": proxies is not None,
                                  "forwarded_allow_ips": proxies, "server_header": False}
+        access = MetricsAccess(token=args.metrics_token, tenant_labels=args.metrics_tenant_labels)
         if args.workers == 1:
-            uvicorn.run(create_app(db.url, ApiSettings.from_env()), **serve)
+            uvicorn.run(create_app(db.url, ApiSettings.from_env(), metrics_access=access,
+                                   auth_throttle=ThrottleSettings.from_env()), **serve)
             return 0
         # Several processes on one socket (uvicorn's supervisor restarts a crashed one):
         # each builds its own app from the environment.
         os.environ["CRONDEPOT_DATABASE_URL"] = db.url
         os.environ[PROCESSES_ENV] = str(args.workers)
+        os.environ.update(access.env())
         if args.log_json:
             os.environ["CRONDEPOT_LOG_FORMAT"] = "json"
         uvicorn.run("crondepot.api.app:app_from_env", factory=True, workers=args.workers,

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from crondepot.cli.prune import add_maintenance, maintenance_config
+from crondepot.cli.shared.metrics import add_metrics_host, add_metrics_token
 from crondepot.cli.shared.options import add_database, check_schema, database, duration, int_in
 from crondepot.runtime import logs, metrics
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
@@ -25,6 +26,8 @@ def register(commands: Any) -> None:
     parser.add_argument("--metrics-port", type=int_in(0, 65535, "a port"), metavar="PORT",
                         default=os.environ.get("CRONDEPOT_METRICS_PORT", "0"),
                         help="serve Prometheus /metrics on this port (default: off)")
+    add_metrics_host(parser)
+    add_metrics_token(parser)
     parser.add_argument("--name", default=os.environ.get("CRONDEPOT_NAME", "scheduler"),
                         help="name shown in pg_stat_activity and logs")
     add_maintenance(parser)
@@ -35,7 +38,7 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logs.setup(as_json=args.log_json)
-    metrics.serve(args.metrics_port)
+    metrics.serve(args.metrics_port, args.metrics_host, token=args.metrics_token)
     with database(args) as db:
         check_schema(db, "crondepot-scheduler")
         scheduler = Scheduler(SchedulerConfig(url=db.url, tick_seconds=args.tick,

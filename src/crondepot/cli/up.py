@@ -141,13 +141,13 @@ def _run(args: argparse.Namespace) -> int:
         ] + [
             Child(f"scheduler-{i}", [*run_, "scheduler", "--tick", args.tick,
                                      "--name", f"scheduler-{i}",
-                                     *_metrics(ports, f"scheduler-{i}")], env)
+                                     *_metrics(ports, f"scheduler-{i}", args.host)], env)
             for i in range(1, args.schedulers + 1)
         ]
         imports = [arg for module in args.imports for arg in ("--import", module)]
         children += [
             Child(f"worker-{i}", [*run_, "worker", "--name", f"worker-{i}", *imports,
-                                  *_metrics(ports, f"worker-{i}")], env)
+                                  *_metrics(ports, f"worker-{i}", args.host)], env)
             for i in range(1, args.workers + 1)
         ]
         _welcome(args, demo_token, ports)
@@ -168,8 +168,10 @@ def _as_runtime(url: str, role: str, install_demo: bool) -> str | None:
             "set it) or in ~/.pgpass") from None
 
 
-def _metrics(ports: dict[str, int], name: str) -> list[str]:
-    return ["--metrics-port", str(ports[name])] if name in ports else []
+def _metrics(ports: dict[str, int], name: str, host: str) -> list[str]:
+    """A child's metrics options: on the API's address, so the welcome's URLs are true."""
+    return ["--metrics-port", str(ports[name]), "--metrics-host", host] if name in ports \
+        else []
 
 
 def _welcome(args: argparse.Namespace, demo_token: str | None,

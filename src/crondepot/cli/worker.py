@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from crondepot.cli.prune import add_maintenance, maintenance_config
+from crondepot.cli.shared.metrics import add_metrics_host, add_metrics_token
 from crondepot.cli.shared.options import add_database, check_schema, database, int_in
 from crondepot.cli.shared.output import fail
 from crondepot.runtime import logs, metrics
@@ -52,6 +53,8 @@ def register(commands: Any) -> None:
                         default=env("CRONDEPOT_METRICS_PORT", "0"),
                         help="serve Prometheus /metrics on this port (env "
                              "CRONDEPOT_METRICS_PORT; default 0: off)")
+    add_metrics_host(parser)
+    add_metrics_token(parser)
     parser.add_argument("--name", default=None, help="worker name (default host:pid)")
     parser.add_argument("--log-json", action="store_true", default=None,
                         help="log one JSON object per line (env CRONDEPOT_LOG_FORMAT=json)")
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             importlib.import_module(module)
         except ImportError as exc:
             return fail(f"--import {module}: {exc}")
-    metrics.serve(args.metrics_port)
+    metrics.serve(args.metrics_port, args.metrics_host, token=args.metrics_token)
     with database(args) as db:
         check_schema(db, "crondepot-worker")
         config = WorkerConfig(url=db.url, concurrency=args.concurrency,

@@ -1,15 +1,20 @@
 """Prometheus metrics: the only module that touches prometheus-client.
 
 Names follow Prometheus conventions: ``crondepot_`` prefix, base units (seconds),
-``_total`` on counters. Labels are low-cardinality (priority, reason, outcome), never a job
-or run id.
+``_total`` on counters. Labels are low-cardinality (priority, reason, outcome, a route
+template), never a job or run id, and a tenant's name only when the operator asks
+(``DatabaseCollector``'s ``tenant_labels``).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+import hmac
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,9 +23,10 @@ from prometheus_client import (
     Histogram,
     Info,
     generate_latest,
-    start_http_server,
+    make_wsgi_app,
 )
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from crondepot.base.version import __version__
@@ -160,18 +166,67 @@ claim_size = Histogram(
 )
 
 
-def serve(port: int, addr: str = "0.0.0.0") -> None:
-    """Serve /metrics on ``port`` from a daemon thread (0 = don't serve)."""
-    if port:
-        start_http_server(port, addr=addr)
+# The API (crondepot.api.auth, crondepot.api.throttle)
+auth_failures = Counter(
+    "crondepot_auth_failures_total",
+    "Requests whose credential (a bearer token, a console login's token) was unknown or "
+    "revoked, by route template.",
+    ["route"],
+)
+auth_throttled = Counter(
+    "crondepot_auth_throttled_total",
+    "Requests refused (429) without their credential being looked at, because their client "
+    "address failed authentication too often, by route template.",
+    ["route"],
+)
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    """Whether an Authorization header is ``Bearer <token>`` (compared in constant time)."""
+    scheme, _, sent = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(sent.strip().encode(),
+                                                              token.encode())
+
+
+def serve(port: int, addr: str = "127.0.0.1", token: str | None = None) -> None:
+    """Serve /metrics on ``addr``:``port`` from a daemon thread (port 0: don't serve); with
+    ``token``, only to a scrape that sends ``Authorization: Bearer <token>`` (else 401)."""
+    if not port:
+        return
+    family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM,
+                                flags=socket.AI_PASSIVE)[0][0]
+    server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+    app = make_wsgi_app(REGISTRY)
+    httpd: Any = make_server(addr, port, app if token is None else _bearer_only(app, token),
+                        server_class, handler_class=_Quiet)
+    threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
+
+
+def _bearer_only(app: Callable[..., Iterable[bytes]], token: str) -> Callable[..., Any]:
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if token_matches(environ.get("HTTP_AUTHORIZATION"), token):
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
+                                            ("WWW-Authenticate", 'Bearer realm="metrics"')])
+        return [b"send Authorization: Bearer <the metrics token>\n"]
+    return guarded
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged."""
 
 
 class DatabaseCollector(Collector):
     """Gauges read from the database at scrape time: the whole system's state, the same
-    whichever process serves them (the API does). ``connection`` lends a connection."""
+    whichever process serves them (the API does). ``connection`` lends a connection.
 
-    def __init__(self, connection: Callable[[], Any]) -> None:
+    Tenant names are labels only with ``tenant_labels`` (the operator's choice: anyone who
+    can scrape reads them); otherwise a per-tenant gauge is one sum over the tenants."""
+
+    def __init__(self, connection: Callable[[], Any], *, tenant_labels: bool = False) -> None:
         self._connection = connection
+        self._tenant_labels = tenant_labels
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._connection() as conn:
@@ -209,10 +264,14 @@ class DatabaseCollector(Collector):
         yield age
         yield from _ledger_gauges(check)
         # Per tenant, never per job: the label set stays as small as the tenant list.
-        failing = GaugeMetricFamily(
-            "crondepot_jobs_unhealthy",
-            "Jobs (not cancelled) whose latest failed fires in a row reached their alert threshold "
-            "(alert_after_failures), by tenant.", labels=["tenant"])
+        help_text = ("Jobs (not cancelled) whose latest failed fires in a row reached their "
+                     "alert threshold (alert_after_failures)")
+        if not self._tenant_labels:
+            yield GaugeMetricFamily("crondepot_jobs_unhealthy", help_text + ", all tenants.",
+                                    value=sum(jobs for _tenant, jobs in unhealthy))
+            return
+        failing = GaugeMetricFamily("crondepot_jobs_unhealthy", help_text + ", by tenant.",
+                                    labels=["tenant"])
         for tenant, jobs in unhealthy:
             failing.add_metric([tenant], jobs)
         yield failing
@@ -242,11 +301,12 @@ def _ledger_gauges(check: tuple[Any, ...] | None) -> Iterator[GaugeMetricFamily]
     yield from (unaccounted, duplicated, pending, age)
 
 
-def database_registry(connection: Callable[[], Any]) -> CollectorRegistry:
+def database_registry(connection: Callable[[], Any], *,
+                      tenant_labels: bool = False) -> CollectorRegistry:
     """A registry holding only the database gauges (one per app, so apps made in tests do
     not collide in the process-wide registry)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DatabaseCollector(connection))
+    registry.register(DatabaseCollector(connection, tenant_labels=tenant_labels))
     return registry
 
 

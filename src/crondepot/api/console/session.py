@@ -1,7 +1,8 @@
 """Who is looking at the console: a server-side session, and the CSRF token of a session.
 
 The console logs in with the same tenant token as the API, checked exactly like a bearer
-token (``auth.principal``: same table, same revocation, same request budget). The token is
+token (``auth.principal``: same table, same revocation, same request budget, the same
+throttle of failed attempts per client address, api/throttle.py). The token is
 not kept: the login makes a row in ``console_sessions`` and the cookie holds only that
 session's random id (HttpOnly, SameSite=Strict, scoped to ``/console``, ``Secure`` when the
 request came over TLS, also behind a proxy trusted with ``crondepot api
@@ -25,7 +26,7 @@ import psycopg
 from fastapi import Request, Response
 from starlette.datastructures import Headers
 
-from crondepot.api import auth
+from crondepot.api import auth, throttle
 from crondepot.api.params import unstorable_param
 from crondepot.api.problems import RateLimited
 from crondepot.db import Q
@@ -117,10 +118,12 @@ def _id_hash(session_id: str) -> bytes:
 
 def check_token(request: Request, conn: psycopg.Connection[Any], token: str) -> auth.Principal:
     """``auth.principal`` of ``token`` as if sent as a bearer token (Unauthorized if it is
-    unknown or revoked, RateLimited if its budget is spent)."""
+    unknown or revoked, a failure of the client address; RateLimited if its budget is
+    spent, or before the token is looked at if the address failed too often)."""
+    throttle.refuse_if_throttled(request)
     headers = [(k, v) for k, v in request.scope["headers"] if k != b"authorization"]
     headers.append((b"authorization", b"Bearer " + token.encode("latin-1", "replace")))
-    return auth.principal(Request({**request.scope, "headers": headers}), conn)
+    return auth.principal(Request({**request.scope, "headers": headers}), None, conn)
 
 
 def require_csrf(current: Session, form: dict[str, list[str]]) -> None:
