@@ -117,6 +117,7 @@ def test_worker_hands_the_parsed_weights_to_the_worker(
 
     class FakeWorker:
         abandoned = 0
+        restart_wanted = False
 
         def __init__(self, config: Any) -> None:
             started.append(config)
