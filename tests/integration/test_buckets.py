@@ -7,9 +7,18 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
 from crondepot.db import Q
-from crondepot.limits.buckets import HOLD_SECONDS, SLACK_SECONDS, set_limit
+from crondepot.limits.buckets import (
+    HOLD_SECONDS,
+    SLACK_SECONDS,
+    RateLimiter,
+    put_own_limit,
+    set_limit,
+)
+from crondepot.runtime import metrics
+from tests.support.jobs import tenant
 
 
 def test_a_full_bucket_keeps_back_what_a_worker_may_hold(
@@ -27,7 +36,7 @@ def test_a_full_bucket_keeps_back_what_a_worker_may_hold(
     row = conn.execute(Q.take_tokens, {"name": "sms-gateway", "want": 1000,
                                        "hold": hold}).fetchone()
     assert row is not None
-    granted, remaining, _ = row
+    granted, remaining, *_ = row
     ceiling = burst - rate * hold                # 46.5
     assert granted == math.floor(ceiling) < burst
     assert granted + remaining == pytest.approx(ceiling)
@@ -55,3 +64,29 @@ def test_a_taker_whose_clock_reads_earlier_neither_moves_the_refill_back_nor_gai
     assert (first[0], second[0]) == (0, 0)          # nothing granted before the refill time
     row = conn.execute("SELECT refilled_at FROM rate_limits WHERE name = 'sms-gateway'")
     assert row.fetchone() == ahead                   # and the refill clock did not move back
+
+
+def _waits(label: str) -> float:
+    value = metrics.REGISTRY.get_sample_value("crondepot_rate_limit_waits_total",
+                                              {"limit": label})
+    return value or 0.0
+
+
+def test_a_wait_names_the_operators_limit_but_never_a_tenants(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """Tenants choose their buckets' names: as metric labels they would grow without bound
+    and show one tenant's names to whoever scrapes. A wait on such a bucket is counted as
+    ``limit="tenant"``; the operator's buckets keep their names."""
+    set_limit(conn, "sms-gateway", 20.0, 1)
+    put_own_limit(conn, tenant(conn), "acme-secret-partner", 20.0, 1)
+    before = {label: _waits(label) for label in ("sms-gateway", "tenant")}
+    with ConnectionPool(db_url, min_size=1, max_size=2, open=True,
+                        kwargs={"autocommit": True}) as pool:
+        limiter = RateLimiter(pool)
+        for name in ("sms-gateway", "acme-secret-partner"):
+            conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = clock_timestamp()"
+                         " WHERE name = %s", (name,))
+            assert limiter.acquire(name, give_up=lambda: False) is not None
+    assert _waits("sms-gateway") == before["sms-gateway"] + 1
+    assert _waits("tenant") == before["tenant"] + 1
+    assert _waits("acme-secret-partner") == 0

@@ -124,6 +124,7 @@ class _Stash:
     taken_at: float = 0.0
     rate: float = 0.0
     waiting: int = 0          # calls of this process waiting for a token of this limit
+    shared: bool = True       # the operator's bucket, not one a tenant made and named
 
 
 class RateLimiter:
@@ -158,7 +159,7 @@ class RateLimiter:
                     continue
                 if pause == 0:
                     if waited:
-                        metrics.rate_limit_waits.labels(name).inc()
+                        metrics.rate_limit_waits.labels(self._label(name)).inc()
                     return taken_at
                 waited = True
                 time.sleep(pause)
@@ -166,6 +167,13 @@ class RateLimiter:
         finally:
             with self._lock:
                 self._stash[name].waiting -= 1
+
+    def _label(self, name: str) -> str:
+        """The metric label of a limit: its name for the operator's buckets, ``tenant`` for
+        every bucket a tenant made, whose names tenants choose (unbounded, and not the
+        scraper's to read)."""
+        with self._lock:
+            return name if self._stash[name].shared else "tenant"
 
     def _try_take(self, name: str) -> tuple[float, float]:
         """(0, when taken) when a token was taken; else (how long to wait, 0)."""
@@ -183,7 +191,7 @@ class RateLimiter:
                 raise UnknownLimit(f"rate limit {name!r} does not exist (crondepot limits set "
                                    f"{name} RATE creates it); not called: an unknown limit "
                                    "is never taken for no limit")
-            granted, remaining, rate = row
+            granted, remaining, rate, stash.shared = row
             stash.rate = rate
             if granted:
                 stash.tokens, stash.taken_at = granted - 1, time.monotonic()

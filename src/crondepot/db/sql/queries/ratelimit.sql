@@ -8,6 +8,7 @@
 -- The refill clock only moves forward: a taker that waited for the row lock has an older
 -- clock reading than the one before it, and moving refilled_at back would grant the same
 -- interval twice.
+-- shared: the operator's bucket (no owning tenant), whose name may label a metric.
 WITH b AS (
     SELECT name, rate_per_second, greatest(refilled_at, clock_timestamp()) AS at,
            least(greatest(1, burst - rate_per_second * %(hold)s::float8),
@@ -25,7 +26,8 @@ UPDATE rate_limits AS r
 SET tokens = g.available - g.granted, refilled_at = g.at
 FROM g
 WHERE r.name = g.name
-RETURNING g.granted, g.available - g.granted AS remaining, g.rate_per_second;
+RETURNING g.granted, g.available - g.granted AS remaining, g.rate_per_second,
+          r.tenant_id IS NULL AS shared;
 
 -- name: upsert_rate_limit
 INSERT INTO rate_limits (name, rate_per_second, burst, tokens)
