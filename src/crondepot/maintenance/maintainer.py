@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -75,8 +76,11 @@ class Maintainer:
             thread.start()
 
     def join(self, timeout: float = 5.0) -> None:
+        """Wait up to ``timeout`` in all for the services' threads (daemons: one still in a
+        long ledger check is left behind, never waited for one by one)."""
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _elect(self) -> None:
         try:
