@@ -1,4 +1,4 @@
-"""``crondepot db url|stop``: find or stop the database crondepot uses."""
+"""``crondepot db url|status|stop``: find, look at or stop the database crondepot uses."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def register(commands: Any) -> None:
                      help="print the schema owner's URL instead (what migrate uses)")
     add_json(url)
     url.set_defaults(run=run_url)
+    status = actions.add_parser("status", help="is the embedded PostgreSQL running, and is "
+                                               "a crondepot up using it")
+    add_database(status)
+    add_json(status)
+    status.set_defaults(run=run_status)
     stop = actions.add_parser("stop", help="stop the embedded PostgreSQL")
     add_database(stop)
     stop.set_defaults(run=run_stop)
@@ -42,3 +47,20 @@ def run_stop(args: argparse.Namespace) -> int:
     print(f"stopped the embedded PostgreSQL in {folder}" if stopped
           else f"no embedded PostgreSQL running in {folder}")
     return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Exit 0 when the embedded server runs, 1 when it does not (for scripts)."""
+    folder = (Path(args.data_dir) if args.data_dir else embedded.default_data_dir()
+              ).expanduser().resolve()
+    server, up = embedded.server_pid(folder), embedded.up_holder(folder)
+    if args.json:
+        print_json({"data_dir": str(folder), "running": server is not None,
+                    "server_pid": server, "up_pid": up})
+    elif server is None:
+        print(f"no embedded PostgreSQL running in {folder}")
+    else:
+        print(f"embedded PostgreSQL running in {folder} (pid {server})"
+              + (f"; used by crondepot up (pid {up}), which stops it on exit" if up
+                 else "; crondepot db stop stops it"))
+    return 0 if server is not None else 1

@@ -7,36 +7,55 @@ child that dies is restarted (with a short, growing pause so a crash loop does n
 Ctrl-C or SIGTERM stops them all and waits for them. Children get the runtime role's URL
 explicitly, in their environment (not on a command line any user of the host can read),
 so they never start a server of their own.
+
+Children run in process groups of their own, so the terminal's signals (Ctrl-C, a closed
+window's SIGHUP) reach only the supervisor, which stops them in order and then the embedded
+server it started. Before anything starts, ``up`` checks that the ports it will serve on are
+free and that no other ``up`` holds the same embedded data directory (a lock file beside
+it): either is an error at once, never a child restarting forever.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import fcntl
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psycopg
 
+from crondepot.base.errors import CrondepotError
 from crondepot.cli.migrate import embedded_role
 from crondepot.cli.shared import demo
 from crondepot.cli.shared.options import add_database, add_runtime_role, database, int_in
 from crondepot.db import Database, connect, migrate, roles
 from crondepot.db.connect import URL_ENV
-from crondepot.db.embedded import default_data_dir
+from crondepot.db.embedded import default_data_dir, up_holder, up_lock_path
 from crondepot.db.embedded import stop as stop_embedded
 from crondepot.runtime import logs
 
 CONSOLE_PATH = "/console"   # crondepot.api.console.session.PATH (not imported: FastAPI)
 
 log = logging.getLogger("crondepot.up")
+# The signals that stop everything: Ctrl-C, `kill`, and the terminal closing.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class UpRefused(CrondepotError):
+    """``up`` cannot start: a port it would serve on is taken, or another ``up`` holds the
+    embedded database."""
 
 
 def register(commands: Any) -> None:
@@ -76,7 +95,8 @@ class Child:
     started_at: float = field(default=0.0)
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.argv, env=self.env)
+        # Its own process group: the terminal's signals are the supervisor's to pass on.
+        self.process = subprocess.Popen(self.argv, env=self.env, process_group=0)
         self.started_at = time.monotonic()
         log.info("started %s", self.name, extra={"child_pid": self.process.pid})
 
@@ -106,22 +126,79 @@ def metrics_ports(args: argparse.Namespace) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     logs.setup()
     embedded_role(not args.db, args.runtime_role)
+    check_ports_free(args.host, [args.port, *metrics_ports(args).values()])
     # "Stops what it started": the embedded server is stopped at the end if this command
-    # started it; one that was already running (another `up`, a `crondepot db` session)
-    # is left running.
+    # started it; one that was already running (a `crondepot db` session, a scheduler
+    # started by hand) is left running.
     data_dir = None if (args.db or os.environ.get(URL_ENV)) else \
         Path(args.data_dir or default_data_dir()).expanduser().resolve()
-    started_server = data_dir is not None and not (data_dir / "postmaster.pid").exists()
+    if data_dir is None:
+        return _run(args)
+    with sole_up(data_dir):
+        started_server = not (data_dir / "postmaster.pid").exists()
+        return _run_and_stop(args, data_dir if started_server else None)
+
+
+def _run_and_stop(args: argparse.Namespace, data_dir: Path | None) -> int:
+    """Run; then stop the embedded server in ``data_dir`` if this ``up`` started it."""
     try:
         return _run(args)
     finally:
         # pgserver stops the server when its last user lets go, but not if it counts a
         # process that is gone or still closing: stop it by its data directory.
-        if started_server and data_dir is not None:
+        if data_dir is not None:
             stop_embedded(data_dir)
             if not (data_dir / "postmaster.pid").exists():
                 log.info("embedded PostgreSQL stopped (%s)", data_dir)
                 print(f"embedded PostgreSQL in {data_dir} stopped", flush=True)
+
+
+def check_ports_free(host: str, ports: list[int]) -> None:
+    """Refuse to start when a port the API or a metrics server will bind is taken (another
+    ``up``, another program): its child would otherwise fail and restart for ever."""
+    for port in ports:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            # As uvicorn binds: a port in TIME_WAIT from a previous run is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound: {exc}"
+                raise UpRefused(f"port {port} on {host} {why} (another crondepot up?); "
+                                "choose another with --port (or --metrics-port)") from None
+
+
+@contextlib.contextmanager
+def sole_up(data_dir: Path) -> Iterator[None]:
+    """Hold the embedded data directory's ``up`` lock while this ``up`` runs. A second
+    ``up`` on the same directory is refused: it would report itself up while its API cannot
+    bind, and the first one's exit would stop the server under it."""
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(up_lock_path(data_dir), "a+") as lock:
+        if not _lock(lock):
+            holder = up_holder(data_dir)
+            raise UpRefused(f"another crondepot up{f' (pid {holder})' if holder else ''} is "
+                            f"running on the embedded database in {data_dir}: use that one, "
+                            "stop it (Ctrl-C in its terminal), or give this one another "
+                            "--data-dir") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield   # the lock goes with the file's closing, or with the process
+
+
+def _lock(lock: IO[str], tries: int = 5) -> bool:
+    """Take the lock, or say it is held. A few tries: `crondepot db status` holds it shared
+    for an instant to ask whether an ``up`` runs."""
+    for _ in range(tries):
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            time.sleep(0.05)
+    return False
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -199,13 +276,12 @@ def supervise(children: list[Child]) -> int:
         log.info("received %s, stopping", signal.Signals(signum).name)
         stop.set()
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     for child in children:
         child.start()
     while not stop.wait(0.5):
         for child in children:
-            # Ctrl-C reaches the children too (same process group); don't restart those.
             if not stop.is_set():
                 _restart_if_dead(child)
     _stop_all(children)

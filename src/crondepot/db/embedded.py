@@ -15,6 +15,7 @@ the schema is missing rather than that its role is.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import warnings
 from pathlib import Path
@@ -31,6 +32,35 @@ DATABASE_NAME = "crondepot"  # created by Q.create_database
 
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("crondepot")) / "pgdata"
+
+
+def up_lock_path(data_dir: Path) -> Path:
+    """The lock file a running ``crondepot up`` holds (flock) beside its data directory; it
+    holds that ``up``'s pid."""
+    return data_dir.parent / f"{data_dir.name}.up.lock"
+
+
+def up_holder(data_dir: Path) -> int | None:
+    """The pid of the ``crondepot up`` running on ``data_dir``, if one is."""
+    try:
+        with open(up_lock_path(data_dir)) as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = lock.read().strip()
+                return int(pid) if pid.isdigit() else 0
+            return None
+    except FileNotFoundError:
+        return None
+
+
+def server_pid(data_dir: Path) -> int | None:
+    """The embedded server's postmaster pid, if it is running."""
+    try:
+        first = (data_dir / "postmaster.pid").read_text().splitlines()[0]
+    except (FileNotFoundError, IndexError):
+        return None
+    return int(first) if first.strip().isdigit() else None
 
 
 class EmbeddedPostgres:

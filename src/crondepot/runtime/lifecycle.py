@@ -10,7 +10,8 @@ import threading
 
 
 class Stoppable:
-    """A process loop that SIGTERM or SIGINT asks to finish what it holds and stop."""
+    """A process loop that SIGTERM, SIGINT or SIGHUP (its terminal closed) asks to finish
+    what it holds and stop."""
 
     def __init__(self) -> None:
         self._stop = threading.Event()
@@ -21,6 +22,7 @@ class Stoppable:
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        signal.signal(signal.SIGHUP, self.stop)
         # `kill -USR1 PID` prints every thread's stack to stderr: the one way to see what a
         # process that will not stop (or stalls) is waiting on, without a debugger.
         faulthandler.register(signal.SIGUSR1, all_threads=True)
