@@ -2,19 +2,28 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml testkit/pyproject.toml | sha256sum | cut -c1-12)
+HASH   := $(shell cat pyproject.toml testkit/pyproject.toml | sha256sum | cut -c1-12)
+# Two installs: what running needs (make up), and that plus the test toolchain (make test).
+RUN_STAMP  := $(VENV)/.installed-run-$(HASH)
+STAMP      := $(VENV)/.installed-$(HASH)
 
 .PHONY: up test lint install schema bench-scheduler clean
 
-$(STAMP): pyproject.toml testkit/pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml testkit/pyproject.toml | $(VENV)/bin/python
+	$(BIN)/pip install --quiet -e .
+	rm -f $(VENV)/.installed-run-* && touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml testkit/pyproject.toml | $(VENV)/bin/python
 	$(BIN)/pip install --quiet -e '.[test]' -e ./testkit
-	rm -f $(VENV)/.installed-* && touch $(STAMP)
+	rm -f $(VENV)/.installed-* && touch $(STAMP) $(RUN_STAMP)
 
 install: $(STAMP)
 
-up: $(STAMP)
+up: $(RUN_STAMP)
 	$(BIN)/crondepot up $(ARGS)
 
 # The whole suite: lint, types, then tests in parallel against a real PostgreSQL
