@@ -126,7 +126,12 @@ def test_jobs_list_filters_by_label_and_shows_labels(db_url: str,
     assert "bank=42" in done.stdout and "other" not in done.stdout
 
 
-def test_limits_and_hosts_pause_and_resume(db_url: str, jobs: tuple[int, list[int]]) -> None:
+def test_limits_and_hosts_pause_and_resume(db_url: str, conn: psycopg.Connection[Any],
+                                           jobs: tuple[int, list[int]]) -> None:
+    from crondepot.limits.buckets import set_limit
+    from crondepot.tenancy.grants import grant
+    set_limit(conn, "sms-gateway", 10.0, 10)
+    grant(conn, jobs[0], limits=["sms-gateway"])
     done = crondepot(db_url, "hosts", "pause", "SMS.example.com", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"kind": "host", "name": "sms.example.com",
@@ -142,6 +147,12 @@ def test_limits_and_hosts_pause_and_resume(db_url: str, jobs: tuple[int, list[in
     assert "no holds" in crondepot(db_url, "hosts", "holds").stdout
     bad = crondepot(db_url, "hosts", "pause", "a/b")
     assert bad.returncode == 2 and "expected host" in bad.stderr
+    # A name that holds nothing is a typo, not a hold: refused, with the closest known one.
+    typo = crondepot(db_url, "limits", "pause", "sms-gatewya")
+    assert typo.returncode == 2 and "did you mean sms-gateway?" in typo.stderr
+    typo = crondepot(db_url, "hosts", "pause", "sms.exmaple.com")
+    assert typo.returncode == 2 and "did you mean sms.example.com?" in typo.stderr
+    assert "no holds" in crondepot(db_url, "hosts", "holds").stdout
 
 
 def test_status_shows_the_holds_and_the_runs_they_hold(db_url: str,

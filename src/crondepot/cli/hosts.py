@@ -5,12 +5,18 @@ its jobs, and end the hold."""
 from __future__ import annotations
 
 import argparse
+import difflib
 from typing import Any
 
+import psycopg
+
+from crondepot.base.errors import CrondepotError
 from crondepot.cli.shared.options import add_database, add_json, operator_connection
 from crondepot.cli.shared.output import print_json
 from crondepot.cli.shared.tenant import add_tenant, tenant_id
+from crondepot.db import Q
 from crondepot.limits import holds
+from crondepot.limits.buckets import tenant_limits
 
 _NOUN = {"rate_limit": "rate limit", "host": "host"}
 
@@ -55,6 +61,7 @@ def run_hold(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
         if args.hold_verb == "pause":
+            _check_known(conn, tenant, args.tenant, kind, name)
             changed = holds.hold(conn, tenant, kind, name)
         else:
             changed = holds.release(conn, tenant, kind, name)
@@ -71,6 +78,27 @@ def run_hold(args: argparse.Namespace) -> int:
         print(f"{_NOUN[kind]} {name} released for {args.tenant}"
               + ("" if changed else " (it was not held)"))
     return 0
+
+
+class UnknownName(CrondepotError):
+    """A hold names a rate limit the tenant may not use, or a host none of its jobs call."""
+
+
+def _check_known(conn: psycopg.Connection[Any], tenant: int, tenant_name: str, kind: str,
+                 name: str) -> None:
+    """Refuse to hold a name that holds nothing (a typo would otherwise hold nothing and say
+    it worked); suggest the closest known one."""
+    if kind == "rate_limit":
+        known = [b.name for b in tenant_limits(conn, tenant)]
+        where = f"rate limits {tenant_name} may use (crondepot limits list)"
+    else:
+        known = [row[0] for row in conn.execute(Q.tenant_hosts, {"tenant_id": tenant})]
+        where = f"hosts the jobs of {tenant_name} call"
+    if name in known:
+        return
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise UnknownName(f"{_NOUN[kind]} {name} is not one of the {where}{hint}")
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -79,3 +79,12 @@ ORDER BY h.tenant_id, h.kind, h.name;
 -- name: any_hold
 -- Whether any tenant holds anything (the rescuer's sweep does nothing otherwise).
 SELECT 1 FROM holds LIMIT 1;
+
+-- name: tenant_hosts
+-- The hosts the tenant's jobs (not cancelled) call, as the claim reads them: what `hosts
+-- pause` may name, and its "did you mean". An operator's command, not a hot path.
+SELECT DISTINCT crondepot_host_of(target) AS host
+FROM jobs
+WHERE tenant_id = %(tenant_id)s::bigint AND active AND target ->> 'type' = 'http'
+ORDER BY 1
+LIMIT 10000;
