@@ -74,6 +74,21 @@ def test_validate_zone_returns_the_zone() -> None:
     assert validate_zone("UTC") is validate_zone("UTC")  # cached
 
 
+@pytest.mark.parametrize(("tz", "hint"), [
+    ("Europe/Berlinn", "; did you mean 'Europe/Berlin'?"),
+    ("europe/london", "; did you mean 'Europe/London'?"),
+    ("utc", "; did you mean 'UTC'?"),
+    ("Amerca/New_York", "; did you mean 'America/New_York'?"),
+    ("America/Sao_Paolo", "; did you mean 'America/Sao_Paulo'?"),
+    ("Mars/Olympus", ""),
+    ("Europe/" + "x" * 60, ""),
+])
+def test_a_near_miss_names_the_zone_meant(tz: str, hint: str) -> None:
+    with pytest.raises(InvalidSchedule) as caught:
+        validate_zone(tz)
+    assert str(caught.value) == f"tz: unknown time zone {tz!r}{hint}"
+
+
 @pytest.mark.parametrize(
     ("tz", "message"),
     [

@@ -20,7 +20,7 @@ from typing import IO, Any
 import psycopg
 
 from crondepot.base.errors import CrondepotError, InvalidJob
-from crondepot.cli.jobs import field_of, parse_spec
+from crondepot.cli.jobs import field_of, naming, parse_spec
 from crondepot.cli.shared.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.shared.output import print_json
 from crondepot.cli.shared.tenant import add_tenant, tenant_id
@@ -86,7 +86,7 @@ class _Import:
         if len(self.errors) < MAX_LISTED:
             self.errors.append({"line": number, "field": field, "message": message})
         if self.report:
-            print(f"line {number}: {field}: {message}", file=sys.stderr)
+            print(f"line {number}: {naming(field, message)}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,11 +13,12 @@ at midnight (America/Santiago), need no special case.
 
 from __future__ import annotations
 
+import difflib
 from datetime import datetime, timedelta
 from enum import Enum
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from crondepot.base.errors import InvalidSchedule
 
@@ -52,7 +53,42 @@ def validate_zone(tz: object) -> ZoneInfo:
     except (ZoneInfoNotFoundError, ValueError, OSError):
         # ValueError: keys zoneinfo refuses outright (absolute or '..' paths);
         # OSError: a name that resolves to something that is not a zone file.
-        raise InvalidSchedule(f"tz: unknown time zone {tz!r}", field="tz") from None
+        raise InvalidSchedule(f"tz: unknown time zone {tz!r}{_did_you_mean(tz)}",
+                              field="tz") from None
+
+
+@cache
+def _zones_by_area() -> dict[str, dict[str, str]]:
+    """Every IANA zone name by its area ("europe", or "" for "UTC"), then by its lowercase
+    spelling."""
+    areas: dict[str, dict[str, str]] = {}
+    for name in available_timezones():
+        area = name.split("/", 1)[0].lower() if "/" in name else ""
+        areas.setdefault(area, {})[name.lower()] = name
+    return areas
+
+
+def _did_you_mean(tz: str) -> str:
+    """"; did you mean 'Europe/Berlin'?" for a near miss (a case slip, a typo), else "".
+
+    Compared within the zone's area only (after correcting the area itself), so a refusal
+    stays cheap (an import of many lines with a bad zone pays it per line), never a
+    comparison with all ~600 names."""
+    areas = _zones_by_area()
+    key = tz.strip().lower()
+    if len(key) > 40:       # longer than any zone name (32): no near miss, nothing to compare
+        return ""
+    area = key.split("/", 1)[0] if "/" in key else ""
+    if area not in areas:
+        fixed = difflib.get_close_matches(area, [a for a in areas if a], n=1, cutoff=0.75)
+        if not fixed:
+            return ""
+        key = fixed[0] + key[len(area):]
+        area = fixed[0]
+    names = areas[area]
+    close = [names[key]] if key in names else [
+        names[m] for m in difflib.get_close_matches(key, list(names), n=1, cutoff=0.8)]
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class Kind(Enum):

@@ -70,6 +70,12 @@ def field_of(exc: InvalidJob, whole: str = "document") -> str:
     return exc.field or whole
 
 
+def naming(field: str, message: str) -> str:
+    """``field: message``, the field said once: many messages name their field already
+    ("tz: unknown time zone …")."""
+    return message if message.startswith(f"{field}:") else f"{field}: {message}"
+
+
 def read_source(document: str | None, file: str | None) -> str:
     if file is None and document is None:
         raise InvalidDocument("give a job document: JSON, --file FILE, or - for stdin",
@@ -170,13 +176,14 @@ def run_add(args: argparse.Namespace) -> int:
         spec = parse_spec(text)
     except InvalidJob as exc:
         field = field_of(exc)
-        raise InvalidDocument(f"invalid job document: {field}: {exc}", field=field) from None
+        said = str(exc) if field == "document" else naming(field, str(exc))
+        raise InvalidDocument(f"invalid job document: {said}", field=field) from None
     with operator_connection(args) as conn:
         try:
             job, created = store.create_job(conn, tenant_id(conn, args.tenant), spec)
         except InvalidJob as exc:      # refused for this tenant: a grant or a quota
             field = field_of(exc)
-            raise InvalidDocument(f"{field}: {exc}", field=field) from None
+            raise InvalidDocument(naming(field, str(exc)), field=field) from None
     if args.json:
         print_json({**job_json(job), "created": created})
     elif created:

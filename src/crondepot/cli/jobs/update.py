@@ -113,7 +113,7 @@ def patch_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_update(args: argparse.Namespace) -> int:
-    from crondepot.cli.jobs import InvalidDocument, field_of, state, utc_text
+    from crondepot.cli.jobs import InvalidDocument, field_of, naming, state, utc_text
     from crondepot.runs.render import job_json
 
     patch = patch_of(args)
@@ -127,7 +127,7 @@ def run_update(args: argparse.Namespace) -> int:
             raise not_found(args.job_id) from None
         except InvalidJob as exc:
             field = field_of(exc)
-            raise InvalidDocument(f"{field}: {exc}", field=field) from None
+            raise InvalidDocument(naming(field, str(exc)), field=field) from None
     if args.json:
         print_json({**job_json(job), "state": state(job)})
     else:
