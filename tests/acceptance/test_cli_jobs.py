@@ -249,8 +249,14 @@ def test_jobs_show_pause_resume_trigger_cancel(cli: Cli) -> None:
     plain = cli("jobs", "show", "--tenant", "bank42", job_id)
     assert "next fires" in plain.out and "Asia/Kolkata" in plain.out
 
-    paused = cli("jobs", "pause", "--tenant", "bank42", job_id, "--json").json()
+    refused = cli("jobs", "pause", "--tenant", "bank42", job_id, "--note", "two\nlines")
+    assert refused.code == 2 and "note: control characters" in refused.err
+    paused = cli("jobs", "pause", "--tenant", "bank42", job_id, "--note", "gateway down",
+                 "--json").json()
     assert paused["paused"] is True and paused["state"] == "paused"
+    assert paused["pause"]["note"] == "gateway down" and paused["pause"]["paused_by"]
+    shown_paused = cli("jobs", "show", "--tenant", "bank42", job_id).out
+    assert "paused" in shown_paused and "- gateway down" in shown_paused
     resumed = cli("jobs", "resume", "--tenant", "bank42", job_id)
     assert resumed.code == 0 and ": active; next run " in resumed.out
 

@@ -104,6 +104,17 @@ class JobPatch(_Generated):
         return patch_schema()
 
 
+class JobPause(_Doc):
+    """Why, since when and by whom a job is paused."""
+
+    note: str | None = Field(description="what the pause said (POST .../pause {\"note\"})")
+    paused_at: datetime | None = Field(description="when it was paused (null for a pause "
+                                                   "made before the note was kept)")
+    paused_by: str | None = Field(description="the token, operator or role that paused it; "
+                                              "crondepot:pause_after_failures when the job "
+                                              "paused itself")
+
+
 class Job(_Doc):
     """A stored job: its document with every default filled in, and these fields."""
 
@@ -123,6 +134,7 @@ class Job(_Doc):
     ended_reason: EndReason | None = Field(
         description="why the job ended by itself: completed (its at run), end_at (its "
                     "window closed) or max_runs; null while it runs, or when cancelled")
+    pause: JobPause | None = Field(description="while paused: why, since when, by whom")
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
@@ -532,6 +544,18 @@ class TokenRequest(_Doc):
                                        description="what the token is for (1 to 100 "
                                                    "printable characters)",
                                        json_schema_extra=_label_schema)
+
+
+class PauseRequest(_Doc):
+    """Why the job is paused (the body may be left out)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    note: StorableText | None = Field(default=None, max_length=500,
+                                      examples=["SMS gateway migration until Monday 09:00"],
+                                      description="free text for people: 1 to 500 "
+                                                  "printable characters",
+                                      json_schema_extra=_label_schema)
 
 
 class Token(_Doc):

@@ -137,6 +137,19 @@ NOT_NUL = "[^\\u0000]"
 NO_NUL = f"^{NOT_NUL}*$"
 
 
+def people_text(value: object, max_chars: int) -> str | None:
+    """What is wrong with ``value`` as free text for people (a token's label, a pause
+    note): text of 1 to ``max_chars`` characters, not only spaces, no control character,
+    storable; None if nothing is."""
+    if not isinstance(value, str):
+        return f"expected text, got {type(value).__name__}"
+    if not value.strip() or len(value) > max_chars:
+        return f"expected 1 to {max_chars} characters, not only spaces, got {len(value)}"
+    if any(ch < " " or ch == "\x7f" for ch in value) or unstorable(value):
+        return "control characters and lone surrogates are not allowed"
+    return None
+
+
 def unstorable(text: str) -> str | None:
     """Why PostgreSQL cannot store ``text`` (in a text column or in jsonb), or None: a NUL
     character, or a lone UTF-16 surrogate (JSON can spell one, ``"\\ud800"``, and Python's

@@ -177,7 +177,7 @@ def _change(conn: psycopg.Connection[Any], tenant_id: int, action: Action,
     else:
         firsts = [first_run(job.spec, job.id, now, memo) for job in jobs]
         conn.execute(Q.bulk_set_paused, {
-            "ids": ids, "tenant_id": tenant_id, "paused": action == "pause",
+            "ids": ids, "tenant_id": tenant_id, "paused": action == "pause", "note": None,
             "next_nominal_ats": [first[0] for first in firsts],
             "next_run_ats": [first[1] for first in firsts]})
         # A job whose settled fires were its last (max_runs), or with no fire left after now

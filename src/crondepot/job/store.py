@@ -27,6 +27,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from crondepot.base import jsontext
 from crondepot.base.errors import CrondepotError, InvalidJob, InvalidSchedule
 from crondepot.db import Q
 from crondepot.db.clock import database_clock, database_now
@@ -175,6 +176,30 @@ def _insert_copied(conn: psycopg.Connection[Any], values: list[list[Any]]) -> se
     return {row[0] for row in conn.execute(Q.insert_import_rows, {"first_id": first_id})}
 
 
+MAX_PAUSE_NOTE = 500     # characters; the jobs table's CHECK says the same (migration 0023)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pause:
+    """Why and since when a job is paused, and by whom (the session's actor; ``crondepot:
+    pause_after_failures`` when it paused itself)."""
+
+    note: str | None
+    at: datetime | None      # null for a pause made before migration 0023
+    by: str | None
+
+
+def check_note(note: object) -> str | None:
+    """A pause note: free text for people, 1 to 500 characters; None for none."""
+    if note is None:
+        return None
+    wrong = jsontext.people_text(note, MAX_PAUSE_NOTE)
+    if wrong is not None:
+        raise InvalidJob(f"note: {wrong}", field="note")
+    assert isinstance(note, str)
+    return note
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredJob:
     """A job as stored: its document (``spec``) and the state around it."""
@@ -192,6 +217,7 @@ class StoredJob:
     fire_count: int = 0           # fires written so far (max_runs counts them)
     ended_at: datetime | None = None       # ended by its schedule: its last fire's time
     ended_reason: str | None = None        # completed | end_at | max_runs
+    pause: Pause | None = None             # while paused
 
     @property
     def active(self) -> bool:
@@ -361,10 +387,13 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
 
 
 def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
-              now: datetime | None = None) -> StoredJob:
-    """Pause an active job; pausing a paused job changes nothing. The fires whose nominal
-    time has passed are settled first (written as the scheduler would): the pause applies to
-    the fires after it."""
+              now: datetime | None = None, note: object = None,
+              by: str | None = None) -> StoredJob:
+    """Pause an active job, with an optional ``note`` saying why; pausing a paused job
+    changes nothing (its note included). The fires whose nominal time has passed are
+    settled first (written as the scheduler would): the pause applies to the fires after it.
+    ``by`` names who paused when it is not the session's actor (the job itself)."""
+    checked = check_note(note)
     settled: list[PlannedRun] = []
     with conn.transaction():
         job = lock_job(conn, tenant_id, job_id)
@@ -373,7 +402,8 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
             settled = _settle(conn, tenant_id, job, db_now)
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
-                                       "next_run_at": due, "next_nominal_at": nominal})
+                                       "next_run_at": due, "next_nominal_at": nominal,
+                                       "note": checked, "by": by})
             end_if_done(conn, job, settled, db_now, nominal)
         stored = get_job(conn, tenant_id, job_id)
     count_skipped(settled)
@@ -561,7 +591,9 @@ def stored_job(row: dict[str, Any]) -> StoredJob:
                      cancelled_at=row["cancelled_at"], version=row["version"],
                      timetable_since=row["timetable_since"] or row["created_at"],
                      fire_count=row["fire_count"], ended_at=row["ended_at"],
-                     ended_reason=row["ended_reason"])
+                     ended_reason=row["ended_reason"],
+                     pause=Pause(note=row["pause_note"], at=row["paused_at"],
+                                 by=row["paused_by"]) if row["paused"] else None)
 
 
 def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[JobSpec], *,

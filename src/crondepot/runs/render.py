@@ -21,6 +21,8 @@ def job_json(job: StoredJob) -> dict[str, Any]:
         "updated_at": iso(job.updated_at), "cancelled_at": iso(job.cancelled_at),
         "fire_count": job.fire_count, "ended_at": iso(job.ended_at),
         "ended_reason": job.ended_reason,
+        "pause": None if job.pause is None else {
+            "note": job.pause.note, "paused_at": iso(job.pause.at), "paused_by": job.pause.by},
     }
 
 

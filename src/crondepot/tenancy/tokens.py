@@ -87,14 +87,10 @@ def check_label(label: object) -> str | None:
     """A label is free text for people (``"ci read"``): at most 100 characters, printable."""
     if label is None:
         return None
-    if not isinstance(label, str):
-        raise InvalidToken(f"label: expected text, got {type(label).__name__}", field="label")
-    if not label.strip() or len(label) > MAX_LABEL_CHARS:
-        raise InvalidToken(f"label: expected 1 to {MAX_LABEL_CHARS} characters, not only "
-                           f"spaces, got {len(label)}", field="label")
-    if any(ch < " " or ch == "\x7f" for ch in label) or jsontext.unstorable(label):
-        raise InvalidToken("label: control characters and lone surrogates are not allowed",
-                           field="label")
+    wrong = jsontext.people_text(label, MAX_LABEL_CHARS)
+    if wrong is not None:
+        raise InvalidToken(f"label: {wrong}", field="label")
+    assert isinstance(label, str)
     return label
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import Body as BodyOf
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
@@ -21,6 +22,7 @@ from crondepot.api.models import (
     JobPage,
     JobPatch,
     JobWithHealth,
+    PauseRequest,
     TriggerResult,
 )
 from crondepot.api.openapi import etag, job_links, link, location, problems, request_body
@@ -141,11 +143,17 @@ def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
                                     version=version))
 
 
-@router.post("/{job_id}/pause", summary="Pause a job",
+@router.post("/{job_id}/pause", summary="Pause a job, saying why",
              responses={200: {"model": Job, "headers": etag()},
-                        **problems(401, 403, 404, 409, 429)})
-def pause(who: Writer, conn: Conn, job_id: int) -> JSONResponse:
-    return _job_response(pause_job(conn, who.tenant_id, known_job_id(job_id)))
+                        **problems(401, 403, 404, 409, 422, 429)})
+def pause(who: Writer, conn: Conn, job_id: int,
+          body: Annotated[PauseRequest | None, BodyOf(openapi_examples={
+              "with a note": {"value": {"note": "SMS gateway migration until Monday 09:00"}},
+              "without": {"value": {}}})] = None) -> JSONResponse:
+    """The job's pause keeps the note, when and who (its ``pause`` field) until the resume;
+    pausing a paused job changes nothing, its note included."""
+    note = body.note if body is not None else None
+    return _job_response(pause_job(conn, who.tenant_id, known_job_id(job_id), note=note))
 
 
 @router.post("/{job_id}/resume", summary="Resume a job from now",

@@ -156,6 +156,10 @@ def register(commands: Any) -> None:
                        ("trigger", "queue one run of a job now")):
         changing = _action(actions, name, text)
         changing.add_argument("job_id", type=job_ref, metavar="JOB", help=JOB_HELP)
+        if name == "pause":
+            changing.add_argument("--note", metavar="TEXT",
+                                  help="why (1 to 500 characters), shown with the job until "
+                                       "it is resumed")
         changing.set_defaults(run=run_change, change=name)
     cli_bulk.register(actions)
 
@@ -254,6 +258,11 @@ def run_show(args: argparse.Namespace) -> int:
     payload = json.dumps(spec.payload)
     lines.append(("payload", payload if len(payload) <= 200 else payload[:197] + "..."))
     lines.append(("next run", utc_text(job.next_run_at) if job.active and not job.paused else "-"))
+    if job.pause is not None:
+        lines.append(("paused", " ".join(filter(None, [
+            f"since {utc_text(job.pause.at)}" if job.pause.at else None,
+            f"by {job.pause.by}" if job.pause.by else None,
+            f"- {job.pause.note}" if job.pause.note else None])) or "yes"))
     lines.append(("created", utc_text(job.created_at)))
     lines.append(("updated", utc_text(job.updated_at)))
     if job.cancelled_at is not None:
@@ -289,9 +298,10 @@ def run_change(args: argparse.Namespace) -> int:
                 triggered = store.trigger_job(conn, tenant, job_id)
                 job = None
             else:
-                change = {"pause": store.pause_job, "resume": store.resume_job,
-                          "cancel": store.cancel_job}[args.change]
-                job = change(conn, tenant, job_id)
+                job = store.pause_job(conn, tenant, job_id, note=args.note) \
+                    if args.change == "pause" else {
+                        "resume": store.resume_job, "cancel": store.cancel_job,
+                    }[args.change](conn, tenant, job_id)
         except store.JobNotFound:
             raise _not_found(args.job_id) from None
     if job is None:

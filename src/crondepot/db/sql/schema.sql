@@ -78,6 +78,9 @@ CREATE TABLE public.jobs (
     labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     failing_fires integer DEFAULT 0 NOT NULL,
     alert_after_failures integer,
+    pause_note text,
+    paused_at timestamp with time zone,
+    paused_by text,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
@@ -93,6 +96,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_max_runs_check CHECK (((max_runs >= 1) AND (max_runs <= 1000000))),
     CONSTRAINT jobs_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['run_late'::text, 'skip_after'::text, 'skip_after_local_time'::text]))),
     CONSTRAINT jobs_misfire_seconds_check CHECK ((misfire_seconds > 0)),
+    CONSTRAINT jobs_pause_note_check CHECK (((char_length(pause_note) >= 1) AND (char_length(pause_note) <= 500))),
     CONSTRAINT jobs_payload_check CHECK ((octet_length((payload)::text) <= 16384)),
     CONSTRAINT jobs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT jobs_spread_seconds_check CHECK (((spread_seconds >= 0) AND (spread_seconds <= 86400))),
@@ -930,7 +934,7 @@ CREATE TABLE public.runs (
 -- Name: stored_jobs; Type: VIEW; Schema: public; Owner: -
 --
 
-CREATE VIEW public.stored_jobs AS
+CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
  SELECT id,
     tenant_id,
     key,
@@ -966,7 +970,10 @@ CREATE VIEW public.stored_jobs AS
     ended_at,
     ended_reason,
     labels,
-    alert_after_failures
+    alert_after_failures,
+    pause_note,
+    paused_at,
+    paused_by
    FROM public.jobs;
 
 --
