@@ -565,6 +565,7 @@ class CronSpec:
     before_last: frozenset[int] = frozenset()    # L-n: the day n days before the last
     near_weekdays: frozenset[int] = frozenset()  # nW: the Monday–Friday nearest day n
     last_weekdays: frozenset[int] = frozenset()  # nL: the month's last such weekday
+    month_items: bool = False   # any of L, LW, L-n, nW (one test on the hot path)
 
     def matches(self, wall: datetime) -> bool:
         """Whether the naive wall-clock minute ``wall`` is named by the expression."""
@@ -605,9 +606,7 @@ class CronSpec:
         if self.days_free:
             return True
         weekday = (day.weekday() + 1) % 7  # date.weekday(): Monday = 0
-        in_month = day.day in self.days or (
-            (self.last_day or self.last_weekday or bool(self.before_last)
-             or bool(self.near_weekdays)) and self._month_special(day))
+        in_month = day.day in self.days or (self.month_items and self._month_special(day))
         in_week = weekday in self.weekdays or (
             bool(self.nth_weekdays) and (weekday, (day.day - 1) // 7 + 1) in self.nth_weekdays
         ) or (weekday in self.last_weekdays and day.day + 7 > _month_length(day))
@@ -645,9 +644,10 @@ class CronSpec:
 
 
 def _month_length(day: date) -> int:
-    if day.month == 12:
-        return 31
-    return (day.replace(day=1, month=day.month + 1) - _ONE_DAY).day
+    if day.month != 2:
+        return _MAX_DAYS[day.month - 1]
+    year = day.year
+    return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
 
 
 def _nearest_weekday(day: date, target: int, last: int) -> int | None:
@@ -720,6 +720,8 @@ def _spec_from_fields(fields: list[str]) -> CronSpec:
         before_last=specials[0].before_last,
         near_weekdays=specials[0].near_weekdays,
         last_weekdays=specials[1].last_weekdays,
+        month_items=bool(specials[0].last_day or specials[0].last_weekday
+                         or specials[0].before_last or specials[0].near_weekdays),
     )
     if not day_or and not spec.days_free and spec._first_day_from(date(2000, 1, 1)) is None:
         raise InvalidSchedule(f"day-of-month field: '{fields[2]}' and day-of-week field "
