@@ -358,6 +358,7 @@ INVALID = [
     ("L 0 * * *", "minute", "minute field: 'L': L and W are only allowed in the day-of-month "
                             "and day-of-week fields"),
     ("0 0 * 5W *", "month", "month field: '5W': L and W are only allowed"),
+    ("0 0 * jull *", "month", "month field: 'jull' is not a number or name"),   # not an L item
     ("0 0 31W 4,6,9,11 *", "day-of-month",
      "day-of-month field: 31W never occurs in months 4 (April), 6 (June), 9 (September), "
      "11 (November); this schedule would never fire"),

@@ -142,6 +142,7 @@ _MAX_BEFORE_LAST = 30   # L-30 is the 1st of a 31-day month, as in Quartz (MAX_L
 # Shapes that look like those items but are not read, for a refusal that names them.
 _LAST_LIKE = re.compile(r"l|lw|[0-9a-z]*l|l[0-9]+|l-[0-9]*w?|l-.*", re.IGNORECASE)
 _WEEKDAY_NEAR = re.compile(r"[0-9]+w|w[0-9]+|w|l-?[0-9]*w", re.IGNORECASE)
+_DAY_ITEM_LIKE = re.compile(r"[lw]|lw|[0-9]+[lw]|[lw][0-9]+|l-[0-9]+", re.IGNORECASE)
 _RANDOM = re.compile(r"r(\([0-9]+-[0-9]+\))?(/[0-9]+)?", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 
@@ -231,7 +232,7 @@ def _unsupported(token: str, field: _Field) -> InvalidSchedule | None:
         return _unsupported_day(token)
     if field is _WEEKDAY:
         return _unsupported_weekday(token)
-    if _WEEKDAY_NEAR.fullmatch(token) or _LAST_LIKE.fullmatch(token):
+    if _DAY_ITEM_LIKE.fullmatch(token):
         return _error(field, f"'{token}': L and W are only allowed in the day-of-month and "
                              "day-of-week fields")
     return None
