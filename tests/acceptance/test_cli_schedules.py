@@ -32,9 +32,25 @@ def test_next_shows_month_ends_and_first_mondays_inside_a_window() -> None:
         "2026-02-02T09:00:00Z", "2026-03-02T09:00:00Z", "2026-04-06T09:00:00Z"]
 
 
+def test_next_previews_the_quartz_day_items() -> None:
+    cases = {
+        "0 9 LW * *": ["2026-01-30T03:30:00Z", "2026-02-27T03:30:00Z", "2026-03-31T03:30:00Z"],
+        "0 9 L-3 * *": ["2026-01-28T03:30:00Z", "2026-02-25T03:30:00Z", "2026-03-28T03:30:00Z"],
+        "0 9 1W * *": ["2026-01-01T03:30:00Z", "2026-02-02T03:30:00Z", "2026-03-02T03:30:00Z"],
+        "0 9 * * 5L": ["2026-01-30T03:30:00Z", "2026-02-27T03:30:00Z", "2026-03-27T03:30:00Z"],
+    }
+    for cron, expected in cases.items():
+        result = crondepot("next", cron, "--tz", "Asia/Kolkata", "--after",
+                           "2026-01-01T00:00:00Z", "-n", "3", "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == expected, cron
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("0 9 * * 1#6",), "day-of-week field: '1#6': n in D#n must be 1 to 5"),
-    (("0 9 L-2 * *",), "day-of-month field: 'L-2' (last day syntax, L) is not supported"),
+    (("0 9 L-40 * *",), "day-of-month field: L-40 is out of range"),
+    (("0 9 32W * *",), "day-of-month field: 32W is out of range 1–31"),
+    (("0 9 * * 8L",), "day-of-week field: 8L is out of range 0–7"),
     (("0 9 * * 1", "--start-at", "2026-03-01T00:00:00Z", "--end-at", "2026-02-01T00:00:00Z"),
      "--end-at must be after --start-at"),
     (("0 9 * * 1", "--end-at", "2026-02-01"), "has no UTC offset"),

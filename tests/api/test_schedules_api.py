@@ -46,7 +46,10 @@ def test_the_documented_emi_example_is_created_with_its_bounds(
     ({"cron": None}, "cron"),                                          # neither
     ({"cron": "0 9 * * *", "at": None, "end_at": "2027-03-05"}, "end_at"),
     ({"cron": "0 9 * * *", "at": None, "max_runs": 0}, "max_runs"),
-    ({"cron": "0 9 L-2 * *", "at": None}, "cron"),
+    ({"cron": "0 9 L-40 * *", "at": None}, "cron"),
+    ({"cron": "0 9 32W * *", "at": None}, "cron"),
+    ({"cron": "0 9 * * 8L", "at": None}, "cron"),
+    ({"cron": "0 9 * * 5W", "at": None}, "cron"),
     ({"cron": "0 9 * * 1#9", "at": None}, "cron"),
     ({"cron": None, "at": "2020-01-01T00:00:00Z"}, "at"),               # already passed
     ({"cron": "0 9 * * *", "at": None, "end_at": "2020-01-01T00:00:00Z"}, "end_at"),
@@ -74,3 +77,21 @@ def test_the_openapi_document_has_the_schedule_examples(client: TestClient) -> N
     document = spec["components"]["schemas"]["JobDocument"]
     assert document["oneOf"] == [{"required": ["cron"]}, {"required": ["at"]}]
     assert document["properties"]["at"]["format"] == "date-time"
+
+
+def test_quartz_day_items_are_stored_and_their_refusals_name_the_field(
+        client: TestClient, h: dict[str, str]) -> None:
+    base = {"tz": "Asia/Kolkata", "target": {"type": "python", "handler": "sms.send"},
+            "start_at": "2027-03-31T18:30:00Z"}
+    statement = client.post("/v1/jobs", json={**base, "key": "stmt", "cron": "0 9 LW * *"},
+                            headers=h)
+    assert statement.status_code == 201, statement.text
+    # April 2027 ends on a Friday: the 30th, 09:00 IST
+    assert statement.json()["next_nominal_at"] == "2027-04-30T03:30:00+00:00"
+    instalment = client.post("/v1/jobs", json={**base, "key": "emi", "cron": "0 9 L-3 * *"},
+                             headers=h)
+    assert instalment.json()["next_nominal_at"] == "2027-04-27T03:30:00+00:00"
+    refused = client.post("/v1/jobs", json={**base, "key": "bad", "cron": "0 9 32W * *"},
+                          headers=h).json()
+    assert refused["errors"][0]["field"] == "cron"
+    assert "day-of-month field: 32W is out of range 1–31" in refused["errors"][0]["message"]

@@ -38,7 +38,8 @@ TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 BEYOND_SCHEMA: dict[str, st.SearchStrategy[Any]] = {
     "cron": st.sampled_from(["0 9 * * *", "*/5 * * * *", "H H * * *", "30 2 1-7 * mon",
                              "@daily", "0 0 1 jan,jul *", "15 */6 * * 1-5", "0 9 L * *",
-                             "0 9 * * 1#1"]),
+                             "0 9 * * 1#1", "0 9 LW * *", "0 9 L-3 * *", "0 9 15W * *",
+                             "0 17 * * 5L"]),
     # RFC 3339 instants (format: date-time); drawn so that start_at < at < end_at always
     # holds (the validator's cross-field rules, beyond JSON Schema).
     "at": st.builds(lambda day, offset: f"2031-01-{day:02d}T09:00:00{offset}",
@@ -179,7 +180,9 @@ def test_patches_the_schema_allows_are_accepted(doc: dict[str, Any],
 # exist, the payload's stored size and nesting depth.
 INEXPRESSIBLE = {
     "cron-minute-61", "cron-hour-24", "cron-dom-32", "cron-month-13", "cron-dow-8",
-    "cron-feb-30", "cron-three-fields", "cron-unknown-alias", "cron-step-0", "tz-unknown",
+    "cron-feb-30", "cron-three-fields", "cron-unknown-alias", "cron-step-0",
+    "cron-dom-32w", "cron-dom-l-40", "cron-dow-8l", "cron-dow-w", "cron-31w-in-30-day-months",
+    "tz-unknown",
     "tz-offset", "payload-17k", "payload-33-levels", "payload-33-arrays",
 }
 

@@ -152,10 +152,13 @@ def reference_matcher(cron: str) -> Callable[[datetime], bool]:
 
 
 def brute_force(
-    cron: str, zone: ZoneInfo, after: datetime, until: datetime
+    cron: str, zone: ZoneInfo, after: datetime, until: datetime,
+    matches: Callable[[datetime], bool] | None = None,
 ) -> dict[datetime, tuple[str | None, datetime]]:
-    """Every fire in (after, until], found by visiting each UTC minute and applying the rules."""
-    matches = reference_matcher(cron)
+    """Every fire in (after, until], found by visiting each UTC minute and applying the rules;
+    ``matches`` says which wall minutes the expression names (cronsim's reading by default)."""
+    if matches is None:
+        matches = reference_matcher(cron)
     minute_field, hour_field = cron.split()[:2]
     fixed = (not minute_field.startswith("*")
              and "*" not in hour_field and "/" not in hour_field)

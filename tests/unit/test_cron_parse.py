@@ -328,11 +328,43 @@ INVALID = [
     ("1-2-3 * * * *", "minute", "minute field: '1-2-3' is not a valid range"),
     ("** * * * *", "minute", "minute field: '**' is not a number or name"),
     ("0 ９ * * *", "hour", "hour field: '９' is not a number or name"),  # a full-width 9
-    # croniter extensions we do not document
-    ("0 0 LW * *", "day-of-month", "(last day syntax, L) is not supported"),
-    ("0 0 15W * *", "day-of-month", "'15W' (nearest weekday syntax, W) is not supported"),
-    ("0 0 * * 5L", "day-of-week", "day-of-week field: '5L' (last day syntax, L) is not supported"),
-    ("0 0 * * L", "day-of-week", "day-of-week field: 'L' (last day syntax, L) is not supported"),
+    # the Quartz day items out of range, in the wrong field, or in a shape not read
+    ("0 0 32W * *", "day-of-month", "day-of-month field: 32W is out of range 1–31"),
+    ("0 0 0W * *", "day-of-month", "day-of-month field: 0W is out of range 1–31"),
+    ("0 0 L-40 * *", "day-of-month", "day-of-month field: L-40 is out of range; L-n is n days "
+                                     "before the month's last day, n from 1 to 30"),
+    ("0 0 L-0 * *", "day-of-month", "day-of-month field: L-0 is out of range"),
+    ("0 0 * * 8L", "day-of-week", "day-of-week field: 8L is out of range 0–7; nL is the last "
+                                  "such weekday of the month, like 5L (the last Friday)"),
+    ("0 0 * * xyzL", "day-of-week", "day-of-week field: 'xyzL' is not valid last-weekday syntax"),
+    ("0 0 * * 5W", "day-of-week", "day-of-week field: '5W': W, LW and L-n are only allowed in "
+                                  "the day-of-month field"),
+    ("0 0 * * LW", "day-of-week", "day-of-week field: 'LW': W, LW and L-n are only allowed"),
+    ("0 0 * * 1,L-3", "day-of-week", "day-of-week field: 'L-3': W, LW and L-n are only allowed"),
+    ("0 0 5L * *", "day-of-month", "day-of-month field: '5L' (nL, the last such weekday of the "
+                                   "month) is only allowed in the day-of-week field"),
+    ("0 0 * * L", "day-of-week", "day-of-week field: 'L' alone is not supported (Quartz reads "
+                                 "it as Saturday"),
+    ("0 0 * * L5", "day-of-week", "day-of-week field: 'L5' is not valid last-weekday syntax; "
+                                  "write 5L"),
+    ("0 0 W * *", "day-of-month", "day-of-month field: 'W' is not supported; W is read after "
+                                  "one day number (15W) or after L (LW)"),
+    ("0 0 L-3W * *", "day-of-month", "day-of-month field: 'L-3W' is not supported"),
+    ("0 0 1-5W * *", "day-of-month", "day-of-month field: '1-5W': L, LW, L-n and nW take no "
+                                     "range or step"),
+    ("0 0 15W/2 * *", "day-of-month", "'15W/2': L, LW, L-n and nW take no range or step"),
+    ("0 0 LW/2 * *", "day-of-month", "'LW/2': L, LW, L-n and nW take no range or step"),
+    ("0 0 * * 5L-6L", "day-of-week", "day-of-week field: '5L-6L': nL takes no range or step"),
+    ("L 0 * * *", "minute", "minute field: 'L': L and W are only allowed in the day-of-month "
+                            "and day-of-week fields"),
+    ("0 0 * 5W *", "month", "month field: '5W': L and W are only allowed"),
+    ("0 0 * jull *", "month", "month field: 'jull' is not a number or name"),   # not an L item
+    ("0 0 31W 4,6,9,11 *", "day-of-month",
+     "day-of-month field: 31W never occurs in months 4 (April), 6 (June), 9 (September), "
+     "11 (November); this schedule would never fire"),
+    ("0 0 30W,L-29 feb *", "day-of-month",
+     "day-of-month field: 30W, L-29 never occur in month 2 (February)"),
+    ("0 0 L-30 2 *", "day-of-month", "day-of-month field: L-30 never occurs in month 2"),
     ("0 0 1#2 * *", "day-of-month", "'#' (nth weekday of the month, in '1#2') is only allowed"),
     ("0 0 * * 1#6", "day-of-week", "day-of-week field: '1#6': n in D#n must be 1 to 5, got 6"),
     ("0 0 * * 1#0", "day-of-week", "n in D#n must be 1 to 5, got 0"),
@@ -340,13 +372,14 @@ INVALID = [
     ("0 0 * * 1#", "day-of-week", "'1#' is not valid nth-weekday syntax; expected D#n"),
     ("0 0 * * 1#2#3", "day-of-week", "'1#2#3' is not valid nth-weekday syntax"),
     ("0 0 * * #1", "day-of-week", "'#1' is not valid nth-weekday syntax"),
-    ("0 0 L/2 * *", "day-of-month", "day-of-month field: 'L' is not a number or name"),
+    ("0 0 L/2 * *", "day-of-month", "day-of-month field: 'L/2': L, LW, L-n and nW take no "
+                                    "range or step"),
     ("0 0 ? * 1", "day-of-month", "day-of-month field: '?' is not supported; use '*'"),
     ("0 0 1 * ?", "day-of-week", "day-of-week field: '?' is not supported"),
     ("R * * * *", "minute", "minute field: 'R' (random syntax, R) is not supported; use H"),
     ("R(0-29)/5 * * * *", "minute", "'R(0-29)/5' (random syntax, R) is not supported"),
-    ("0 0 L-3 * *", "day-of-month", "'L-3' (last day syntax, L) is not supported"),
-    ("0 0 1,W15 * *", "day-of-month", "'W15' (nearest weekday syntax, W) is not supported"),
+    ("0 0 1,W15 * *", "day-of-month", "day-of-month field: 'W15' is not valid nearest-weekday "
+                                      "syntax; write 15W"),
     # malformed H
     ("H(5-1) * * * *", "minute", "minute field: range 5-1 in 'H(5-1)' is reversed"),
     ("H(0-99) * * * *", "minute", "minute field: 99 is out of range 0–59"),
@@ -497,3 +530,112 @@ def test_a_step_from_a_weekday_runs_to_7_as_cronie_reads_it() -> None:
     assert parse_cron("0 9 * * 7/1").weekdays == frozenset({0})
     assert parse_cron("0 9 * * 5/1").weekdays == frozenset({5, 6, 0})
     assert parse_cron("0 9 * * 0/3").weekdays == frozenset({0, 3, 6})
+
+
+# --- W, LW, L-n and nL (Quartz's reading, CronExpression 2.5) -------------------------
+
+
+def days_in(cron: str, start: date, end: date, tz: str = "UTC") -> list[date]:
+    after = datetime(start.year, start.month, start.day, tzinfo=UTC) - timedelta(seconds=1)
+    until = datetime(end.year, end.month, end.day, 23, 59, tzinfo=UTC)
+    return [fire.scheduled_local.date() for fire in Timetable(cron, tz).fires_between(
+        after, until, 1000)]
+
+
+def test_w_on_a_weekday_is_that_day_and_moves_off_a_weekend() -> None:
+    assert days_in("0 9 15W * *", date(2026, 1, 1), date(2026, 3, 31)) == [
+        date(2026, 1, 15),    # a Thursday: itself
+        date(2026, 2, 16),    # the 15th is a Sunday: Monday the 16th
+        date(2026, 3, 16)]    # a Sunday again
+    assert days_in("0 9 15W 8 *", date(2026, 8, 1), date(2026, 8, 31)) == [date(2026, 8, 14)]
+
+
+def test_1w_never_jumps_back_into_the_previous_month() -> None:
+    # 1 August 2026 is a Saturday: the nearest weekday in the month is Monday the 3rd
+    assert days_in("0 9 1W * *", date(2026, 8, 1), date(2026, 8, 31)) == [date(2026, 8, 3)]
+    # 1 February 2026 is a Sunday: Monday the 2nd
+    assert days_in("0 9 1W * *", date(2026, 2, 1), date(2026, 2, 28)) == [date(2026, 2, 2)]
+
+
+def test_a_w_day_the_month_lacks_does_not_fire_that_month() -> None:
+    # Quartz 2.5 (findSmallestDay: "make sure we don't over-run a short month"): 31W has no
+    # fire in a 30-day month or in February; croniter would clamp it to the 30th.
+    days = days_in("0 9 31W * *", date(2026, 1, 1), date(2026, 12, 31))
+    assert days == [date(2026, 1, 30),     # the 31st is a Saturday: Friday the 30th
+                    date(2026, 3, 31),
+                    date(2026, 5, 29),     # a Sunday on the last day: back to Friday the 29th
+                    date(2026, 7, 31), date(2026, 8, 31),
+                    date(2026, 10, 30),    # Saturday the 31st: Friday
+                    date(2026, 12, 31)]
+    with pytest.raises(InvalidSchedule, match="30W never occurs in month 2"):
+        Timetable("0 9 30W 2 *", "UTC")
+
+
+def test_lw_is_the_last_weekday_also_in_leap_februaries() -> None:
+    assert days_in("0 9 LW 2 *", date(2020, 1, 1), date(2032, 12, 31)) == [
+        date(2020, 2, 28),    # 29 February 2020 is a Saturday
+        date(2021, 2, 26), date(2022, 2, 28), date(2023, 2, 28),
+        date(2024, 2, 29),    # a Thursday
+        date(2025, 2, 28), date(2026, 2, 27), date(2027, 2, 26),
+        date(2028, 2, 29),    # a Tuesday
+        date(2029, 2, 28), date(2030, 2, 28), date(2031, 2, 28),
+        date(2032, 2, 27)]    # 29 February 2032 is a Sunday
+
+
+def test_l_minus_n_counts_back_from_the_months_own_last_day() -> None:
+    assert days_in("0 9 L-3 * *", date(2026, 1, 1), date(2026, 4, 30)) == [
+        date(2026, 1, 28), date(2026, 2, 25), date(2026, 3, 28), date(2026, 4, 27)]
+    assert days_in("0 9 L-3 2 *", date(2028, 1, 1), date(2028, 12, 31)) == [date(2028, 2, 26)]
+    # L-28: the 3rd of a 31-day month, the 2nd of a 30-day one, the 1st of a leap
+    # February, and no day of a 28-day February
+    assert days_in("0 9 L-28 * *", date(2028, 1, 1), date(2028, 4, 30)) == [
+        date(2028, 1, 3), date(2028, 2, 1), date(2028, 3, 3), date(2028, 4, 2)]
+    assert days_in("0 9 L-28 2 *", date(2026, 1, 1), date(2032, 12, 31)) == [
+        date(2028, 2, 1), date(2032, 2, 1)]
+    assert days_in("0 9 L-30 * *", date(2026, 1, 1), date(2026, 4, 30)) == [
+        date(2026, 1, 1), date(2026, 3, 1)]
+
+
+def test_nl_is_the_last_such_weekday_with_four_or_five_in_the_month() -> None:
+    # January 2026 has five Fridays (2 … 30), February four (6 … 27)
+    assert days_in("0 9 * * 5L", date(2026, 1, 1), date(2026, 2, 28)) == [
+        date(2026, 1, 30), date(2026, 2, 27)]
+    assert days_in("0 9 * * friL", date(2026, 1, 1), date(2026, 2, 28)) == [
+        date(2026, 1, 30), date(2026, 2, 27)]
+    assert days_in("0 9 * * 7L", date(2026, 3, 1), date(2026, 3, 31)) == days_in(
+        "0 9 * * 0L", date(2026, 3, 1), date(2026, 3, 31)) == [date(2026, 3, 29)]
+
+
+def test_the_items_mix_in_lists_and_follow_the_or_rule() -> None:
+    assert days_in("0 9 1W,15W,LW * *", date(2026, 2, 1), date(2026, 2, 28)) == [
+        date(2026, 2, 2), date(2026, 2, 16), date(2026, 2, 27)]
+    assert days_in("0 9 * * 1#1,5L", date(2026, 1, 1), date(2026, 1, 31)) == [
+        date(2026, 1, 5), date(2026, 1, 30)]
+    # both day fields restricted: either matches (the 15th's weekday, or any last Friday)
+    assert days_in("0 9 15W * 5L", date(2026, 2, 1), date(2026, 2, 28)) == [
+        date(2026, 2, 16), date(2026, 2, 27)]
+    # a day-of-month beginning with '*' ANDs: odd days that are the month's last Friday
+    assert days_in("0 9 */2 * 5L", date(2026, 1, 1), date(2026, 6, 30)) == [
+        date(2026, 2, 27), date(2026, 3, 27), date(2026, 5, 29)]
+
+
+def test_the_items_take_h_in_the_other_fields() -> None:
+    table = Timetable("H H(8-10) LW * *", "UTC", hash_key="bank42:48214:statement")
+    minute, hour, *rest = table.expanded.split()
+    assert rest == ["LW", "*", "*"] and 0 <= int(minute) <= 59 and 8 <= int(hour) <= 10
+    fire = table.next_fires(AFTER, 1)[0]
+    assert (fire.date(), fire.hour, fire.minute) == (date(2026, 1, 30), int(hour), int(minute))
+
+
+def test_the_items_follow_the_dst_rules_of_their_local_day() -> None:
+    # The last Sunday of March and of October is when Europe/London changes its clock.
+    walls = local_walls("30 1 * * 0L", "Europe/London", 3, datetime(2026, 3, 1, tzinfo=UTC))
+    fires = _take(Timetable("30 1 * * 0L", "Europe/London"), datetime(2026, 3, 1, tzinfo=UTC), 8)
+    assert fires[0].scheduled_local == datetime(2026, 3, 29, 1, 30)    # in the skipped hour:
+    assert fires[0].note == "moved" and walls[0] == datetime(2026, 3, 29, 2, 0)   # moved on
+    october = next(fire for fire in fires if fire.scheduled_local.month == 10)
+    assert october.at == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)   # a repeated hour: once
+    assert [f.scheduled_local for f in fires].count(datetime(2026, 10, 25, 1, 30)) == 1
+    # L-23 of March 2026 is Sunday the 8th, New York's change: 02:30 is moved to 03:00 EDT
+    first = _take(Timetable("30 2 L-23 3 *", "America/New_York"), AFTER, 1)[0]
+    assert first.note == "moved" and first.at == datetime(2026, 3, 8, 7, 0, tzinfo=UTC)

@@ -23,8 +23,11 @@ FIRE_NOTES = {
 def register(commands: Any) -> None:
     parser = commands.add_parser("next", help="show the next fire times of a cron expression")
     parser.add_argument("cron", help='five fields, e.g. "30 1 * * *", "0 9 L * *" (last day '
-                                     'of the month), "0 9 * * 1#1" (first Monday), or an '
-                                     'alias like @daily')
+                                     'of the month), "0 9 LW * *" (last weekday), "0 9 L-3 '
+                                     '* *" (3 days before the last day), "0 9 15W * *" '
+                                     '(weekday nearest the 15th), "0 9 * * 1#1" (first '
+                                     'Monday), "0 9 * * 5L" (last Friday), or an alias like '
+                                     '@daily')
     parser.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
     parser.add_argument("--after", type=_instant, default=None,
                         help="ISO-8601 instant to start after (default: now)")

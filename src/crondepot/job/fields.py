@@ -123,8 +123,10 @@ KEY = Field(path="key", type="string", nullable=True, max_length=200, non_blank=
 CRON = Field(path="cron", type="string", max_length=200, non_blank=True,
              description="five fields (minute hour day-of-month month day-of-week), names, "
                          "ranges, steps (at most the field's range), aliases like @daily, H "
-                         "for a stable per-job value, L (last day) in day-of-month, D#n (the "
-                         "n-th weekday, 1#1 = first Monday) in day-of-week; give cron or at, "
+                         "for a stable per-job value; in day-of-month L (last day), L-n (n "
+                         "days before it), nW (the weekday nearest day n), LW (last "
+                         "weekday); in day-of-week D#n (the n-th weekday, 1#1 = first "
+                         "Monday), nL (the last one, 5L = last Friday); give cron or at, "
                          "not both")
 TZ = Field(path="tz", type="string", max_length=64, non_blank=True,
            description="the IANA zone the cron is read in, like Asia/Kolkata")

@@ -14,13 +14,22 @@ list (``*,5``) is the whole field, as in cronie; day-of-week is 0–7 with 0 and
 Sunday. A step is at most the field's range (``*/60`` in minutes; ``*/61`` would name one
 value, so it is refused). The aliases are ``@yearly`` (``@annually``), ``@monthly``,
 ``@weekly``, ``@daily`` (``@midnight``) and ``@hourly``, with their Vixie meanings. Ranges
-never wrap (``fri-mon`` is an error: write ``fri-7,1`` or ``0,1,5,6``). Two extensions
-are taken, as Quartz and croniter spell them: ``L`` in day-of-month (the month's last day,
-as a list item: ``15,L``) and ``D#n`` in day-of-week (the n-th such weekday of the month,
-n from 1 to 5: ``1#1`` is the first Monday, ``fri#5`` a fifth Friday, which some months
-lack). croniter's other extensions (``LW``, ``L-n``, ``5L``, ``W``, ``?``, ``R``, a seconds
-or year field) are rejected with a message naming the field, so nothing is accepted that
-the docs do not describe.
+never wrap (``fri-mon`` is an error: write ``fri-7,1`` or ``0,1,5,6``). Quartz's day
+items are taken, each as a list item of its own (``15,L``, ``1W,15W,LW``), with Quartz's
+meanings (CronExpression, 2.5) but cron's day numbers (Sunday 0 or 7):
+
+    day-of-month  L     the month's last day
+                  L-n   n days before it, n from 1 to 30 (none in a month too short for it)
+                  nW    the Monday–Friday nearest day n, never in another month: a Saturday
+                        1st moves to Monday the 3rd, a Sunday last day back to the Friday;
+                        none in a month without day n (31W: none in April)
+                  LW    the month's last Monday–Friday
+    day-of-week   D#n   the n-th such weekday, n from 1 to 5 (1#1 the first Monday)
+                  nL    the month's last such weekday (5L the last Friday)
+
+Other extensions (``L`` alone in day-of-week, ``L-nW``, ``?``, ``R``, a seconds or year
+field) and these items in another field, in a range or with a step are rejected with a
+message naming the field, so nothing is accepted that the docs do not describe.
 
 Choices worth knowing:
 
@@ -124,9 +133,16 @@ _MONTH_TITLES = (
 
 _NUMBER = re.compile(r"[0-9]+")
 _HASH = re.compile(r"h(?:\(([0-9]+)-([0-9]+)\))?(?:/([0-9]+))?", re.IGNORECASE)
-_LAST_DAY = re.compile(r"lw|[0-9]*l|l[0-9]+|l-[0-9]+", re.IGNORECASE)   # beyond a bare L
 _NTH_WEEKDAY = re.compile(r"([0-9a-z]+)#([0-9]+)", re.IGNORECASE)
-_WEEKDAY_NEAR = re.compile(r"[0-9]+w|w[0-9]+", re.IGNORECASE)
+# The Quartz day items crondepot reads (docs/schedules.md, "Cron extensions"):
+_BEFORE_LAST = re.compile(r"l-([0-9]+)", re.IGNORECASE)           # L-n, day-of-month
+_NEAR_WEEKDAY = re.compile(r"([0-9]+)w", re.IGNORECASE)           # nW, day-of-month
+_LAST_OF_WEEKDAY = re.compile(r"([0-9]+|[a-z]{3})l", re.IGNORECASE)   # nL, day-of-week
+_MAX_BEFORE_LAST = 30   # L-30 is the 1st of a 31-day month, as in Quartz (MAX_LAST_DAY_OFFSET)
+# Shapes that look like those items but are not read, for a refusal that names them.
+_LAST_LIKE = re.compile(r"l|lw|[0-9a-z]*l|l[0-9]+|l-[0-9]*w?|l-.*", re.IGNORECASE)
+_WEEKDAY_NEAR = re.compile(r"[0-9]+w|w[0-9]+|w|l-?[0-9]*w", re.IGNORECASE)
+_DAY_ITEM_LIKE = re.compile(r"[lw]|lw|[0-9]+[lw]|[lw][0-9]+|l-[0-9]+", re.IGNORECASE)
 _RANDOM = re.compile(r"r(\([0-9]+-[0-9]+\))?(/[0-9]+)?", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 
@@ -209,13 +225,59 @@ def _shown(text: str) -> str:
 
 
 def _unsupported(token: str, field: _Field) -> InvalidSchedule | None:
-    """A clear refusal for croniter's extensions, which crondepot does not document."""
-    if _LAST_DAY.fullmatch(token):
-        return _error(field, f"'{token}' (last day syntax, L) is not supported")
-    if _WEEKDAY_NEAR.fullmatch(token):
-        return _error(field, f"'{token}' (nearest weekday syntax, W) is not supported")
+    """A clear refusal for an item that looks like an extension this field does not read."""
     if _RANDOM.fullmatch(token):
         return _error(field, f"'{token}' (random syntax, R) is not supported; use H")
+    if field is _DAY:
+        return _unsupported_day(token)
+    if field is _WEEKDAY:
+        return _unsupported_weekday(token)
+    if _DAY_ITEM_LIKE.fullmatch(token):
+        return _error(field, f"'{token}': L and W are only allowed in the day-of-month and "
+                             "day-of-week fields")
+    return None
+
+
+def _unsupported_day(token: str) -> InvalidSchedule | None:
+    lowered = token.lower()
+    if lowered.startswith("w") and lowered[1:].isdigit():
+        return _error(_DAY, f"'{token}' is not valid nearest-weekday syntax; write "
+                            f"{lowered[1:]}W (the weekday nearest day {lowered[1:]})")
+    if _LAST_OF_WEEKDAY.fullmatch(token):
+        return _error(_DAY, f"'{token}' (nL, the last such weekday of the month) is only "
+                            "allowed in the day-of-week field; in day-of-month write L, LW "
+                            "or L-n")
+    if _WEEKDAY_NEAR.fullmatch(token) and lowered != "lw":
+        return _error(_DAY, f"'{token}' is not supported; W is read after one day number "
+                            "(15W) or after L (LW), alone in its list item")
+    if _LAST_LIKE.fullmatch(token):
+        return _error(_DAY, f"'{token}' is not valid last-day syntax; expected L, LW or L-n "
+                            f"with n from 1 to {_MAX_BEFORE_LAST}, alone in its list item")
+    if ("-" in token or "/" in token) and ("l" in lowered or "w" in lowered):
+        return _error(_DAY, f"'{token}': L, LW, L-n and nW take no range or step; give each "
+                            "as its own list item, like 1W,15W")
+    return None
+
+
+def _unsupported_weekday(token: str) -> InvalidSchedule | None:
+    lowered = token.lower()
+    if lowered == "l":
+        return _error(_WEEKDAY, "'L' alone is not supported (Quartz reads it as Saturday, "
+                                "cron counts from Sunday = 0); write sat, or nL for the last "
+                                "such weekday of the month, like 5L (the last Friday)")
+    if lowered.startswith("l") and lowered[1:].isdigit():
+        return _error(_WEEKDAY, f"'{token}' is not valid last-weekday syntax; write "
+                                f"{lowered[1:]}L (the last such weekday of the month)")
+    if _WEEKDAY_NEAR.fullmatch(token) or lowered.startswith(("lw", "l-")):
+        return _error(_WEEKDAY, f"'{token}': W, LW and L-n are only allowed in the "
+                                "day-of-month field; in day-of-week write nL, like 5L (the "
+                                "last Friday)")
+    if _LAST_LIKE.fullmatch(token):
+        return _error(_WEEKDAY, f"'{token}' is not valid last-weekday syntax; expected nL, "
+                                "like 5L (the last Friday), alone in its list item")
+    if ("-" in token or "/" in token) and "l" in lowered:
+        return _error(_WEEKDAY, f"'{token}': nL takes no range or step; give each as its own "
+                                "list item, like 1L,5L")
     return None
 
 
@@ -308,37 +370,115 @@ def _nth_weekday(item: str) -> tuple[int, int] | None:
     return weekday, nth
 
 
+def _last_of_weekday(item: str) -> int | None:
+    """``nL`` as its weekday (Sunday 0); None for an item of another shape."""
+    match = _LAST_OF_WEEKDAY.fullmatch(item)
+    if match is None:
+        return None
+    text = match.group(1)
+    if _NUMBER.fullmatch(text):
+        value = _number(text)
+        if value is None or not _WEEKDAY.low <= value <= _WEEKDAY.high:
+            raise _error(_WEEKDAY, f"{_shown(item)} is out of range {_WEEKDAY.low}–"
+                                   f"{_WEEKDAY.high}; nL is the last such weekday of the "
+                                   "month, like 5L (the last Friday)")
+        return value % 7
+    named = _WEEKDAY.names.get(text.lower())
+    if named is None:
+        raise _error(_WEEKDAY, f"'{item}' is not valid last-weekday syntax; expected nL with "
+                               f"n {_WEEKDAY.describe()}, like 5L (the last Friday)")
+    return named
+
+
+def _near_weekday(item: str) -> int | None:
+    """``nW`` as its day; None for an item of another shape."""
+    match = _NEAR_WEEKDAY.fullmatch(item)
+    if match is None:
+        return None
+    value = _number(match.group(1))
+    if value is None or not _DAY.low <= value <= _DAY.high:
+        raise _error(_DAY, f"{_shown(item)} is out of range {_DAY.low}–{_DAY.high}; nW is "
+                           "the weekday nearest day n of the month")
+    return value
+
+
+def _before_last(item: str) -> int | None:
+    """``L-n`` as n; None for an item of another shape."""
+    match = _BEFORE_LAST.fullmatch(item)
+    if match is None:
+        return None
+    value = _number(match.group(1))
+    if value is None or not 1 <= value <= _MAX_BEFORE_LAST:
+        raise _error(_DAY, f"{_shown(item)} is out of range; L-n is n days before the "
+                           f"month's last day, n from 1 to {_MAX_BEFORE_LAST} (L alone is "
+                           "the last day)")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class _Specials:
-    """The day items a plain value set cannot hold: ``L`` and ``D#n``."""
+    """The day items a plain value set cannot hold, as Quartz spells them: in day-of-month
+    ``L``, ``LW``, ``L-n`` and ``nW``; in day-of-week ``D#n`` and ``nL``."""
 
-    last_day: bool = False
-    nth_weekdays: frozenset[tuple[int, int]] = frozenset()
+    last_day: bool = False                       # L
+    last_weekday: bool = False                   # LW
+    before_last: frozenset[int] = frozenset()    # L-n: n
+    near_weekdays: frozenset[int] = frozenset()  # nW: n
+    nth_weekdays: frozenset[tuple[int, int]] = frozenset()   # D#n: (weekday, n)
+    last_weekdays: frozenset[int] = frozenset()  # nL: weekday, Sunday 0
     plain: tuple[str, ...] = ()     # the field's other items, for the plain field sets
 
 
+def _day_specials(text: str) -> _Specials:
+    last_day = last_weekday = False
+    before_last: set[int] = set()
+    near: set[int] = set()
+    plain: list[str] = []
+    for item in text.split(","):
+        lowered = item.lower()
+        if lowered == "l":
+            last_day = True
+        elif lowered == "lw":
+            last_weekday = True
+        elif (offset := _before_last(item)) is not None:
+            before_last.add(offset)
+        elif (day := _near_weekday(item)) is not None:
+            near.add(day)
+        else:
+            plain.append(item)
+    return _Specials(last_day=last_day, last_weekday=last_weekday,
+                     before_last=frozenset(before_last), near_weekdays=frozenset(near),
+                     plain=tuple(plain))
+
+
+def _weekday_specials(text: str) -> _Specials:
+    nth: set[tuple[int, int]] = set()
+    last: set[int] = set()
+    plain: list[str] = []
+    for item in text.split(","):
+        if (found := _nth_weekday(item)) is not None:
+            nth.add(found)
+        elif (weekday := _last_of_weekday(item)) is not None:
+            last.add(weekday)
+        else:
+            plain.append(item)
+    return _Specials(nth_weekdays=frozenset(nth), last_weekdays=frozenset(last),
+                     plain=tuple(plain))
+
+
 def _specials(text: str, field: _Field) -> _Specials:
-    """Split ``L`` (day-of-month) and ``D#n`` (day-of-week) items from the plain ones."""
+    """Split the special items (``L``, ``LW``, ``L-n``, ``nW``; ``D#n``, ``nL``) from the
+    plain ones; a special item out of range is refused naming the field."""
     if field is _DAY:
-        items = text.split(",")
-        plain = tuple(item for item in items if item not in ("L", "l"))
-        return _Specials(last_day=len(plain) < len(items), plain=plain)
-    if field is _WEEKDAY and "#" in text:
-        nth: set[tuple[int, int]] = set()
-        plain_items: list[str] = []
-        for item in text.split(","):
-            found = _nth_weekday(item)
-            if found is None:
-                plain_items.append(item)
-            else:
-                nth.add(found)
-        return _Specials(nth_weekdays=frozenset(nth), plain=tuple(plain_items))
+        return _day_specials(text)
+    if field is _WEEKDAY:
+        return _weekday_specials(text)
     return _Specials(plain=tuple(text.split(",")))
 
 
 def _field_values(text: str, field: _Field) -> frozenset[int]:
-    """The values a field allows, without its ``L`` and ``D#n`` items (``CronSpec`` holds
-    those); a bad field is refused with a message naming it. The one parse of a field."""
+    """The values a field allows, without its special items (``CronSpec`` holds those); a
+    bad field is refused with a message naming it. The one parse of a field."""
     _refuse_markers(text, field)
     values: set[int] = set()
     for item in _specials(text, field).plain:
@@ -374,19 +514,29 @@ def _alias_fields(text: str) -> list[str]:
     return _ALIASES[alias].split(" ")
 
 
-def _never_fires(days: frozenset[int], months: frozenset[int]) -> InvalidSchedule | None:
-    """With day-of-week unrestricted, a day-of-month no chosen month reaches never comes."""
-    if not days:
-        return None   # L alone: every month has a last day
-    longest = max(_MAX_DAYS[month - 1] for month in months)
-    if min(days) <= longest:
+def _never_fires(days: frozenset[int], specials: _Specials,
+                 months: frozenset[int]) -> InvalidSchedule | None:
+    """With day-of-week unrestricted, day-of-month items no chosen month reaches never come.
+
+    A plain day d and ``dW`` need a month of at least d days, ``L-n`` one of at least n + 1;
+    ``L`` and ``LW`` come every month.
+    """
+    if specials.last_day or specials.last_weekday:
         return None
-    day_list = ", ".join(str(day) for day in sorted(days))
-    verb = "occurs" if len(days) == 1 else "occur"
+    needs = sorted([(day, str(day)) for day in days]
+                   + [(day, f"{day}W") for day in specials.near_weekdays]
+                   + [(offset + 1, f"L-{offset}") for offset in specials.before_last])
+    if not needs:
+        return None
+    longest = max(_MAX_DAYS[month - 1] for month in months)
+    if needs[0][0] <= longest:
+        return None
+    item_list = ", ".join(text for _need, text in needs)
+    verb = "occurs" if len(needs) == 1 else "occur"
     month_list = ", ".join(f"{m} ({_MONTH_TITLES[m - 1]})" for m in sorted(months))
     noun = "month" if len(months) == 1 else "months"
     return InvalidSchedule(
-        f"day-of-month field: {day_list} never {verb} in {noun} {month_list}; "
+        f"day-of-month field: {item_list} never {verb} in {noun} {month_list}; "
         "this schedule would never fire",
         field=_DAY.name,
     )
@@ -412,6 +562,11 @@ class CronSpec:
     fixed_time: bool
     last_day: bool = False    # L in day-of-month: the month's last day matches too
     nth_weekdays: frozenset[tuple[int, int]] = frozenset()   # D#n: (weekday, n) match too
+    last_weekday: bool = False                   # LW: the month's last Monday–Friday
+    before_last: frozenset[int] = frozenset()    # L-n: the day n days before the last
+    near_weekdays: frozenset[int] = frozenset()  # nW: the Monday–Friday nearest day n
+    last_weekdays: frozenset[int] = frozenset()  # nL: the month's last such weekday
+    month_items: bool = False   # any of L, LW, L-n, nW (one test on the hot path)
 
     def matches(self, wall: datetime) -> bool:
         """Whether the naive wall-clock minute ``wall`` is named by the expression."""
@@ -452,10 +607,24 @@ class CronSpec:
         if self.days_free:
             return True
         weekday = (day.weekday() + 1) % 7  # date.weekday(): Monday = 0
-        in_month = day.day in self.days or (self.last_day and (day + _ONE_DAY).day == 1)
+        in_month = day.day in self.days or (self.month_items and self._month_special(day))
         in_week = weekday in self.weekdays or (
-            bool(self.nth_weekdays) and (weekday, (day.day - 1) // 7 + 1) in self.nth_weekdays)
+            bool(self.nth_weekdays) and (weekday, (day.day - 1) // 7 + 1) in self.nth_weekdays
+        ) or (weekday in self.last_weekdays and day.day + 7 > _month_length(day))
         return (in_month or in_week) if self.day_or else (in_month and in_week)
+
+    def _month_special(self, day: date) -> bool:
+        """Whether ``day`` is named by the day-of-month field's L, LW, L-n or nW items."""
+        last = _month_length(day)
+        if self.last_day and day.day == last:
+            return True
+        if last - day.day in self.before_last:
+            return True
+        if day.weekday() >= 5:      # LW and nW only ever name a Monday–Friday
+            return False
+        if self.last_weekday and day.day == _nearest_weekday(day, last, last):
+            return True
+        return any(day.day == _nearest_weekday(day, near, last) for near in self.near_weekdays)
 
     def _first_day_from(self, day: date) -> date | None:
         """The first day on or after ``day`` that matches; None after the search bound."""
@@ -473,6 +642,31 @@ class CronSpec:
                 return None
             day += _ONE_DAY
         return None
+
+
+def _month_length(day: date) -> int:
+    if day.month != 2:
+        return _MAX_DAYS[day.month - 1]
+    year = day.year
+    return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+
+
+def _nearest_weekday(day: date, target: int, last: int) -> int | None:
+    """Quartz's ``W``: the Monday–Friday nearest day ``target`` of ``day``'s month (``last``
+    days long), never in another month; None when the month has no day ``target``.
+
+    A Saturday moves to the Friday before, a Sunday to the Monday after, except that a
+    Saturday the 1st moves to Monday the 3rd and a Sunday on the month's last day to the
+    Friday two days before (CronExpression.getTimeAfter, Quartz 2.5).
+    """
+    if target > last:
+        return None
+    weekday = day.replace(day=target).weekday()
+    if weekday == 5:
+        return target + 2 if target == 1 else target - 1
+    if weekday == 6:
+        return target - 2 if target == last else target + 1
+    return target
 
 
 def _next_month_start(day: date, months: tuple[int, ...]) -> date | None:
@@ -506,8 +700,8 @@ def _spec_from_fields(fields: list[str]) -> CronSpec:
     day_restricted = not fields[2].startswith("*")
     week_restricted = not fields[4].startswith("*")
     specials = _specials(fields[2], _DAY), _specials(fields[4], _WEEKDAY)
-    if not week_restricted and not specials[0].last_day:
-        refusal = _never_fires(day, frozenset(month))
+    if not week_restricted:
+        refusal = _never_fires(day, specials[0], frozenset(month))
         if refusal is not None:
             raise refusal
     day_or = day_restricted and week_restricted
@@ -523,6 +717,12 @@ def _spec_from_fields(fields: list[str]) -> CronSpec:
         fixed_time=_is_fixed_time(fields[0], fields[1]),
         last_day=specials[0].last_day,
         nth_weekdays=specials[1].nth_weekdays,
+        last_weekday=specials[0].last_weekday,
+        before_last=specials[0].before_last,
+        near_weekdays=specials[0].near_weekdays,
+        last_weekdays=specials[1].last_weekdays,
+        month_items=bool(specials[0].last_day or specials[0].last_weekday
+                         or specials[0].before_last or specials[0].near_weekdays),
     )
     if not day_or and not spec.days_free and spec._first_day_from(date(2000, 1, 1)) is None:
         raise InvalidSchedule(f"day-of-month field: '{fields[2]}' and day-of-week field "
