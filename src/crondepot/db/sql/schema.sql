@@ -78,11 +78,14 @@ CREATE TABLE public.jobs (
     labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     failing_fires integer DEFAULT 0 NOT NULL,
     alert_after_failures integer,
+    retry_base_s double precision DEFAULT 30 NOT NULL,
+    retry_cap_s double precision DEFAULT 600 NOT NULL,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((misfire_policy <> 'skip_after_local_time'::text) OR (misfire_until IS NOT NULL))),
     CONSTRAINT jobs_check2 CHECK (((next_run_at IS NULL) = (next_nominal_at IS NULL))),
+    CONSTRAINT jobs_check3 CHECK (((retry_cap_s <= (86400)::double precision) AND (retry_cap_s >= retry_base_s))),
     CONSTRAINT jobs_cron_or_at CHECK (((cron IS NULL) <> (at IS NULL))),
     CONSTRAINT jobs_ended_reason_check CHECK ((ended_reason = ANY (ARRAY['completed'::text, 'end_at'::text, 'max_runs'::text]))),
     CONSTRAINT jobs_key_check CHECK (((length(key) >= 1) AND (length(key) <= 200))),
@@ -95,6 +98,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_misfire_seconds_check CHECK ((misfire_seconds > 0)),
     CONSTRAINT jobs_payload_check CHECK ((octet_length((payload)::text) <= 16384)),
     CONSTRAINT jobs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
+    CONSTRAINT jobs_retry_base_s_check CHECK (((retry_base_s > (0)::double precision) AND (retry_base_s <= (3600)::double precision))),
     CONSTRAINT jobs_spread_seconds_check CHECK (((spread_seconds >= 0) AND (spread_seconds <= 86400))),
     CONSTRAINT jobs_window_order CHECK ((end_at > start_at))
 );
@@ -807,6 +811,43 @@ CREATE VIEW public.job_writes AS
    FROM public.jobs;
 
 --
+-- Name: job_writes_2; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes_2 WITH (security_invoker='true') AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
+    created_at
+   FROM public.jobs;
+
+--
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -930,7 +971,7 @@ CREATE TABLE public.runs (
 -- Name: stored_jobs; Type: VIEW; Schema: public; Owner: -
 --
 
-CREATE VIEW public.stored_jobs AS
+CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
  SELECT id,
     tenant_id,
     key,
@@ -966,7 +1007,9 @@ CREATE VIEW public.stored_jobs AS
     ended_at,
     ended_reason,
     labels,
-    alert_after_failures
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s
    FROM public.jobs;
 
 --
