@@ -97,3 +97,13 @@ def test_a_patch_naming_both_is_refused(patch: dict[str, Any]) -> None:
     with pytest.raises(InvalidJob) as refused:
         merged_document(STORED, patch)
     assert refused.value.field == "max_attempts"
+
+
+def test_the_curve_in_one_line_for_people() -> None:
+    assert spec().retry_text == ("6 attempts; waits up to 30, 60, 120, 240, 480 s (random "
+                                 "from 0, cap 600 s)")
+    assert spec(retry={"max_attempts": 3, "base_s": 1, "cap_s": 2}).retry_waits == [1, 2]
+    assert spec(retry={"max_attempts": 1}).retry_text == "1 attempt; no retry"
+    many = spec(retry={"max_attempts": 20, "base_s": 0.5, "cap_s": 3600})
+    assert many.retry_text == ("20 attempts; waits up to 0.5, 1, 2, 4, 8, 16, … s (random "
+                               "from 0, cap 3600 s)")

@@ -116,6 +116,26 @@ class JobSpec:
             parts.append(f"at most {self.max_runs} fire{'s' if self.max_runs > 1 else ''}")
         return ", ".join(parts)
 
+    @property
+    def retry_waits(self) -> list[float]:
+        """The longest wait after each failed attempt that is retried (the last attempt
+        is not): min(cap, base·2^(n-1)) for n = 1 … max_attempts - 1 (queue/retry.py
+        backoff_cap). Each wait is drawn from 0 to it (full jitter)."""
+        return [min(self.retry_cap_s, self.retry_base_s * 2.0 ** min(n - 1, 60))
+                for n in range(1, self.max_attempts)]
+
+    @property
+    def retry_text(self) -> str:
+        """The retry curve in one line, for people: "4 attempts; waits up to 60, 120, 240 s
+        (random from 0, cap 1800 s)"."""
+        attempts = f"{self.max_attempts} attempt{'s' if self.max_attempts > 1 else ''}"
+        waits = self.retry_waits
+        if not waits:
+            return f"{attempts}; no retry"
+        shown = ", ".join(f"{w:g}" for w in waits[:6]) + (", …" if len(waits) > 6 else "")
+        return (f"{attempts}; waits up to {shown} s (random from 0, cap "
+                f"{self.retry_cap_s:g} s)")
+
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""
         return self.key if self.key is not None else str(job_id)
