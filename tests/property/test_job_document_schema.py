@@ -279,6 +279,11 @@ def test_the_openapi_document_publishes_the_generated_schemas() -> None:
     schemas = create_app("postgresql://127.0.0.1:1/unused").openapi()["components"]["schemas"]
     assert schemas["JobDocument"]["properties"] == DOCUMENT["properties"]
     assert schemas["JobPatch"]["properties"] == PATCH["properties"]
+    # one number, one name: the published schemas refuse max_attempts with retry.max_attempts
+    assert schemas["JobDocument"]["not"] == DOCUMENT["not"] == schemas["JobPatch"]["not"]
+    assert not valid(DOCUMENT, {"cron": "0 9 * * *", "tz": "UTC", "max_attempts": 3,
+                                "retry": {"max_attempts": 3},
+                                "target": {"type": "python", "handler": "sms.send"}})
     job = schemas["Job"]
     shown = {k: v for k, v in DOCUMENT["properties"].items() if not v.get("deprecated")}
     assert {k: v for k, v in job["properties"].items() if k in DOCUMENT["properties"]} == shown

@@ -153,9 +153,10 @@ MAX_ATTEMPTS = Field(path="max_attempts", type="integer", low=1, high=100, depre
 RETRY = Field(path="retry", type="object", nullable=True,
               description="how a temporary failure is retried: at most max_attempts "
                           "attempts; attempt n failed, the next waits a random time between "
-                          "0 and min(cap_s, base_s\u00b72^(n-1)) seconds (full jitter), or the "
+                          "0 and min(cap_s, base_s·2^(n-1)) seconds (full jitter), or the "
                           "target's Retry-After when later (at most an hour); a run's misfire "
-                          "deadline still ends it; null: the default curve (6, 30, 600)")
+                          "deadline still ends it; null: the default curve (max_attempts 6, "
+                          "base_s 30, cap_s 600)")
 LEASE_SECONDS = Field(path="lease_seconds", type="integer", low=5, high=43_200, default=60)
 RATE_LIMIT = Field(path="rate_limit", type="string", nullable=True, pattern=LIMIT_NAME,
                    description="a rate-limit bucket granted to the tenant (lowercase "
@@ -194,8 +195,7 @@ MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullabl
 
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
-                               RATE_LIMIT,
-                               ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
+                               RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
                                ALERT_AFTER_FAILURES)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
