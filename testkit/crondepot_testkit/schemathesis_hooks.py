@@ -49,11 +49,13 @@ def before_call(ctx: Any, case: Any, kwargs: dict[str, Any]) -> None:
 # Schedules beyond cron (docs/schedules.md): an at/start_at/end_at in RFC 3339 with an offset
 # (JSON Schema's format is an annotation), end_at after start_at and at inside them (rules
 # across two fields), an at or end_at that leaves a fire after now and a max_runs above the
-# fires a job already had (rules against the clock and the stored job).
+# fires a job already had (rules against the clock and the stored job). A retry curve's
+# cap_s at least its base_s (a rule across two fields).
 _UNSTATABLE = {(422, "validation", "cron"), (422, "validation", "tz"),
                (422, "validation", "target.url"), (422, "validation", "payload"),
                (422, "validation", "at"), (422, "validation", "start_at"),
-               (422, "validation", "end_at"), (422, "validation", "max_runs")}
+               (422, "validation", "end_at"), (422, "validation", "max_runs"),
+               (422, "validation", "retry.cap_s")}
 EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
     "POST /v1/jobs": {(422, "not-granted", None), (422, "quota-exceeded", None),
                       *_UNSTATABLE},

@@ -82,6 +82,8 @@ BAD = [
     (["jobs", "show", "--tenant", "t", "1", "-n", "x"], "--fires"),
     (["jobs", "update", "--tenant", "t", "1", "--payload", "[1]"], "--payload"),
     (["jobs", "update", "--tenant", "t", "1", "--max-attempts", "0"], "--max-attempts"),
+    (["jobs", "update", "--tenant", "t", "1", "--retry-base", "0"], "--retry-base"),
+    (["jobs", "add", "--tenant", "t", "{}", "--retry-cap", "x"], "--retry-cap"),
     (["jobs", "update", "--tenant", "t", "1", "--if-version", "v3"], "--if-version"),
     (["limits", "set", "x", "450/s", "--burst", "0"], "--burst"),
     (["limits", "set", "x", "450/fortnight"], "rate"),
@@ -199,8 +201,8 @@ def test_jobs_update_patches_the_fields_given_and_keeps_the_others(
                "--json")
     assert done.code == 0, done.err
     after = done.json()
-    assert (after["cron"], after["priority"], after["payload"], after["max_attempts"]) == (
-        "0 10 5 * *", "urgent", {"loan": 1}, 3)
+    assert (after["cron"], after["priority"], after["payload"],
+            after["retry"]["max_attempts"]) == ("0 10 5 * *", "urgent", {"loan": 1}, 3)
     assert after["version"] == job["version"] + 1
     patch = tmp_path / "patch.json"
     patch.write_text(json.dumps({"payload": {"loan": 2}, "max_attempts": None,
@@ -210,12 +212,32 @@ def test_jobs_update_patches_the_fields_given_and_keeps_the_others(
                "--json")
     assert done.code == 0, done.err
     after = done.json()
-    assert (after["payload"], after["max_attempts"], after["tz"]) == ({"loan": 2}, 6, "UTC")
+    assert (after["payload"], after["retry"]["max_attempts"], after["tz"]) == (
+        {"loan": 2}, 6, "UTC")
     from_stdin = cli("jobs", "update", *t, "emi", "--file", "-", "--json",
                      stdin='{"catchup": "latest"}')
     assert from_stdin.json()["catchup"] == "latest"
     plain = cli("jobs", "update", *t, "emi", "--max-attempts", "4")
     assert plain.code == 0 and "updated max_attempts; now version" in plain.out
+
+
+def test_jobs_add_and_update_set_the_retry_curve_by_flags(cli: Cli) -> None:
+    _tenant(cli, "bank42")
+    t = ("--tenant", "bank42")
+    added = cli("jobs", "add", *t, json.dumps(_job("emi", max_attempts=3)), "--retry-base",
+                "60", "--retry-cap", "1800", "--json")
+    assert added.code == 0, added.err
+    assert added.json()["retry"] == {"max_attempts": 3, "base_s": 60, "cap_s": 1800}
+    # a flag changes its member; the others stay as stored
+    done = cli("jobs", "update", *t, "emi", "--retry-cap", "900", "--json")
+    assert done.code == 0, done.err
+    assert done.json()["retry"] == {"max_attempts": 3, "base_s": 60, "cap_s": 900}
+    shown = cli("jobs", "show", *t, "emi")
+    assert "3 attempts; waits up to 60, 120 s (random from 0, cap 900 s)" in shown.out
+    refused = cli("jobs", "update", *t, "emi", "--retry-cap", "30")
+    assert refused.code != 0 and "retry.cap_s" in refused.err
+    assert "≥ retry.base_s (60), got 30" in refused.err
+    assert cli("jobs", "show", *t, "emi", "--json").json()["retry"]["cap_s"] == 900
 
 
 def test_jobs_update_honours_the_version_and_refuses_bad_changes_changing_nothing(

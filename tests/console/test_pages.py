@@ -121,6 +121,18 @@ def test_job_page_shows_timetable_runs_attempts_errors_and_lateness(
     assert table(limited, "runs").count("<tr>") == 3
 
 
+def test_job_page_shows_the_retry_curve(client: TestClient, world: World,
+                                        conn: psycopg.Connection[Any]) -> None:
+    login(client, world.admin)
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert ('id="retry-curve">6 attempts; waits up to 30, 60, 120, 240, 480 s (random from 0,'
+            ' cap 600 s)') in html
+    conn.execute("UPDATE jobs SET max_attempts = 3, retry_base_s = 1, retry_cap_s = 2 "
+                 "WHERE id = %s", (world.daily,))
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert 'id="retry-curve">3 attempts; waits up to 1, 2 s (random from 0, cap 2 s)' in html
+
+
 def test_run_page(client: TestClient, world: World) -> None:
     login(client, world.admin)
     html = client.get(f"/console/runs/{world.dead[0]}").text

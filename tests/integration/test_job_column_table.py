@@ -20,7 +20,14 @@ from crondepot.db import Q
 from crondepot.job import fields as F
 from crondepot.job.columns import COPY_TYPES, PATCHED, SPEC, WRITES, Column, spec_from_row
 from crondepot.job.spec import JobSpec, Misfire
-from crondepot.job.store import COPY_AT_LEAST, create_jobs, get_job, job_document, update_job
+from crondepot.job.store import (
+    COPY_AT_LEAST,
+    create_jobs,
+    get_job,
+    job_document,
+    merged_document,
+    update_job,
+)
 
 _VIEW_COLUMNS = """
 SELECT attname, atttypid::regtype::text FROM pg_attribute
@@ -101,7 +108,7 @@ def _full() -> JobSpec:
         payload={"account": 42, "s": "é"},
         misfire=Misfire(policy="skip_after_local_time", until=time(20, 0)),
         catchup="latest", max_catchup=7, spread_seconds=60, spread_key="s", max_attempts=3,
-        lease_seconds=30, rate_limit="sms", active=True,
+        retry_base_s=1.5, retry_cap_s=90, lease_seconds=30, rate_limit="sms", active=True,
         start_at=datetime(2026, 1, 1, tzinfo=UTC), end_at=datetime(2036, 1, 1, tzinfo=UTC),
         max_runs=12, labels={"bank": "42"}, alert_after_failures=5)
 
@@ -131,17 +138,20 @@ def test_both_inserts_and_the_update_write_every_column_of_the_table(
     patch = {"cron": "0 10 * * *", "tz": "UTC", "priority": "urgent",
              "target": {"type": "python", "handler": "test.record"}, "payload": {"n": 2},
              "misfire": {"policy": "skip_after", "seconds": 90}, "catchup": "all",
-             "max_catchup": 8, "spread": {"seconds": 0, "key": "t"}, "max_attempts": 4,
+             "max_catchup": 8, "spread": {"seconds": 0, "key": "t"},
+             "retry": {"max_attempts": 4, "base_s": 2, "cap_s": 7.5},
              "lease_seconds": 40, "start_at": "2026-02-01T00:00:00Z",
              "end_at": "2037-01-01T00:00:00Z", "max_runs": 13, "labels": {"bank": "43"},
              "alert_after_failures": 6}
     updated = update_job(conn, tenant_id, job.id, patch, version=job.version)
-    expected = JobSpec.from_document({**job_document(job.spec), **patch})
+    expected = JobSpec.from_document(merged_document(job_document(job.spec), patch))
     assert updated.spec == expected
 
 
 def test_the_document_of_a_spec_names_every_field_and_reads_back_to_it() -> None:
     spec = _full()
     document = job_document(spec)
-    assert set(document) == {f.name for f in F.DOCUMENT} - {"at"}
+    assert set(document) == {f.name for f in F.DOCUMENT if not f.deprecated} - {"at"}
+    assert "max_attempts" not in document and document["retry"] == {
+        "max_attempts": 3, "base_s": 1.5, "cap_s": 90}
     assert JobSpec.from_document(document) == spec

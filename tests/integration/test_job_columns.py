@@ -58,6 +58,33 @@ def test_the_previous_release_still_inserts_through_its_view(
     assert row == ({}, None, None, 0, None)
 
 
+def test_the_release_before_the_retry_curve_still_inserts_through_job_writes(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    # job_writes (migration 0017, 28 columns) is the previous release's insert view: its
+    # jobs take today's curve, the columns' defaults.
+    old = [name for (name,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'job_writes' "
+        "ORDER BY ordinal_position")]
+    assert len(old) == 28 and old[-1] == "created_at" and "retry_base_s" not in old
+    conn.execute(
+        "INSERT INTO job_writes OVERRIDING SYSTEM VALUE SELECT 9002, %s, 'old-api-2', "
+        "'0 9 * * *', 'UTC', now(), now(), 'normal', true, "
+        "'{\"type\": \"python\", \"handler\": \"crondepot.log\"}', '{}', 'run_late', "
+        "NULL, NULL, 'all', 1000, 0, NULL, 4, 60, NULL, NULL, NULL, NULL, NULL, '{}', NULL, "
+        "now()", (tenant_id,))
+    row = conn.execute("SELECT max_attempts, retry_base_s, retry_cap_s FROM jobs "
+                       "WHERE id = 9002").fetchone()
+    assert row == (4, 30.0, 600.0)
+
+
+def test_the_table_refuses_a_cap_below_the_base(conn: psycopg.Connection[Any],
+                                                tenant_id: int) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("INSERT INTO jobs (tenant_id, cron, tz, target, retry_base_s, "
+                     "retry_cap_s) VALUES (%s, '0 9 * * *', 'UTC', '{}', 10, 5)",
+                     (tenant_id,))
+
+
 def _checks(conn: psycopg.Connection[Any]) -> str:
     return " ".join(definition for (definition,) in conn.execute(
         "SELECT pg_get_constraintdef(oid) FROM pg_constraint "

@@ -22,7 +22,7 @@ from crondepot.base.errors import InvalidJob
 from crondepot.job import fields as F
 from crondepot.job.json_schema import document_schema, patch_schema, stored_schema
 from crondepot.job.spec import JobSpec
-from crondepot.job.store import job_document
+from crondepot.job.store import job_document, merged_document
 from tests.api.test_bad_input import CASES
 
 jsonschema_rs = pytest.importorskip("jsonschema_rs")
@@ -54,9 +54,12 @@ BEYOND_SCHEMA: dict[str, st.SearchStrategy[Any]] = {
         st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True),
         st.sampled_from(["", ":1", ":8443", ":65535"]),
         st.from_regex(r"[A-Za-z0-9._~%/-]{0,30}", fullmatch=True)),
+    # retry.cap_s is at least retry.base_s (a rule across two fields): drawn apart
+    "retry.base_s": st.floats(0.001, 60) | st.integers(1, 60),
+    "retry.cap_s": st.floats(60, 86_400) | st.integers(60, 86_400),
 }
 
-_ANNOTATIONS = {"title", "description", "default", "examples"}
+_ANNOTATIONS = {"title", "description", "default", "examples", "deprecated"}
 _JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6)
                      | st.text(TEXT, max_size=10),
                      lambda inner: st.lists(inner, max_size=3)
@@ -102,10 +105,20 @@ def _object(schema: JsonSchema, keywords: set[str], path: str) -> st.SearchStrat
                                from_schema(schema["additionalProperties"], f"{path}.*"),
                                max_size=schema["maxProperties"])
     assert keywords <= {"type", "properties", "required", "additionalProperties",
-                        "oneOf"}, keywords
+                        "oneOf", "not"}, keywords
     if "properties" not in schema:          # payload: any JSON object
         return st.dictionaries(st.text(TEXT, max_size=8), _JSON, max_size=4)
     assert schema["additionalProperties"] is False
+    if "not" in schema:                     # not a member under both of its names
+        refused = schema["not"]
+        assert set(refused) == {"required", "properties"}, refused
+        alias, parent = refused["required"]
+        ((inner, member),) = ((k, v["required"][0]) for k, v in refused["properties"].items())
+        assert inner == parent
+        rest = {k: v for k, v in schema.items() if k != "not"}
+        return _object(rest, keywords - {"not"}, path).filter(
+            lambda d: not (alias in d and parent in d and (
+                not isinstance(d[parent], dict) or member in d[parent])))
     if "oneOf" in schema:                   # exactly one of these members (cron, at)
         alternatives = []
         for variant in schema["oneOf"]:
@@ -169,11 +182,11 @@ def test_patches_the_schema_allows_are_accepted(doc: dict[str, Any],
                                                 patch: dict[str, Any]) -> None:
     assert valid(PATCH, patch)
     stored = job_document(JobSpec.from_document(doc))
-    merged = {**stored, **patch}                # as store.update_job merges them
+    merged = merged_document(stored, patch)     # as store.update_job merges them
     # Exactly one of cron and at after the merge: a rule between the patch and the stored
     # document, which the patch's schema alone cannot say.
     assume(sum(merged.get(name) is not None for name in F.ONE_OF) == 1)
-    JobSpec.from_document({k: v for k, v in merged.items() if v is not None})
+    JobSpec.from_document(merged)
 
 
 # Corpus cases whose reason JSON Schema cannot spell: a cron or zone that does not parse or
@@ -184,6 +197,7 @@ INEXPRESSIBLE = {
     "cron-dom-32w", "cron-dom-l-40", "cron-dow-8l", "cron-dow-w", "cron-31w-in-30-day-months",
     "tz-unknown",
     "tz-offset", "payload-17k", "payload-33-levels", "payload-33-arrays",
+    "retry-cap-below-base",
 }
 
 
@@ -237,6 +251,12 @@ def test_the_nul_corpus_covers_every_free_text_field() -> None:
     ({"target": {"type": "http", "url": "https://a.b/", "dedupes": 1}}, "target.dedupes"),
     ({"spread": {"key": ""}}, "spread.key"),
     ({"misfire": {"policy": "skip_after", "seconds": 31 * 86400 + 1}}, "misfire.seconds"),
+    ({"retry": {"base_s": 0}}, "retry.base_s"),
+    ({"retry": {"cap_s": 86_401}}, "retry.cap_s"),
+    ({"retry": {"max_attempts": 0}}, "retry.max_attempts"),
+    ({"retry": {"tries": 3}}, "retry.tries"),
+    ({"max_attempts": 3, "retry": {"max_attempts": 3}}, "max_attempts"),
+    ({"max_attempts": 3, "retry": None}, "max_attempts"),
 ])
 def test_what_the_schema_says_the_validator_enforces(changes: dict[str, Any],
                                                      field: str) -> None:
@@ -262,7 +282,13 @@ def test_the_openapi_document_publishes_the_generated_schemas() -> None:
     schemas = create_app("postgresql://127.0.0.1:1/unused").openapi()["components"]["schemas"]
     assert schemas["JobDocument"]["properties"] == DOCUMENT["properties"]
     assert schemas["JobPatch"]["properties"] == PATCH["properties"]
+    # one number, one name: the published schemas refuse max_attempts with retry.max_attempts
+    assert schemas["JobDocument"]["not"] == DOCUMENT["not"] == schemas["JobPatch"]["not"]
+    assert not valid(DOCUMENT, {"cron": "0 9 * * *", "tz": "UTC", "max_attempts": 3,
+                                "retry": {"max_attempts": 3},
+                                "target": {"type": "python", "handler": "sms.send"}})
     job = schemas["Job"]
-    assert {k: v for k, v in job["properties"].items() if k in DOCUMENT["properties"]} == (
-        DOCUMENT["properties"])
+    shown = {k: v for k, v in DOCUMENT["properties"].items() if not v.get("deprecated")}
+    assert {k: v for k, v in job["properties"].items() if k in DOCUMENT["properties"]} == shown
+    assert "max_attempts" not in job["properties"]     # the deprecated spelling, never written
     assert {"id", "version", "next_run_at"} <= set(job["required"])

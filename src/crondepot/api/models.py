@@ -46,7 +46,8 @@ EMI_REMINDER: dict[str, Any] = {
     "misfire": {"policy": "skip_after_local_time", "until": "20:00"},
     "catchup": "all",
     "spread": {"seconds": 1800, "key": "48213"},
-    "max_attempts": 6,
+    # at most 4 attempts; waits drawn from 0-60 s, 0-120 s, 0-240 s (cap 1800 s)
+    "retry": {"max_attempts": 4, "base_s": 60, "cap_s": 1800},
     "lease_seconds": 60,
     "rate_limit": "sms-gateway",
 }

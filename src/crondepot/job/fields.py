@@ -76,6 +76,7 @@ class Field:
     # the rules checked in code that a published pattern can state, made with the schema
     schema_pattern: Callable[[], str] | None = None
     choices: tuple[str, ...] = ()
+    deprecated: bool = False       # still read; another field says the same (ALIASES)
     # the last part of the path ("until"), read for every field of every document: computed
     # once, not per read
     name: str = _field(init=False, repr=False, compare=False)
@@ -148,7 +149,16 @@ MAX_CATCHUP = Field(path="max_catchup", type="integer", low=1, high=100_000, def
 SPREAD = Field(path="spread", type="object", nullable=True,
                description="a stable delay of sha256(key) mod seconds after each nominal "
                            "time (thundering herd); ignored for urgent jobs")
-MAX_ATTEMPTS = Field(path="max_attempts", type="integer", low=1, high=100, default=6)
+MAX_ATTEMPTS = Field(path="max_attempts", type="integer", low=1, high=100, deprecated=True,
+                     description="deprecated: the same number as retry.max_attempts (give "
+                                 "one of the two, not both)")
+RETRY = Field(path="retry", type="object", nullable=True,
+              description="how a temporary failure is retried: at most max_attempts "
+                          "attempts; attempt n failed, the next waits a random time between "
+                          "0 and min(cap_s, base_s·2^(n-1)) seconds (full jitter), or the "
+                          "target's Retry-After when later (at most an hour); a run's misfire "
+                          "deadline still ends it; null: the default curve (max_attempts 6, "
+                          "base_s 30, cap_s 600)")
 LEASE_SECONDS = Field(path="lease_seconds", type="integer", low=5, high=43_200, default=60)
 RATE_LIMIT = Field(path="rate_limit", type="string", nullable=True, pattern=LIMIT_NAME,
                    description="a rate-limit bucket granted to the tenant (lowercase "
@@ -186,12 +196,15 @@ MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullabl
                              "bound, paused), a manual trigger does not")
 
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
-                               MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, LEASE_SECONDS, RATE_LIMIT,
-                               ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
+                               MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
+                               RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
                                ALERT_AFTER_FAILURES)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
 ONE_OF: tuple[str, ...] = ("cron", "at")
+# At most one of these may be given (max_attempts is the deprecated spelling of
+# retry.max_attempts): the schema says it with "not".
+ALIASES: tuple[tuple[str, str], ...] = (("max_attempts", "retry.max_attempts"),)
 # Fields a PATCH may not change (cancel with DELETE; a key names the job for good).
 NOT_PATCHABLE: tuple[str, ...] = ("key", "active")
 
@@ -221,3 +234,17 @@ SPREAD_KEY = Field(path="spread.key", type="string", nullable=True, min_length=1
                    max_length=200, description="what the delay hashes (default: the job's "
                                                "key, else its id)")
 SPREAD_FIELDS: tuple[Field, ...] = (SPREAD_SECONDS, SPREAD_KEY)
+
+# --- retry -------------------------------------------------------------------------------
+
+# Today's curve is the default (queue/retry.py): 6 attempts, waits up to 30, 60, … 600 s.
+RETRY_MAX_ATTEMPTS = Field(path="retry.max_attempts", type="integer", low=1, high=100,
+                           default=6, description="attempts in all, the first included; the "
+                                                  "last failure goes to the dead letter")
+RETRY_BASE_S = Field(path="retry.base_s", type="number", above=0, high=3600, default=30,
+                     description="the longest wait after the first failed attempt, doubled "
+                                 "after each further one")
+RETRY_CAP_S = Field(path="retry.cap_s", type="number", above=0, high=86_400, default=600,
+                    description="the longest wait after any attempt; at least base_s "
+                                "(checked in code)")
+RETRY_FIELDS: tuple[Field, ...] = (RETRY_MAX_ATTEMPTS, RETRY_BASE_S, RETRY_CAP_S)

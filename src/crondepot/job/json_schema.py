@@ -23,7 +23,18 @@ def document_schema() -> JsonSchema:
     schema = _object(F.DOCUMENT, F.REQUIRED, title="JobDocument",
                      description="A job document (also one line of an NDJSON import).")
     schema["oneOf"] = [{"required": [name]} for name in F.ONE_OF]
+    schema.update(_one_spelling())
     return schema
+
+
+def _one_spelling() -> JsonSchema:
+    """A document or patch gives a number under one name only: not the deprecated top-level
+    name together with the member it stands for (max_attempts, retry.max_attempts). A retry
+    of null with max_attempts is refused too (null is no object: ``required`` passes it)."""
+    ((alias, member),) = F.ALIASES
+    parent, name = member.split(".")
+    return {"not": {"required": [alias, parent],
+                    "properties": {parent: {"required": [name]}}}}
 
 
 def patch_schema() -> JsonSchema:
@@ -33,7 +44,7 @@ def patch_schema() -> JsonSchema:
     properties = {f.name: field_schema(f) if f.name in F.REQUIRED
                   else _nullable(field_schema(f)) for f in fields}
     return {"title": "JobPatch", "type": "object", "properties": properties,
-            "additionalProperties": False,
+            "additionalProperties": False, **_one_spelling(),
             "description": "Fields to change. Each one given replaces the stored field whole; "
                            "null resets it to its default. "
                            f"{' and '.join(F.NOT_PATCHABLE)} cannot be changed (cancel with "
@@ -44,9 +55,11 @@ def stored_schema(extra: JsonSchema) -> JsonSchema:
     """A stored job as the API returns it: the document with every default filled in
     (``spread`` only when set) and the properties of ``extra`` (a JSON Schema object: id,
     version, times)."""
-    schema = _object(F.DOCUMENT, (), title="Job")
+    # (never the deprecated names: the document written back says each number once)
+    shown = tuple(f for f in F.DOCUMENT if not f.deprecated)
+    schema = _object(shown, (), title="Job")
     schema["properties"].update(extra.get("properties", {}))
-    present = [f.name for f in F.DOCUMENT if f not in (F.SPREAD, F.CRON, F.AT)]
+    present = [f.name for f in shown if f not in (F.SPREAD, F.CRON, F.AT)]
     schema["oneOf"] = [{"required": [name]} for name in F.ONE_OF]
     schema["required"] = [*present, *extra.get("required", ())]
     if "description" in extra:
@@ -62,6 +75,9 @@ def field_schema(field: Field) -> JsonSchema:
         schema = _tagged(F.MISFIRES)
     elif field is F.SPREAD:
         schema = _object(F.SPREAD_FIELDS, (), title="Spread")
+    elif field is F.RETRY:
+        schema = _object(F.RETRY_FIELDS, (), title="Retry")
+        schema["examples"] = [{"max_attempts": 4, "base_s": 60, "cap_s": 1800}]
     elif field is F.LABELS:
         schema = {"type": "object", "maxProperties": F.MAX_LABELS,
                   "propertyNames": {"pattern": f"^(?:{F.LABEL_KEY.pattern})$"},
@@ -74,6 +90,8 @@ def field_schema(field: Field) -> JsonSchema:
         schema["description"] = field.description
     if field.default is not F.MISSING:
         schema["default"] = field.default
+    if field.deprecated:
+        schema["deprecated"] = True
     return _nullable(schema) if field.nullable else schema
 
 
@@ -130,5 +148,6 @@ def _nullable(schema: JsonSchema) -> JsonSchema:
     if schema.get("type") == "null" or any(s.get("type") == "null"
                                            for s in schema.get("anyOf", ())):
         return schema
-    outer: JsonSchema = {k: schema.pop(k) for k in ("description", "default") if k in schema}
+    outer: JsonSchema = {k: schema.pop(k) for k in ("description", "default", "deprecated")
+                         if k in schema}
     return {"anyOf": [schema, {"type": "null"}], **outer}

@@ -32,7 +32,15 @@ from crondepot.base.errors import InvalidJob, InvalidSchedule
 from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority
 from crondepot.job import fields as F
 from crondepot.job import targets
-from crondepot.job.checks import an_object, boolean, json_kind, matches, member_names, no_extra
+from crondepot.job.checks import (
+    an_object,
+    boolean,
+    json_kind,
+    matches,
+    member_names,
+    no_extra,
+    seconds,
+)
 from crondepot.job.fields import (
     MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_DEPTH,
@@ -75,7 +83,9 @@ class JobSpec:
     max_catchup: int = F.MAX_CATCHUP.default
     spread_seconds: int = F.SPREAD_SECONDS.default
     spread_key: str | None = None
-    max_attempts: int = F.MAX_ATTEMPTS.default
+    max_attempts: int = F.RETRY_MAX_ATTEMPTS.default     # retry.max_attempts
+    retry_base_s: float = F.RETRY_BASE_S.default         # retry.base_s
+    retry_cap_s: float = F.RETRY_CAP_S.default           # retry.cap_s
     lease_seconds: int = F.LEASE_SECONDS.default
     rate_limit: str | None = None
     active: bool = F.ACTIVE.default
@@ -105,6 +115,26 @@ class JobSpec:
         if self.max_runs is not None:
             parts.append(f"at most {self.max_runs} fire{'s' if self.max_runs > 1 else ''}")
         return ", ".join(parts)
+
+    @property
+    def retry_waits(self) -> list[float]:
+        """The longest wait after each failed attempt that is retried (the last attempt
+        is not): min(cap, base·2^(n-1)) for n = 1 … max_attempts - 1 (queue/retry.py
+        backoff_cap). Each wait is drawn from 0 to it (full jitter)."""
+        return [min(self.retry_cap_s, self.retry_base_s * 2.0 ** min(n - 1, 60))
+                for n in range(1, self.max_attempts)]
+
+    @property
+    def retry_text(self) -> str:
+        """The retry curve in one line, for people: "4 attempts; waits up to 60, 120, 240 s
+        (random from 0, cap 1800 s)"."""
+        attempts = f"{self.max_attempts} attempt{'s' if self.max_attempts > 1 else ''}"
+        waits = self.retry_waits
+        if not waits:
+            return f"{attempts}; no retry"
+        shown = ", ".join(f"{w:g}" for w in waits[:6]) + (", …" if len(waits) > 6 else "")
+        return (f"{attempts}; waits up to {shown} s (random from 0, cap "
+                f"{self.retry_cap_s:g} s)")
 
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""
@@ -141,6 +171,7 @@ def _parse(doc: Any) -> JobSpec:
     tz = _required_str(doc, F.TZ)
     priority = _choice(doc, F.PRIORITY)
     spread_seconds, spread_key = _spread(doc.get("spread"), priority)
+    max_attempts, retry_base_s, retry_cap_s = _retry(doc)
     spec = JobSpec(
         key=key, cron=cron, tz=tz, priority=priority,
         target=targets.check(doc.get("target")),
@@ -149,7 +180,7 @@ def _parse(doc: Any) -> JobSpec:
         catchup=_choice(doc, F.CATCHUP),
         max_catchup=_int(doc, F.MAX_CATCHUP),
         spread_seconds=spread_seconds, spread_key=spread_key,
-        max_attempts=_int(doc, F.MAX_ATTEMPTS),
+        max_attempts=max_attempts, retry_base_s=retry_base_s, retry_cap_s=retry_cap_s,
         lease_seconds=_int(doc, F.LEASE_SECONDS),
         rate_limit=_rate_limit(doc.get("rate_limit")),
         active=boolean(doc, F.ACTIVE),
@@ -358,6 +389,27 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
     if priority == "urgent":
         return 0, key  # urgent runs are never spread: they exist to be on time
     return seconds, key
+
+
+def _retry(doc: dict[str, Any]) -> tuple[int, float, float]:
+    """(max_attempts, base_s, cap_s): the retry object, its attempts given there or by the
+    deprecated top-level max_attempts, never both (the schema's "not" says the same)."""
+    value = doc.get("retry")
+    retry = {} if value is None else an_object(value, "retry")
+    no_extra(retry, frozenset(f.name for f in F.RETRY_FIELDS), "retry")
+    if "max_attempts" in doc:
+        if "retry" in doc and (value is None or "max_attempts" in retry):
+            raise InvalidJob("give retry.max_attempts or max_attempts (its deprecated "
+                             "spelling), not both", field="max_attempts")
+        max_attempts = _int(doc, F.MAX_ATTEMPTS)
+    else:
+        max_attempts = _int(retry, F.RETRY_MAX_ATTEMPTS)
+    base = float(seconds(retry, F.RETRY_BASE_S))
+    cap = float(seconds(retry, F.RETRY_CAP_S))
+    if cap < base:
+        raise InvalidJob(f"expected retry.cap_s to be a number ≥ retry.base_s ({base:g}), "
+                         f"got {json.dumps(retry['cap_s'])}", field="retry.cap_s")
+    return max_attempts, base, cap
 
 
 def _rate_limit(value: Any) -> str | None:

@@ -150,7 +150,7 @@ COPY_AT_LEAST = 100
 def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             firsts: list[tuple[datetime | None, datetime | None]],
             now: datetime) -> list[list[Any]]:
-    """Every column of job_writes (columns.WRITES, in its order) as the list of its values
+    """Every column of job_writes_2 (columns.WRITES, in its order) as the list of its values
     for ``specs``: a column of the document is read from each spec, the others are the
     writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
     count = len(specs)
@@ -254,8 +254,9 @@ class Triggered:
 
 # Document fields a spec holds in another shape, written below: exactly one of cron and at
 # names the timetable (the other is left out, not null); spread is two attributes, written
-# only when set. Every other field is the spec's attribute of its name.
-_SHAPED = frozenset({"cron", "at", "spread"})
+# only when set; retry is three (max_attempts among them, never written at the top level,
+# its deprecated spelling). Every other field is the spec's attribute of its name.
+_SHAPED = frozenset({"cron", "at", "spread", "max_attempts", "retry"})
 _PLAIN = tuple(f for f in F.DOCUMENT if f.name not in _SHAPED)
 
 
@@ -271,7 +272,35 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
         doc["spread"] = {"seconds": spec.spread_seconds}
         if spec.spread_key is not None:
             doc["spread"]["key"] = spec.spread_key
+    doc["retry"] = retry_document(spec)
     return doc
+
+
+def retry_document(spec: JobSpec) -> dict[str, Any]:
+    """The job's retry object, every member given (the API, the CLI and the console show it)."""
+    return {"max_attempts": spec.max_attempts, "base_s": _number(spec.retry_base_s),
+            "cap_s": _number(spec.retry_cap_s)}
+
+
+def _number(value: float) -> int | float:
+    """30.0 written as 30: the document a client sent, not the column's float."""
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else value
+
+
+def merged_document(stored: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """A stored document with a patch applied: each field the patch names replaces the stored
+    one whole, null resets it (dropped here, so the default applies). The attempts are one
+    number with two names: a patch naming max_attempts (its deprecated spelling) replaces
+    the stored retry.max_attempts, and a patch naming retry replaces the whole curve."""
+    if "max_attempts" in patch and "retry" in patch and not (
+            isinstance(patch["retry"], dict) and "max_attempts" not in patch["retry"]):
+        raise InvalidJob("give retry.max_attempts or max_attempts (its deprecated spelling), "
+                         "not both", field="max_attempts")
+    merged = {**stored, **patch}
+    if "max_attempts" in patch and "retry" not in patch and isinstance(
+            merged.get("retry"), dict):
+        merged["retry"] = {k: v for k, v in merged["retry"].items() if k != "max_attempts"}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def _document_value(value: Any, field: F.Field) -> Any:
@@ -579,8 +608,7 @@ def _patched(job: StoredJob, patch: dict[str, Any]) -> JobSpec:
     if "key" in patch and patch["key"] != job.spec.key:
         raise InvalidJob(f"key cannot be changed (it is {job.spec.key!r}); create a new job",
                          field="key")
-    merged = {**job_document(job.spec), **patch}
-    return JobSpec.from_document({k: v for k, v in merged.items() if v is not None})
+    return JobSpec.from_document(merged_document(job_document(job.spec), patch))
 
 
 def stored_job(row: dict[str, Any]) -> StoredJob:

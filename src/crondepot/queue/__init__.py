@@ -16,6 +16,7 @@ from crondepot.queue.outcome import (
     record_success,
     record_successes,
     release_run,
+    retry_later,
     skip_past_deadline,
 )
 
@@ -32,5 +33,6 @@ __all__ = [
     "record_success",
     "record_successes",
     "release_run",
+    "retry_later",
     "skip_past_deadline",
 ]

@@ -22,6 +22,7 @@ from crondepot.base.errors import CrondepotError
 from crondepot.base.jsontext import storable
 from crondepot.db import Q
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
+from crondepot.queue.retry import BASE_SECONDS, CAP_SECONDS
 
 log = logging.getLogger("crondepot.worker")
 
@@ -81,19 +82,38 @@ def record_success(conn: psycopg.Connection[Any], run_id: str, token: UUID, atte
         raise _lost(run_id, token)
 
 
-def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, delay: float,
-                 error: str, error_class: str,
+def record_retry(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, error: str,
+                 error_class: str, delay: float | None = None, jitter: float = 0.0,
+                 at_least: float = 0.0,
                  max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS) -> str:
-    """Queue the run again after ``delay`` seconds; or dead-letter it if its lease time in
-    all has reached ``max_lease_seconds``; or record it skipped if the retry would come after
-    its misfire deadline. Returns the status written: 'queued', 'dead' or 'skipped'."""
-    row = conn.execute(Q.record_retry, {"run_id": run_id, "token": token, "delay": delay,
-                                        "error": error[:2000], "error_class": error_class,
-                                        "max_lease": max_lease_seconds}).fetchone()
+    """Queue the run again after a fixed ``delay`` (seconds), or after ``retry_later``'s wait
+    by the job's curve; or dead-letter it, or record it skipped, as ``retry_later`` says.
+    Returns the status written: 'queued', 'dead' or 'skipped'."""
+    if delay is not None:
+        jitter, at_least = 0.0, delay
+    status, _ = retry_later(conn, run_id, token, error=error, error_class=error_class,
+                            jitter=jitter, at_least=at_least,
+                            max_lease_seconds=max_lease_seconds)
+    return status
+
+
+def retry_later(conn: psycopg.Connection[Any], run_id: str, token: UUID, *, error: str,
+                error_class: str, jitter: float, at_least: float = 0.0,
+                max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS) -> tuple[str, float]:
+    """Queue the run again after ``jitter`` (in [0, 1)) of its job's retry curve for this
+    attempt, or ``at_least`` seconds (a Retry-After) if longer: the wait is computed by the
+    statement, from the job's curve as stored now (``retry.retry_wait``, the same formula).
+    Or dead-letter it if its lease time in all has reached ``max_lease_seconds``; or record
+    it skipped if the retry would come after its misfire deadline. Returns the status
+    written ('queued', 'dead' or 'skipped') and the wait in seconds."""
+    row = conn.execute(Q.record_retry, {
+        "run_id": run_id, "token": token, "jitter": jitter, "at_least": at_least,
+        "base_s": BASE_SECONDS, "cap_s": CAP_SECONDS, "error": error[:2000],
+        "error_class": error_class, "max_lease": max_lease_seconds}).fetchone()
     if row is None:
         raise _lost(run_id, token)
-    status: str = row[0]
-    return status
+    status, delay = row
+    return str(status), float(delay)
 
 
 def record_final_failure(conn: psycopg.Connection[Any], run_id: str, token: UUID, *,

@@ -33,7 +33,7 @@ from crondepot.queue import (
     LostLease,
     Success,
     record_final_failure,
-    record_retry,
+    retry_later,
     skip_past_deadline,
 )
 from crondepot.queue.claim import deadline_passed
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("crondepot.worker")
 
 Kind = Literal["temporary", "permanent", "unknown"]
+# What an outcome write returns: a retry's status and wait, a status, or nothing.
+Written = tuple[str, float] | str | None
 LOGGED_OUTCOMES = {"retry": "retried", "failed": "failed", "dead": "dead"}
 RECORD_TRIES = 12           # about 40 s of backoff for a retry or failure write
 # A run that waited this long for a rate-limit token has its misfire deadline checked again
@@ -208,12 +210,14 @@ class Executor:
         logged = f"{error_class}: {message}"
         if decision.action == "retry":
             metrics.retries.inc()
-            self._record(run, lambda conn: record_retry(
-                conn, run.run_id, run.lease_token, delay=decision.delay_seconds,
-                error=message, error_class=error_class,
+            # The wait is the job's curve at this jitter, computed by the statement that
+            # records the retry (the job's retry.base_s and cap_s are not in the claim).
+            self._record(run, lambda conn: retry_later(
+                conn, run.run_id, run.lease_token, jitter=decision.jitter,
+                at_least=decision.at_least, error=message, error_class=error_class,
                 max_lease_seconds=self._max_lease_seconds), "retry", error=logged,
-                when=f" (attempt {run.attempt} of {run.max_attempts}, again in "
-                     f"{decision.delay_seconds:.1f} s)")
+                when=lambda delay: f" (attempt {run.attempt} of {run.max_attempts}, again "
+                                   f"in {delay:.1f} s)")
         else:
             status = "failed" if decision.action == "fail" else "dead"
             self._record(run, lambda conn: record_final_failure(
@@ -233,8 +237,8 @@ class Executor:
         self._outcomes.submit(Success(run.run_id, run.lease_token, run.attempt, result), done,
                               count=count)
 
-    def _record(self, run: ClaimedRun, write: Callable[[Any], str | None], outcome: str, *,
-                error: str | None = None, when: str = "") -> None:
+    def _record(self, run: ClaimedRun, write: Callable[[Any], Written], outcome: str, *,
+                error: str | None = None, when: Callable[[float], str] | None = None) -> None:
         """Write a retry or a final failure. A database that is briefly away (a restart, a
         pooled connection that died with it) is waited out: a "dead, outcome unknown" that
         is never written would bring the run back after its lease and call the target a
@@ -254,17 +258,19 @@ class Executor:
                             extra=_fields(run) | {"outcome": outcome})
                 time.sleep(wait)
                 continue
-            if written == "skipped":         # a retry would have come after the deadline
+            # a retry writes its status and the wait it computed; a failure, its status
+            status, delay = written if isinstance(written, tuple) else (written, 0.0)
+            if status == "skipped":         # a retry would have come after the deadline
                 deadline_passed(run.run_id, run.job_id, run.tenant_id, when="retried")
                 outcome = "skipped"
-            elif written == "dead":          # a retry, but the run's lease time is used up
+            elif status == "dead":           # a retry, but the run's lease time is used up
                 outcome, error = "dead", f"lease time cap reached; last error {error}"
-            elif outcome == "retry" and error is not None:
-                error += when                # when it comes back
+            elif outcome == "retry" and error is not None and when is not None:
+                error += when(delay)         # when it comes back
             self._finished(run, outcome, recorded=True, error=error)
             return
 
-    def _write(self, write: Callable[[Any], str | None]) -> str | None:
+    def _write(self, write: Callable[[Any], Written]) -> Written:
         with self._pool.connection() as conn:
             return write(conn)
 

@@ -128,8 +128,12 @@ def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
 @router.patch("/{job_id}", summary="Change a job (If-Match: its version)",
               responses={200: {"model": Job, "headers": etag()},
                          **problems(401, 403, 404, 409, 412, 413, 415, 422, 428, 429)},
-              openapi_extra=request_body(JobPatch, {"move_to_10am": {
-                  "cron": "0 10 5 * *", "misfire": {"policy": "skip_after", "seconds": 3600}}},
+              openapi_extra=request_body(JobPatch, {
+                  "move_to_10am": {"cron": "0 10 5 * *",
+                                   "misfire": {"policy": "skip_after", "seconds": 3600}},
+                  # the whole curve is replaced: members left out take their defaults
+                  "gentler_retries": {"retry": {"max_attempts": 8, "base_s": 120,
+                                                "cap_s": 3600}}},
                   media_type="application/merge-patch+json"))
 def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
           if_match: Annotated[str | None, Header(description="the job's version, from its "

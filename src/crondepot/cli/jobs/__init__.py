@@ -53,9 +53,12 @@ class InvalidDocument(CrondepotError, ValueError):
 
 # -- documents ----------------------------------------------------------------------------
 
-def parse_spec(text: str | bytes, *, whole: str = "document") -> JobSpec:
+def parse_spec(text: str | bytes, *, whole: str = "document",
+               retry: dict[str, Any] | None = None) -> JobSpec:
     """A job document (JSON text) as a JobSpec; InvalidJob naming the field otherwise.
-    ``whole`` is the field named when the text is not JSON at all."""
+    ``whole`` is the field named when the text is not JSON at all; ``retry``, members of
+    the retry object set over the document's (the --max-attempts, --retry-base and
+    --retry-cap flags)."""
     if not text.strip():
         raise InvalidJob("empty; expected a JSON object (a job document)", field=whole)
     try:
@@ -63,6 +66,8 @@ def parse_spec(text: str | bytes, *, whole: str = "document") -> JobSpec:
     except ValueError as exc:       # UnicodeDecodeError and TooDeep among them
         named, message = jsontext.refusal(exc, whole)
         raise InvalidJob(message, field=named) from None
+    if retry and isinstance(doc, dict):
+        doc = job_update.with_retry(doc, retry)
     return JobSpec.from_document(doc)
 
 
@@ -127,6 +132,7 @@ def register(commands: Any) -> None:
                         help="the job document as JSON, or - to read it from stdin")
     source.add_argument("--file", "-f", metavar="FILE",
                         help="read the job document from FILE (- for stdin)")
+    job_update.add_retry_flags(adding, "set in the document's retry object")
     adding.set_defaults(run=run_add)
 
     listing = _action(actions, "list", "list jobs in id order, a page at a time")
@@ -177,7 +183,7 @@ def _action(actions: Any, name: str, text: str) -> argparse.ArgumentParser:
 def run_add(args: argparse.Namespace) -> int:
     text = read_source(args.document, args.file)
     try:
-        spec = parse_spec(text)
+        spec = parse_spec(text, retry=job_update.retry_flags(args))
     except InvalidJob as exc:
         field = field_of(exc)
         said = str(exc) if field == "document" else naming(field, str(exc))
@@ -246,7 +252,8 @@ def run_show(args: argparse.Namespace) -> int:
         ("target", _target(spec.target)),
         ("misfire", " ".join(f"{k}={v}" for k, v in spec.misfire.document().items())),
         ("catch-up", f"{spec.catchup} (at most {spec.max_catchup})"),
-        ("attempts", f"at most {spec.max_attempts}, lease {spec.lease_seconds} s"),
+        ("retry", spec.retry_text),
+        ("lease", f"{spec.lease_seconds} s per attempt"),
     ]
     if spec.spread_seconds:
         lines.append(("spread", f"over {spec.spread_seconds} s"

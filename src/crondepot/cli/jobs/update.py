@@ -28,8 +28,7 @@ from crondepot.job import fields as F
 from crondepot.job import store
 
 # flag -> document field, for the fields people change most; others go in --file
-_FLAGS = ("cron", "tz", "priority", "payload", "max_attempts", "lease_seconds",
-          "rate_limit", "catchup")
+_FLAGS = ("cron", "tz", "priority", "payload", "lease_seconds", "rate_limit", "catchup")
 
 
 def register(actions: Any, action: Any) -> None:
@@ -51,9 +50,7 @@ def register(actions: Any, action: Any) -> None:
     parser.add_argument("--priority", choices=F.PRIORITY.choices, help="urgent, normal or bulk")
     parser.add_argument("--payload", metavar="JSON", type=_json_object,
                         help="the payload, a JSON object (replaces the whole payload)")
-    parser.add_argument("--max-attempts", metavar="N",
-                        type=_bounded(F.MAX_ATTEMPTS),
-                        help="attempts before the run is dead")
+    add_retry_flags(parser, "the others stay as stored")
     parser.add_argument("--lease-seconds", metavar="SECONDS",
                         type=_bounded(F.LEASE_SECONDS),
                         help="how long one attempt may hold the run")
@@ -62,6 +59,57 @@ def register(actions: Any, action: Any) -> None:
     parser.add_argument("--catchup", choices=F.CATCHUP.choices,
                         help="after downtime, send all missed fires or only the latest")
     parser.set_defaults(run=run_update)
+
+
+def add_retry_flags(parser: argparse.ArgumentParser, others: str) -> None:
+    """--max-attempts, --retry-base, --retry-cap: members of the job's retry object
+    (``others``: what becomes of the members not given)."""
+    parser.add_argument("--max-attempts", metavar="N", type=_bounded(F.RETRY_MAX_ATTEMPTS),
+                        help="attempts in all before the run is dead (retry.max_attempts)")
+    parser.add_argument("--retry-base", metavar="SECONDS", type=_seconds(F.RETRY_BASE_S),
+                        help="the longest wait after the first failed attempt, doubled "
+                             f"after each further one (retry.base_s; {others})")
+    parser.add_argument("--retry-cap", metavar="SECONDS", type=_seconds(F.RETRY_CAP_S),
+                        help="the longest wait after any attempt, at least --retry-base "
+                             f"(retry.cap_s; {others})")
+
+
+def retry_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The retry members the flags give, by their names in the document."""
+    given = {"max_attempts": args.max_attempts, "base_s": args.retry_base,
+             "cap_s": args.retry_cap}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def with_retry(doc: dict[str, Any], members: dict[str, Any],
+               stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``doc`` with ``members`` set in its retry object, over the document's own retry (or
+    ``stored``, the job's, when the document has none) and its deprecated top-level
+    max_attempts, which moves into the object: the result names each number once."""
+    out = dict(doc)
+    own = out.get("retry")
+    retry: dict[str, Any] = dict(own) if isinstance(own, dict) else dict(stored or {})
+    if "max_attempts" in out:
+        retry.setdefault("max_attempts", out.pop("max_attempts"))
+    out["retry"] = {**retry, **members}
+    return out
+
+
+def _seconds(field: F.Field) -> Any:
+    """An argparse ``type`` for a number of seconds within ``field``'s bounds."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {field.path} to be a number of "
+                                             f"seconds, got {text!r}") from None
+        assert field.above is not None and field.high is not None
+        if not field.above < value <= field.high:
+            raise argparse.ArgumentTypeError(
+                f"expected {field.path} to be a number of seconds above {field.above:g} and "
+                f"at most {field.high:g}, got {text}")
+        return int(value) if value.is_integer() else value
+    return parse
 
 
 def _bounded(field: F.Field) -> Any:
@@ -106,10 +154,24 @@ def patch_of(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, name)
         if value is not None:
             patch[name] = None if value is _NONE else value
-    if not patch:
+    if not patch and not retry_flags(args):
         raise InvalidDocument("nothing to change: give --file or a field flag (--cron, "
                               "--tz, --priority, ...)", field="document")
     return patch
+
+
+def with_retry_flags(patch: dict[str, Any], args: argparse.Namespace,
+                     stored: dict[str, Any]) -> dict[str, Any]:
+    """The patch with the retry flags applied. --max-attempts alone replaces the number and
+    keeps the curve (as a patch naming max_attempts does); --retry-base or --retry-cap set
+    those members of the retry object, the others kept as the --file's retry or, without
+    one, as stored (a patch's retry object replaces the stored one whole)."""
+    members = retry_flags(args)
+    if not members:
+        return patch
+    if set(members) == {"max_attempts"} and not isinstance(patch.get("retry"), dict):
+        return {**patch, "max_attempts": members["max_attempts"]}
+    return with_retry(patch, members, stored)
 
 
 def run_update(args: argparse.Namespace) -> int:
@@ -121,7 +183,9 @@ def run_update(args: argparse.Namespace) -> int:
         tenant = tenant_id(conn, args.tenant)
         job_id = resolve(conn, tenant, args.job_id)
         try:
-            version = args.if_version or store.get_job(conn, tenant, job_id).version
+            current = store.get_job(conn, tenant, job_id)
+            version = args.if_version or current.version
+            patch = with_retry_flags(patch, args, store.retry_document(current.spec))
             job = store.update_job(conn, tenant, job_id, patch, version=version)
         except store.JobNotFound:
             raise not_found(args.job_id) from None

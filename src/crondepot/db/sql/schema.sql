@@ -78,6 +78,8 @@ CREATE TABLE public.jobs (
     labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     failing_fires integer DEFAULT 0 NOT NULL,
     alert_after_failures integer,
+    retry_base_s double precision DEFAULT 30 NOT NULL,
+    retry_cap_s double precision DEFAULT 600 NOT NULL,
     pause_note text,
     paused_at timestamp with time zone,
     paused_by text,
@@ -86,6 +88,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((misfire_policy <> 'skip_after_local_time'::text) OR (misfire_until IS NOT NULL))),
     CONSTRAINT jobs_check2 CHECK (((next_run_at IS NULL) = (next_nominal_at IS NULL))),
+    CONSTRAINT jobs_check3 CHECK (((retry_cap_s <= (86400)::double precision) AND (retry_cap_s >= retry_base_s))),
     CONSTRAINT jobs_cron_or_at CHECK (((cron IS NULL) <> (at IS NULL))),
     CONSTRAINT jobs_ended_reason_check CHECK ((ended_reason = ANY (ARRAY['completed'::text, 'end_at'::text, 'max_runs'::text]))),
     CONSTRAINT jobs_key_check CHECK (((length(key) >= 1) AND (length(key) <= 200))),
@@ -99,6 +102,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_pause_note_check CHECK (((char_length(pause_note) >= 1) AND (char_length(pause_note) <= 500))),
     CONSTRAINT jobs_payload_check CHECK ((octet_length((payload)::text) <= 16384)),
     CONSTRAINT jobs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
+    CONSTRAINT jobs_retry_base_s_check CHECK (((retry_base_s > (0)::double precision) AND (retry_base_s <= (3600)::double precision))),
     CONSTRAINT jobs_spread_seconds_check CHECK (((spread_seconds >= 0) AND (spread_seconds <= 86400))),
     CONSTRAINT jobs_window_order CHECK ((end_at > start_at))
 );
@@ -811,6 +815,43 @@ CREATE VIEW public.job_writes AS
    FROM public.jobs;
 
 --
+-- Name: job_writes_2; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes_2 WITH (security_invoker='true') AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
+    created_at
+   FROM public.jobs;
+
+--
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -971,6 +1012,8 @@ CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
     ended_reason,
     labels,
     alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
     pause_note,
     paused_at,
     paused_by

@@ -34,8 +34,13 @@ RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
 SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 
 -- name: record_retry
--- A temporary failure: back to the queue, available after the backoff delay. The attempt's
--- lease time counts against the run's total (see extend_acquired_leases); a run that has
+-- A temporary failure: back to the queue, available after the backoff delay. The delay is
+-- computed here from the job's retry curve (jobs.retry_base_s, retry_cap_s), so every worker
+-- waits by the curve the job has now: the worker's jitter (u, drawn from [0, 1)) times
+-- min(cap, base * 2^(attempt - 1)), or at_least (the target's Retry-After, capped by the
+-- worker; 0 without one) if that is longer: queue/retry.py retry_wait, the same formula
+-- (the doubling stops at 2^60; a run without its job row takes the default curve, passed
+-- in). The attempt's lease time counts against the run's total (see extend_acquired_leases); a run that has
 -- used it all goes to the dead letter instead (LeaseCapReached), as the reaper would send
 -- it, so a queued run always has lease time left. A retry that would come after the run's
 -- misfire deadline is not queued: the run is recorded skipped, reason 'deadline_passed'
@@ -44,19 +49,27 @@ SELECT run_id FROM crondepot_record_successes(%(successes)s::jsonb);
 -- total is computed once. A queued-again run's ended attempt is kept in run_attempts (the
 -- next claim overwrites the run row's); a run that ends here (dead, skipped) keeps it in its
 -- row, with the worker's name, and counts as a failed fire of its job (jobs.failing_fires).
--- Returns the status written.
-WITH attempt AS (
-    SELECT run_id, job_id, attempt, started_at, lease_owner,
-           lease_used + (now() - started_at) AS used,
-           lease_used + (now() - started_at) >= make_interval(secs => %(max_lease)s) AS capped,
-           coalesce(deadline_at < now() + make_interval(secs => %(delay)s), false) AS late
-    FROM runs
-    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+-- Returns the status written and the delay.
+WITH found AS (
+    SELECT r.run_id, r.job_id, r.attempt, r.started_at, r.lease_owner, r.deadline_at,
+           r.lease_used + (now() - r.started_at) AS used,
+           greatest(%(jitter)s::float8
+                    * least(coalesce(j.retry_cap_s, %(cap_s)s::float8),
+                            coalesce(j.retry_base_s, %(base_s)s::float8)
+                            * power(2::float8, least(greatest(r.attempt - 1, 0), 60))),
+                    %(at_least)s::float8) AS delay
+    FROM runs AS r LEFT JOIN jobs AS j ON j.id = r.job_id
+    WHERE r.run_id = %(run_id)s AND r.lease_token = %(token)s AND r.status = 'running'
+), attempt AS (
+    SELECT run_id, job_id, attempt, started_at, lease_owner, used, delay,
+           used >= make_interval(secs => %(max_lease)s) AS capped,
+           coalesce(deadline_at < now() + make_interval(secs => delay), false) AS late
+    FROM found
 ), done AS (
     UPDATE runs AS r
     SET status = CASE WHEN a.capped THEN 'dead' WHEN a.late THEN 'skipped' ELSE 'queued' END,
         skip_reason = CASE WHEN a.late AND NOT a.capped THEN 'deadline_passed' END,
-        available_at = now() + make_interval(secs => %(delay)s),
+        available_at = now() + make_interval(secs => a.delay),
         finished_at = CASE WHEN a.capped OR a.late THEN now() END,
         lease_used = a.used,
         updated_at = now(),
@@ -70,7 +83,7 @@ WITH attempt AS (
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
     FROM attempt AS a
     WHERE r.run_id = a.run_id AND r.lease_token = %(token)s AND r.status = 'running'
-    RETURNING r.run_id, r.job_id, r.status
+    RETURNING r.run_id, r.job_id, r.status, a.delay
 ), kept AS (
     INSERT INTO run_attempts (run_id, attempt, started_at, ended_at, outcome, error,
                               error_class, worker)
@@ -82,7 +95,7 @@ WITH attempt AS (
     UPDATE jobs AS j SET failing_fires = j.failing_fires + 1
     FROM done AS d WHERE j.id = d.job_id AND d.status <> 'queued'
 )
-SELECT status FROM done;
+SELECT status, delay FROM done;
 
 -- name: record_final_failure
 -- 'failed' (permanent error) or 'dead' (out of attempts, outcome unknown): no automatic
