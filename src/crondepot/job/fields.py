@@ -170,6 +170,12 @@ ALERT_AFTER_FAILURES = Field(
                 "crondepot_jobs_unhealthy) once this many of its latest fires in a row did "
                 "not succeed; null: the tenant's default (3 unless set)")
 
+PAUSE_AFTER_FAILURES = Field(
+    path="pause_after_failures", type="integer", nullable=True, low=1, high=10_000,
+    description="the job pauses itself once this many of its latest fires in a row did not "
+                "succeed (the count alert_after_failures reads), within a few seconds, with "
+                "a note saying so; its resume starts the count again; null: never")
+
 LABELS = Field(path="labels", type="object", default={}, nullable=True,
                description="names for filters and bulk actions, like {\"bank\": \"42\"}: "
                            "at most 16; a key is 1-63 letters, digits, '_', '.', '-' or '/', "
@@ -198,7 +204,7 @@ MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullabl
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
                                RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
-                               ALERT_AFTER_FAILURES)
+                               ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
 ONE_OF: tuple[str, ...] = ("cron", "at")

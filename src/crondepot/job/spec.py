@@ -95,6 +95,7 @@ class JobSpec:
     max_runs: int | None = None          # the job ends after this many fires
     labels: dict[str, str] = field(default_factory=dict)
     alert_after_failures: int | None = None
+    pause_after_failures: int | None = None
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -189,6 +190,8 @@ def _parse(doc: Any) -> JobSpec:
         labels=labels(doc.get("labels")),
         alert_after_failures=None if doc.get("alert_after_failures") is None
         else _int(doc, F.ALERT_AFTER_FAILURES),
+        pause_after_failures=None if doc.get("pause_after_failures") is None
+        else _int(doc, F.PAUSE_AFTER_FAILURES),
     )
     _check_window(spec)
     _check_schedule(spec)

@@ -150,7 +150,7 @@ COPY_AT_LEAST = 100
 def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             firsts: list[tuple[datetime | None, datetime | None]],
             now: datetime) -> list[list[Any]]:
-    """Every column of job_writes_2 (columns.WRITES, in its order) as the list of its values
+    """Every column of job_writes_3 (columns.WRITES, in its order) as the list of its values
     for ``specs``: a column of the document is read from each spec, the others are the
     writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
     count = len(specs)
@@ -416,12 +416,11 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
 
 
 def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
-              now: datetime | None = None, note: object = None,
-              by: str | None = None) -> StoredJob:
+              now: datetime | None = None, note: object = None) -> StoredJob:
     """Pause an active job, with an optional ``note`` saying why; pausing a paused job
     changes nothing (its note included). The fires whose nominal time has passed are
     settled first (written as the scheduler would): the pause applies to the fires after it.
-    ``by`` names who paused when it is not the session's actor (the job itself)."""
+    Who paused is the session's actor (``audit.act_as``)."""
     checked = check_note(note)
     settled: list[PlannedRun] = []
     with conn.transaction():
@@ -432,7 +431,7 @@ def pause_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
             nominal, due = first_run(job.spec, job_id, db_now)
             conn.execute(Q.pause_job, {"id": job_id, "tenant_id": tenant_id,
                                        "next_run_at": due, "next_nominal_at": nominal,
-                                       "note": checked, "by": by})
+                                       "note": checked})
             end_if_done(conn, job, settled, db_now, nominal)
         stored = get_job(conn, tenant_id, job_id)
     count_skipped(settled)

@@ -18,6 +18,7 @@ from crondepot.db import connect
 from crondepot.maintenance.config import MaintenanceConfig
 from crondepot.maintenance.leader import Leadership
 from crondepot.maintenance.ledger_check import check_ledger
+from crondepot.maintenance.pause_on_failure import pause_failing_jobs
 from crondepot.maintenance.pruner import prune
 from crondepot.maintenance.registry import forget_old_workers
 from crondepot.maintenance.rescuer import rescue
@@ -37,6 +38,7 @@ class Service:
 def services(config: MaintenanceConfig) -> list[Service]:
     """The services this configuration turns on."""
     out = [Service("rescuer", config.reap_seconds, 0.0, rescue),
+           Service("pause_on_failure", config.reap_seconds, 1.0, pause_failing_jobs),
            Service("registry", config.registry_seconds, config.registry_seconds,
                    forget_old_workers)]
     if config.retention_days:

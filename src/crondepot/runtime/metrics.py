@@ -115,8 +115,13 @@ maintenance_leader = Gauge(
 )
 maintenance_turns = Counter(
     "crondepot_maintenance_turns_total",
-    "Turns of each maintenance service (rescuer, pruner, registry, ledger_check) by outcome.",
+    "Turns of each maintenance service (rescuer, pause_on_failure, pruner, registry, "
+    "ledger_check) by outcome.",
     ["service", "outcome"],
+)
+jobs_paused_for_failures = Counter(
+    "crondepot_jobs_paused_for_failures_total",
+    "Jobs paused by the maintenance leader because they reached pause_after_failures.",
 )
 leases_expired = Counter(
     "crondepot_leases_expired_total",

@@ -83,6 +83,7 @@ CREATE TABLE public.jobs (
     pause_note text,
     paused_at timestamp with time zone,
     paused_by text,
+    pause_after_failures integer,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
@@ -99,6 +100,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_max_runs_check CHECK (((max_runs >= 1) AND (max_runs <= 1000000))),
     CONSTRAINT jobs_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['run_late'::text, 'skip_after'::text, 'skip_after_local_time'::text]))),
     CONSTRAINT jobs_misfire_seconds_check CHECK ((misfire_seconds > 0)),
+    CONSTRAINT jobs_pause_after_failures_check CHECK (((pause_after_failures >= 1) AND (pause_after_failures <= 10000))),
     CONSTRAINT jobs_pause_note_check CHECK (((char_length(pause_note) >= 1) AND (char_length(pause_note) <= 500))),
     CONSTRAINT jobs_payload_check CHECK ((octet_length((payload)::text) <= 16384)),
     CONSTRAINT jobs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
@@ -852,6 +854,44 @@ CREATE VIEW public.job_writes_2 WITH (security_invoker='true') AS
    FROM public.jobs;
 
 --
+-- Name: job_writes_3; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes_3 WITH (security_invoker='true') AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
+    pause_after_failures,
+    created_at
+   FROM public.jobs;
+
+--
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -1016,7 +1056,8 @@ CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
     retry_cap_s,
     pause_note,
     paused_at,
-    paused_by
+    paused_by,
+    pause_after_failures
    FROM public.jobs;
 
 --

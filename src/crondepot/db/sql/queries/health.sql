@@ -76,3 +76,13 @@ RETURNING id;
 
 -- name: tenant_alert_after
 SELECT alert_after_failures FROM tenants WHERE id = %(tenant_id)s::bigint;
+
+-- name: jobs_to_pause_for_failures
+-- Jobs whose latest fires failed pause_after_failures times in a row and that still run:
+-- the maintenance leader pauses them (maintenance/pause_on_failure.py). Read on the partial
+-- index jobs_failing (failing_fires > 0), never the healthy jobs.
+SELECT id, tenant_id, failing_fires
+FROM jobs
+WHERE failing_fires > 0 AND failing_fires >= pause_after_failures AND active AND NOT paused
+ORDER BY id
+LIMIT 1000;

@@ -17,9 +17,9 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
 -- format: psycopg would otherwise quote every element in Python. created_at is the instant
 -- the first fire was computed from (the job's timetable is in force after it). One array
--- per column of job_writes_2, in its order, named and typed as the column table
+-- per column of job_writes_3, in its order, named and typed as the column table
 -- (job/columns.py WRITES) names and types it; a test holds the two together.
-INSERT INTO job_writes_2
+INSERT INTO job_writes_3
 OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest(
     %(id)b::bigint[], %(tenant_id)b::bigint[], %(key)b::text[], %(cron)b::text[],
@@ -31,19 +31,20 @@ SELECT * FROM unnest(
     %(rate_limit)b::text[], %(at)b::timestamptz[], %(start_at)b::timestamptz[],
     %(end_at)b::timestamptz[], %(max_runs)b::integer[], %(labels)b::jsonb[],
     %(alert_after_failures)b::integer[], %(retry_base_s)b::float8[],
-    %(retry_cap_s)b::float8[], %(created_at)b::timestamptz[])
+    %(retry_cap_s)b::float8[], %(pause_after_failures)b::integer[],
+    %(created_at)b::timestamptz[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
 -- name: create_import_table
 -- The session's staging table for create_jobs batches of COPY_AT_LEAST or more: the columns
--- of job_writes_2. Filled by binary COPY (psycopg writes those rows in C, with less Python
+-- of job_writes_3. Filled by binary COPY (psycopg writes those rows in C, with less Python
 -- work per job than packing insert_jobs's arrays), emptied at every commit.
 CREATE TEMP TABLE IF NOT EXISTS import_jobs ON COMMIT DELETE ROWS AS
-SELECT * FROM job_writes_2 WITH NO DATA;
+SELECT * FROM job_writes_3 WITH NO DATA;
 
 -- name: copy_import_rows
--- The rows of one batch, every column of job_writes_2 in order.
+-- The rows of one batch, every column of job_writes_3 in order.
 COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 
 -- name: insert_import_rows
@@ -51,7 +52,7 @@ COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 -- are this batch's: ids come from a sequence, so a batch written earlier in the same
 -- transaction (not yet emptied by a commit) has smaller ones. ORDER BY id: the first of two
 -- lines with one key wins, as with unnest.
-INSERT INTO job_writes_2
+INSERT INTO job_writes_3
 OVERRIDING SYSTEM VALUE
 SELECT *
 FROM pg_temp.import_jobs
@@ -109,7 +110,8 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     rate_limit = %(rate_limit)s, at = %(at)s, start_at = %(start_at)s, end_at = %(end_at)s,
     max_runs = %(max_runs)s, labels = %(labels)s,
     alert_after_failures = %(alert_after_failures)s, retry_base_s = %(retry_base_s)s,
-    retry_cap_s = %(retry_cap_s)s, next_run_at = %(next_run_at)s,
+    retry_cap_s = %(retry_cap_s)s, pause_after_failures = %(pause_after_failures)s,
+    next_run_at = %(next_run_at)s,
     next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
@@ -122,7 +124,7 @@ WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
 UPDATE jobs
 SET paused = true, next_run_at = %(next_run_at)s, next_nominal_at = %(next_nominal_at)s,
     pause_note = %(note)s::text, paused_at = now(),
-    paused_by = coalesce(%(by)s::text, nullif(current_setting('crondepot.actor', true), ''),
+    paused_by = coalesce(nullif(current_setting('crondepot.actor', true), ''),
                          'role:' || session_user),
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND NOT paused;
@@ -130,8 +132,12 @@ WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND N
 -- name: resume_job
 -- Resuming restarts the timetable from now: the fires missed while paused are not caught up
 -- (the caller writes them skipped, reason 'paused').
+-- A job that paused itself (pause_after_failures) starts its failure count again: resumed,
+-- it would otherwise pause at once.
 UPDATE jobs
 SET paused = false, next_run_at = %(next_run_at)s, next_nominal_at = %(next_nominal_at)s,
+    failing_fires = CASE WHEN paused_by = 'crondepot:pause_after_failures' THEN 0
+                         ELSE failing_fires END,
     pause_note = NULL, paused_at = NULL, paused_by = NULL,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND paused;
