@@ -28,8 +28,10 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crondepot.api.problems import ApiError, PayloadTooLarge, RequestTimeout, problem_for
+from crondepot.runtime import metrics
 
 DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
+_REASONS = {408: "body_timeout", 413: "body_too_large"}     # crondepot_api_refused_total
 
 
 class Intake:
@@ -52,6 +54,7 @@ class Intake:
                 raise too_large(limit)
             body = await read_body(receive, limit=limit, timeout=self.timeout_seconds)
         except ApiError as exc:
+            metrics.labelled(metrics.api_refused, _REASONS.get(exc.status, "other")).inc()
             # The rest of the body is not read: the connection cannot be reused.
             exc.headers = {**exc.headers, "Connection": "close"}
             await problem_for(exc)(scope, receive, send)

@@ -24,6 +24,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from crondepot.runtime import metrics
+
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
 log = logging.getLogger("crondepot.api")
 
@@ -67,6 +69,7 @@ class HeadDeadlineProtocol(H11Protocol):
         self._head_timer = None
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
+        metrics.labelled(metrics.api_refused, "head_timeout").inc()
         log.debug("closed a connection whose request head did not arrive within %g s",
                  self.header_timeout, extra={"client": _peer(self.client)})
         with contextlib.suppress(h11.LocalProtocolError):

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot.api.limits import retry_after
 from crondepot.api.problems import PoolStarved
+from crondepot.runtime import metrics
 
 DEFAULT_WAIT_SECONDS = 2.0
 
@@ -59,6 +60,7 @@ class DbSlots:
             async with asyncio.timeout(wait):
                 await self._free.acquire()
         except TimeoutError:
+            metrics.labelled(metrics.api_refused, "pool_starved").inc()
             raise PoolStarved(
                 f"every database connection of this API process stayed busy for {wait:g} s; "
                 "retry later", headers={"Retry-After": retry_after(self.wait_seconds)}
