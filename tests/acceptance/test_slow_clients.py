@@ -6,7 +6,8 @@ while an authenticated ``GET /v1/jobs`` keeps answering in well under a second. 
 client is cut at its deadline (the head's: closed; the body's: 408), and a connection left
 idle is closed too. A starved pool (two connections, both held behind a table lock) answers
 503 with ``Retry-After`` within ``--pool-wait``, ``/readyz`` says 503, and both recover when
-the lock goes. docs/operations.md, "Slow clients and overload", quotes the figures.
+the lock goes; past the connection cap a request gets 503. docs/operations.md, "Slow
+clients and overload", quotes the figures.
 """
 
 from __future__ import annotations
@@ -243,10 +244,10 @@ def _until_closed(sock: socket.socket, *, within: float) -> bytes:
 
 
 @pytest.mark.slow
-def test_a_starved_pool_answers_503_at_once_and_recovers(db_url: str) -> None:
+def test_a_starved_pool_or_a_full_house_answers_503_at_once_and_recovers(db_url: str) -> None:
     with connect(db_url) as conn:
         token = create_tenant(conn, "bank42").token
-    process, base = _api(db_url, "--pool-wait", "500ms",
+    process, base = _api(db_url, "--pool-wait", "500ms", "--max-connections", "6",
                          env={"CRONDEPOT_API_POOL_SIZE": "2"})
     auth = {"Authorization": f"Bearer {token}"}
     try:
@@ -275,8 +276,26 @@ def test_a_starved_pool_answers_503_at_once_and_recovers(db_url: str) -> None:
             assert [f.result().status_code for f in waiting] == [200, 200]
         assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
         assert httpx.get(f"{base}/v1/jobs", headers=auth, timeout=10).status_code == 200
+        _connection_cap(base)
     finally:
         process.stop()
+
+
+def _connection_cap(base: str) -> None:
+    """With --max-connections 6 and six connections open, a seventh's request gets 503 (and
+    no database work); once they close, requests are served again."""
+    port = int(base.rsplit(":", 1)[1])
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
+
+    def status() -> int:
+        return httpx.get(f"{base}/healthz", timeout=10).status_code
+
+    try:
+        wait_until(lambda: status() == 503, timeout=10, message="503 past the connection cap")
+    finally:
+        for sock in held:
+            sock.close()
+    wait_until(lambda: status() == 200, timeout=10, message="a connection let in again")
 
 
 def _refused(base: str, reason: str) -> float:
