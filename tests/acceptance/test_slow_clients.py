@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import socket
 import statistics
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
@@ -26,13 +24,12 @@ import pytest
 from crondepot.db import connect
 from crondepot.tenancy.tenants import create_tenant
 from crondepot_testkit.processes import Proc, free_port, wait_until
+from crondepot_testkit.slow_clients import Trickle, slow_requests
 
 HEADER_TIMEOUT = 2.0
 BODY_TIMEOUT = 4.0
 KEEP_ALIVE_TIMEOUT = 1.0
 SLACK = 1.5                 # a deadline met on a loaded two-core machine
-TICK = 0.2                  # each slow client sends one byte this often
-DECLARED = 4096             # the body length the body tricklers announce (under 64 KiB)
 
 
 def _api(db_url: str, *extra: str, env: dict[str, str] | None = None) -> tuple[Proc, str]:
@@ -49,105 +46,6 @@ def _api(db_url: str, *extra: str, env: dict[str, str] | None = None) -> tuple[P
 
     wait_until(up, timeout=30, interval=0.1, message="the API to start")
     return process, base
-
-
-@dataclass
-class SlowClient:
-    """One connection that sends ``head`` at once, then ``drip`` a byte per tick."""
-
-    kind: str
-    head: bytes
-    drip: bytes
-    sock: socket.socket
-    opened: float = field(default_factory=time.monotonic)
-    sent: int = 0
-    closed: float | None = None
-    answer: bytes = b""
-
-    @property
-    def lifetime(self) -> float:
-        return (self.closed or time.monotonic()) - self.opened
-
-
-class Trickle:
-    """Keeps ``per_kind`` connections of each kind open and dripping, reopening any the server
-    closes, until stopped; every connection it ever opened is kept for the assertions."""
-
-    def __init__(self, port: int, kinds: dict[str, tuple[bytes, bytes]], per_kind: int) -> None:
-        self.port, self.kinds, self.per_kind = port, kinds, per_kind
-        self.clients: list[SlowClient] = []
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Trickle:
-        for kind in self.kinds:
-            for _ in range(self.per_kind):
-                self._open(kind)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopped.set()
-        self.thread.join(timeout=10)
-        for client in self.clients:
-            client.sock.close()
-
-    def open_now(self) -> int:
-        with self.lock:
-            return sum(1 for c in self.clients if c.closed is None)
-
-    def _open(self, kind: str) -> None:
-        head, drip = self.kinds[kind]
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        sock.sendall(head)
-        sock.setblocking(False)
-        with self.lock:
-            self.clients.append(SlowClient(kind=kind, head=head, drip=drip, sock=sock))
-
-    def _run(self) -> None:
-        while not self.stopped.wait(TICK):
-            with self.lock:
-                open_ = [c for c in self.clients if c.closed is None]
-            for client in open_:
-                if self._step(client):
-                    self._open(client.kind)
-
-    @staticmethod
-    def _step(client: SlowClient) -> bool:
-        """Drip one byte; True if the server has closed the connection."""
-        try:
-            while chunk := client.sock.recv(65536):
-                client.answer += chunk
-            gone = True                   # recv returned b"": the server closed it
-        except BlockingIOError:
-            gone = False
-        except OSError:
-            gone = True
-        if not gone and client.sent < len(client.drip):
-            try:
-                client.sock.send(client.drip[client.sent:client.sent + 1])
-                client.sent += 1
-            except OSError:
-                gone = True
-        if gone:
-            client.closed = time.monotonic()
-        return gone
-
-
-def _kinds(token: str) -> dict[str, tuple[bytes, bytes]]:
-    def body_head(path: str, media: str, extra: str = "") -> bytes:
-        return (f"POST {path} HTTP/1.1\r\nHost: api\r\nContent-Type: {media}\r\n"
-                f"Content-Length: {DECLARED}\r\n{extra}\r\n").encode()
-
-    return {
-        "login-body": (body_head("/console/login", "application/x-www-form-urlencoded"),
-                       b"token=" + b"x" * DECLARED),
-        "jobs-body": (body_head("/v1/jobs", "application/json",
-                                f"Authorization: Bearer {token}\r\n"),
-                      b'{"key": "' + b"k" * DECLARED),
-        "head": (b"GET /v1/jobs HTTP/1.1\r\n", b"X-Slow: " + b"a" * 10_000),
-    }
 
 
 @pytest.fixture
@@ -170,12 +68,12 @@ def test_slow_clients_neither_stall_other_requests_nor_outlive_their_deadlines(
         api: tuple[str, str]) -> None:
     base, token = api
     port = int(base.rsplit(":", 1)[1])
-    with Trickle(port, _kinds(token), per_kind=25) as trickle, \
+    with Trickle(port, slow_requests(token), per_kind=25) as trickle, \
             httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"},
                          timeout=30) as client:
         # 25 + 25 body tricklers (50) and 25 head tricklers at first; more below
         wait_until(lambda: trickle.open_now() >= 75, timeout=10, message="the slow clients")
-        with Trickle(port, {"head": _kinds(token)["head"]}, per_kind=25) as more_heads:
+        with Trickle(port, {"head": slow_requests(token)["head"]}, per_kind=25) as more_heads:
             timings = _time_reads(client, trickle, more_heads, count=40)
         wait_until(lambda: all(c.closed for c in trickle.clients if c.kind != "head"
                                and time.monotonic() - c.opened > BODY_TIMEOUT + SLACK),
