@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         serve: dict[str, Any] = {"host": args.host, "port": args.port, "log_config": None,
                                  "proxy_headers": proxies is not None,
                                  "forwarded_allow_ips": proxies, "server_header": False,
-                                 **_connection_limits(args)}
+                                 **connection_limits(args)}
         # The app's own limits reach it (every process of --workers N) through the
         # environment, as its other settings do.
         os.environ[BODY_TIMEOUT_ENV] = repr(args.body_timeout)
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _connection_limits(args: argparse.Namespace) -> dict[str, Any]:
+def connection_limits(args: argparse.Namespace) -> dict[str, Any]:
     """uvicorn's options for the connection bounds: our h11 protocol for the head's deadline
     (a partial of a module-level class, so --workers N can pickle it to each process)."""
     from crondepot.api.protocol import HeadDeadlineProtocol
