@@ -8,7 +8,6 @@ conn.transaction()`` of the store function it calls.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +18,8 @@ from fastapi import Depends, FastAPI
 
 from crondepot.api import console, docs, problems, scrape, throttle
 from crondepot.api.body import text_params
-from crondepot.api.limits import BodyLimit, RequestBudget
+from crondepot.api.intake import DEFAULT_BODY_TIMEOUT_SECONDS, Intake
+from crondepot.api.limits import RequestBudget
 from crondepot.api.openapi import finish, operation_id
 from crondepot.api.routes import (
     audit,
@@ -36,6 +36,7 @@ from crondepot.api.routes import (
     service,
     tokens,
 )
+from crondepot.api.slots import DEFAULT_WAIT_SECONDS, DbSlots
 from crondepot.db import open_pool
 from crondepot.job.url import check_allow_list
 from crondepot.runtime import logs
@@ -59,9 +60,15 @@ hold a NUL (`%00`).
 """
 
 
+BODY_TIMEOUT_ENV = "CRONDEPOT_API_BODY_TIMEOUT"
+POOL_WAIT_ENV = "CRONDEPOT_API_POOL_WAIT"
+_FLOATS = ("rate_per_second", "body_timeout_seconds", "pool_wait_seconds")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiSettings:
-    """Limits and pool size; ``from_env`` reads ``CRONDEPOT_API_*`` variables."""
+    """Limits and pool size; ``from_env`` reads ``CRONDEPOT_API_*`` variables (seconds as
+    plain numbers: ``crondepot api`` writes its duration options there in that form)."""
 
     rate_per_second: float = 50.0
     burst: int = 100
@@ -70,6 +77,8 @@ class ApiSettings:
     pool_min_size: int = 1
     pool_max_size: int = 10
     console_session_seconds: int = 8 * 3600   # a console login lasts this long at most
+    body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS   # the whole body, or 408
+    pool_wait_seconds: float = DEFAULT_WAIT_SECONDS   # for a database slot, or 503
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ApiSettings:
@@ -78,12 +87,12 @@ class ApiSettings:
                  "json_body_bytes": "CRONDEPOT_API_JSON_BODY_BYTES",
                  "import_body_bytes": "CRONDEPOT_API_IMPORT_BODY_BYTES",
                  "pool_max_size": "CRONDEPOT_API_POOL_SIZE",
-                 "console_session_seconds": "CRONDEPOT_CONSOLE_SESSION_SECONDS"}
+                 "console_session_seconds": "CRONDEPOT_CONSOLE_SESSION_SECONDS",
+                 "body_timeout_seconds": BODY_TIMEOUT_ENV, "pool_wait_seconds": POOL_WAIT_ENV}
         values: dict[str, Any] = {}
         for name, variable in names.items():
             if env.get(variable):
-                values[name] = float(env[variable]) if name == "rate_per_second" \
-                    else int(env[variable])
+                values[name] = float(env[variable]) if name in _FLOATS else int(env[variable])
         return cls(**values)
 
     def body_limit(self, path: str) -> int:
@@ -128,8 +137,9 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
         with open_pool(database_url, min_size=config.pool_min_size,
                        max_size=config.pool_max_size, application_name="crondepot-api") as pool:
             app.state.pool = pool
-            # At most one request per pooled connection holds or waits for one (auth.py).
-            app.state.db_slots = asyncio.Semaphore(config.pool_max_size)
+            # At most one request per pooled connection holds or waits for one (slots.py).
+            app.state.db_slots = DbSlots(pool, size=config.pool_max_size,
+                                         wait_seconds=config.pool_wait_seconds)
             yield
 
     app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan,
@@ -137,7 +147,9 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
     app.state.budget = RequestBudget(config.rate_per_second, config.burst)
     app.state.settings = config
     throttle.install(app, auth_throttle)
-    app.add_middleware(BodyLimit, limit_for=config.body_limit)
+    # The body is read whole before any route runs, so no database slot waits on a client.
+    app.add_middleware(Intake, limit_for=config.body_limit,
+                       timeout_seconds=config.body_timeout_seconds)
     problems.install(app)
     for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,
                    service,

@@ -11,19 +11,17 @@ taken.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import psycopg
 from fastapi import Depends, Request
-from fastapi.concurrency import run_in_threadpool
-from psycopg_pool import ConnectionPool
 
 from crondepot.api import throttle
 from crondepot.api.limits import RequestBudget, retry_after
 from crondepot.api.problems import Forbidden, RateLimited, Unauthorized
+from crondepot.api.slots import DbSlots
 from crondepot.db import Q
 from crondepot.tenancy.audit import act_as
 from crondepot.tenancy.tenants import hash_token
@@ -38,21 +36,12 @@ class Principal:
 
 
 async def connection(request: Request) -> AsyncIterator[psycopg.Connection[Any]]:
-    """One pooled connection per request (autocommit; changes open their own transaction).
-
-    A request waits for a database slot on the event loop *before* it takes a worker
-    thread. Waiting inside a thread instead (a plain ``pool.connection()``) lets requests
-    blocked on an exhausted pool occupy every thread, while the requests holding the
-    connections wait for a thread to finish in: a deadlock under load.
-    """
-    slots: asyncio.Semaphore = request.app.state.db_slots
-    pool: ConnectionPool = request.app.state.pool
-    async with slots:
-        conn = await run_in_threadpool(pool.getconn)
-        try:
-            yield conn
-        finally:
-            await run_in_threadpool(pool.putconn, conn)
+    """One pooled connection per request (autocommit; changes open their own transaction),
+    taken within ``--pool-wait`` or refused with 503 (api/slots.py). The body has been read
+    already (api/intake.py): no slot waits on a client."""
+    slots: DbSlots = request.app.state.db_slots
+    async with slots.connection() as conn:
+        yield conn
 
 
 Conn = Annotated[psycopg.Connection[Any], Depends(connection)]

@@ -1,9 +1,7 @@
-"""Request limits: bounded bodies (413) and a per-token request budget (429 + Retry-After).
+"""The per-token request budget (429 + Retry-After).
 
-The body bound is an ASGI middleware so that an oversized body is refused before anything
-reads it whole: a declared Content-Length over the bound is answered at once, and a body
-streamed without one is counted as it arrives. The request budget is an in-process token
-bucket per API token; several API processes each keep their own.
+The request budget is an in-process token bucket per API token; several API processes each
+keep their own. Bodies are bounded (413) and given a deadline (408) by ``api/intake.py``.
 """
 
 from __future__ import annotations
@@ -13,54 +11,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from crondepot.api.problems import PayloadTooLarge, problem_for
-
-
-class BodyLimit:
-    """Refuse request bodies over ``limit_for(path)`` bytes with a 413 problem."""
-
-    def __init__(self, app: ASGIApp, *, limit_for: Callable[[str], int]) -> None:
-        self.app = app
-        self.limit_for = limit_for
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.limit_for(scope["path"])
-        declared = _content_length(scope)
-        if declared is not None and declared > limit:
-            await problem_for(_too_large(limit))(scope, receive, send)
-            return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _too_large(limit)
-            return message
-
-        await self.app(scope, counted, send)
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
-def _too_large(limit: int) -> PayloadTooLarge:
-    return PayloadTooLarge(f"the request body is over {limit} bytes")
 
 
 @dataclass

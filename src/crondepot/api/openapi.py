@@ -8,9 +8,11 @@ machinery answers on every route that uses it, so no route can forget one:
     depends on          documented
     a bearer token      security: bearer; 401 (WWW-Authenticate), 429 (Retry-After)
     an admin token      403
-    a connection        503 (the database is down or its schema is not current)
+    a connection        503 (the database is down, its schema is not current, or no
+                        connection was free within --pool-wait: then Retry-After)
     any parameter/body  422 (FastAPI's HTTPValidationError replaced: every 422 is a problem)
-    a request body      413 (the body bound is a middleware in front of every route)
+    a request body      408, 413 (api/intake.py reads it whole, within its deadline and
+                        bound, in front of every route)
     query/path text     no NUL (``body.text_params`` refuses it)
     a 428 (declared)    its If-Match header required (its absence is that 428)
 
@@ -42,6 +44,7 @@ STATUS_TEXT = {
     401: "No token, or an unknown or revoked one",
     403: "The token's role (or the tenant) does not allow this",
     404: "Unknown id, or another tenant's (never said which)",
+    408: "The request body did not arrive whole within the API's body timeout",
     409: "Conflict with the stored state",
     412: "The job changed since the version in If-Match",
     413: "Request body over its bound",
@@ -49,13 +52,17 @@ STATUS_TEXT = {
     422: "Invalid request: `errors` names each field",
     428: "If-Match header required",
     429: "The token's request budget is spent: retry after Retry-After seconds",
-    503: "The database is unavailable or its schema is not current",
+    503: "The database is unavailable or its schema is not current, or no database "
+         "connection was free in time (`pool-starved`: retry after Retry-After seconds)",
 }
 _HEADERS: dict[int, dict[str, Any]] = {
     401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"},
                                "required": True}},
     429: {"Retry-After": {"description": "seconds to wait", "required": True,
                           "schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+    503: {"Retry-After": {"description": "seconds to wait (with `pool-starved`)",
+                          "required": False, "schema": {"type": "string",
+                                                        "pattern": "^[0-9]+$"}}},
 }
 
 
@@ -181,7 +188,7 @@ def _complete(route: APIRoute, operation: dict[str, Any]) -> None:
     if operation.get("parameters") or "requestBody" in operation:
         added.append(422)
     if "requestBody" in operation:
-        added.append(413)
+        added += [408, 413]
     for code in added:
         responses.setdefault(str(code), {})
     for status, response in responses.items():

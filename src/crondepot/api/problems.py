@@ -4,10 +4,12 @@
     ├── Unauthorized      401     no token, or an unknown or revoked one
     ├── Forbidden         403     a read-only token asked for a change
     ├── NotFound          404     unknown id, or another tenant's (never said which)
+    ├── RequestTimeout    408     the body did not arrive whole in time (api/intake.py)
     ├── PayloadTooLarge   413     a request body over its bound
     ├── UnsupportedMedia  415     a body of the wrong Content-Type
     ├── PreconditionRequired 428  a PATCH without If-Match
     ├── RateLimited       429     the token's request budget is spent (Retry-After)
+    ├── PoolStarved       503     no database connection free in time (api/slots.py)
     ├── Invalid           422     bad input found before a domain object was made
     └── NothingImported   422     an import none of whose lines is a valid job document
 
@@ -76,6 +78,10 @@ class PayloadTooLarge(ApiError):
     status, slug, title = 413, "payload-too-large", "Request body too large"
 
 
+class RequestTimeout(ApiError):
+    status, slug, title = 408, "request-timeout", "Request body not received in time"
+
+
 class UnsupportedMedia(ApiError):
     status, slug, title = 415, "unsupported-media-type", "Unsupported Content-Type"
 
@@ -86,6 +92,10 @@ class PreconditionRequired(ApiError):
 
 class RateLimited(ApiError):
     status, slug, title = 429, "rate-limited", "Too many requests"
+
+
+class PoolStarved(ApiError):
+    status, slug, title = 503, "pool-starved", "No database connection free"
 
 
 class Invalid(ApiError):

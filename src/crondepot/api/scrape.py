@@ -16,12 +16,15 @@ Who may scrape and what it says are the operator's choice (``MetricsAccess``):
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from crondepot.api import throttle
-from crondepot.api.problems import Unauthorized
+from crondepot.api.problems import PoolStarved, Unauthorized
+from crondepot.api.slots import DbSlots
 from crondepot.runtime import metrics
 
 TOKEN_ENV = "CRONDEPOT_METRICS_TOKEN"
@@ -55,20 +58,27 @@ def flag(text: str) -> bool:
 
 
 def install(app: FastAPI, access: MetricsAccess) -> None:
-    """Add ``GET /metrics``. The database gauges borrow a connection from the pool the app's
-    lifespan opens, at scrape time."""
+    """Add ``GET /metrics``. The database gauges read a connection taken, at scrape time,
+    like a request's (api/slots.py)."""
     app.state.metrics_access = access
-    app.state.metrics = metrics.database_registry(lambda: app.state.pool.connection(),
-                                                  tenant_labels=access.tenant_labels)
     app.add_api_route("/metrics", _scrape, methods=["GET"], include_in_schema=False)
 
 
-def _scrape(request: Request) -> Response:
-    """Prometheus scrape: this process's metrics and the database-derived gauges."""
+async def _scrape(request: Request) -> Response:
+    """Prometheus scrape: this process's metrics and the database-derived gauges; only the
+    former while no database connection is free (``crondepot_api_refused_total`` says so,
+    and a starved pool is when it matters)."""
     access: MetricsAccess = request.app.state.metrics_access
     if access.token is not None:
         _check(request, access.token)
-    body, content_type = metrics.exposition(request.app.state.metrics)
+    slots: DbSlots = request.app.state.db_slots
+    try:
+        async with slots.connection() as conn:
+            database = metrics.database_registry(lambda: nullcontext(conn),
+                                                 tenant_labels=access.tenant_labels)
+            body, content_type = await run_in_threadpool(metrics.exposition, database)
+    except PoolStarved:
+        body, content_type = metrics.exposition()
     return Response(body, media_type=content_type)
 
 

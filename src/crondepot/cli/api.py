@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import os
 from typing import Any
 
 from crondepot.cli.shared.metrics import add_metrics_token, add_tenant_labels
-from crondepot.cli.shared.options import add_database, check_schema, database, int_in
+from crondepot.cli.shared.options import add_database, check_schema, database, duration, int_in
 from crondepot.cli.shared.output import fail
 from crondepot.runtime import logs
 
 FORWARDED_ENV = "CRONDEPOT_API_FORWARDED_ALLOW_IPS"
+# The names api/app.py (ApiSettings.from_env) reads in every API process; written here in
+# seconds (not imported from there: that would load FastAPI for every command).
+BODY_TIMEOUT_ENV = "CRONDEPOT_API_BODY_TIMEOUT"
+POOL_WAIT_ENV = "CRONDEPOT_API_POOL_WAIT"
 
 
 def register(commands: Any) -> None:
@@ -41,7 +46,42 @@ def register(commands: Any) -> None:
                              "Without it, those headers are ignored.")
     add_metrics_token(parser)
     add_tenant_labels(parser)
+    _add_limits(parser)
     parser.set_defaults(run=run)
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
+    """How long a client may take, how many may connect, how long a request may wait for
+    the database (docs/operations.md, "Slow clients and overload")."""
+    group = parser.add_argument_group(
+        "slow clients and overload", "bounds per API process; a client past one is closed "
+        "or answered 408 or 503, and the other clients' requests go on")
+    env = os.environ.get
+    group.add_argument("--header-timeout", type=duration, metavar="DURATION",
+                       default=env("CRONDEPOT_API_HEADER_TIMEOUT", "10s"),
+                       help="close a connection whose request head has not arrived whole "
+                            "this long after it opened, or after a later request's first "
+                            "byte (env CRONDEPOT_API_HEADER_TIMEOUT; default 10s)")
+    group.add_argument("--body-timeout", type=duration, metavar="DURATION",
+                       default=env(BODY_TIMEOUT_ENV, "30s"),
+                       help="answer 408 and close when a request body has not arrived whole "
+                            f"this long after its head (env {BODY_TIMEOUT_ENV}; default 30s; "
+                            "a 64 MiB import needs about 2.2 MB/s within it)")
+    group.add_argument("--keep-alive-timeout", type=duration, metavar="DURATION",
+                       default=env("CRONDEPOT_API_KEEP_ALIVE_TIMEOUT", "5s"),
+                       help="close a kept-alive connection idle this long between requests "
+                            "(env CRONDEPOT_API_KEEP_ALIVE_TIMEOUT; default 5s)")
+    group.add_argument("--max-connections", metavar="N",
+                       type=int_in(1, 1_000_000, "a number of connections"),
+                       default=env("CRONDEPOT_API_MAX_CONNECTIONS", "512"),
+                       help="while this many connections are open, a request on another one "
+                            "is answered 503 and its connection closed (env "
+                            "CRONDEPOT_API_MAX_CONNECTIONS; default 512, per process)")
+    group.add_argument("--pool-wait", type=duration, metavar="DURATION",
+                       default=env(POOL_WAIT_ENV, "2s"),
+                       help="answer 503 with Retry-After when no database connection is free "
+                            f"this long (env {POOL_WAIT_ENV}; default 2s); /readyz is 503 "
+                            "while the pool stays busy")
 
 
 def _proxies(text: str) -> str:
@@ -82,7 +122,12 @@ def run(args: argparse.Namespace) -> int:
         proxies = args.forwarded_allow_ips
         serve: dict[str, Any] = {"host": args.host, "port": args.port, "log_config": None,
                                  "proxy_headers": proxies is not None,
-                                 "forwarded_allow_ips": proxies, "server_header": False}
+                                 "forwarded_allow_ips": proxies, "server_header": False,
+                                 **connection_limits(args)}
+        # The app's own limits reach it (every process of --workers N) through the
+        # environment, as its other settings do.
+        os.environ[BODY_TIMEOUT_ENV] = repr(args.body_timeout)
+        os.environ[POOL_WAIT_ENV] = repr(args.pool_wait)
         access = MetricsAccess(token=args.metrics_token, tenant_labels=args.metrics_tenant_labels)
         if args.workers == 1:
             uvicorn.run(create_app(db.url, ApiSettings.from_env(), metrics_access=access,
@@ -100,3 +145,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def connection_limits(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's options for the connection bounds: our h11 protocol for the head's deadline
+    (a partial of a module-level class, so --workers N can pickle it to each process)."""
+    from crondepot.api.protocol import HeadDeadlineProtocol
+
+    return {"http": functools.partial(HeadDeadlineProtocol, header_timeout=args.header_timeout),
+            "timeout_keep_alive": args.keep_alive_timeout,
+            # uvicorn counts the connection asking among the open ones: N + 1 lets N in
+            "limit_concurrency": args.max_connections + 1}

@@ -171,7 +171,8 @@ claim_size = Histogram(
 )
 
 
-# The API (crondepot.api.auth, crondepot.api.throttle)
+# The API (crondepot.api.auth, crondepot.api.throttle, crondepot.api.intake, crondepot.api.slots,
+# crondepot.api.protocol)
 auth_failures = Counter(
     "crondepot_auth_failures_total",
     "Requests whose credential (a bearer token, a console login's token) was unknown or "
@@ -183,6 +184,13 @@ auth_throttled = Counter(
     "Requests refused (429) without their credential being looked at, because their client "
     "address failed authentication too often, by route template.",
     ["route"],
+)
+api_refused = Counter(
+    "crondepot_api_refused_total",
+    "Requests and connections the API cut off before running them (docs/operations.md, "
+    "'Slow clients and overload'), by reason: head_timeout (connection closed), "
+    "body_timeout (408), body_too_large (413), pool_starved (503).",
+    ["reason"],
 )
 
 

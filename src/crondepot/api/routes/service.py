@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from psycopg_pool import ConnectionPool
 
 from crondepot.api.auth import Conn, Reader
 from crondepot.api.models import Stats
 from crondepot.api.openapi import problems
-from crondepot.api.problems import problem
+from crondepot.api.problems import PoolStarved, problem
+from crondepot.api.slots import DbSlots
 from crondepot.db.migrations import MigrationError, pending_names
 from crondepot.runs.reads import stats
 
@@ -27,13 +28,20 @@ def healthz() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz", summary="The database answers and its schema is current",
-            responses=problems(503))
-def readyz(request: Request) -> JSONResponse:
-    pool: ConnectionPool = request.app.state.pool
+# A probe must answer fast (Kubernetes gives it 1 s by default): it waits this long for a
+# database slot, then says the pool is starved.
+READY_WAIT_SECONDS = 0.5
+
+
+@router.get("/readyz", summary="A database connection is free, the database answers and its "
+                               "schema is current", responses=problems(503))
+async def readyz(request: Request) -> JSONResponse:
+    slots: DbSlots = request.app.state.db_slots
     try:
-        with pool.connection(timeout=5) as conn:
-            todo = pending_names(conn)
+        async with slots.connection(wait=READY_WAIT_SECONDS, connect=5) as conn:
+            todo = await run_in_threadpool(pending_names, conn)
+    except PoolStarved as exc:
+        return problem(503, exc.slug, exc.title, exc.detail, headers=exc.headers)
     except MigrationError as exc:
         return problem(503, "schema-not-current", "Database schema not current", str(exc))
     except Exception as exc:   # any failure to reach the database means "not ready"

@@ -1,0 +1,67 @@
+"""Database slots: how a request gets one of the API's pooled connections, within a bound.
+
+There are as many slots as the pool has connections. A request waits for a slot on the event
+loop *before* it takes a worker thread: waiting inside a thread instead (a plain
+``pool.connection()``) lets requests blocked on an exhausted pool occupy every thread, while
+the requests holding the connections wait for a thread to finish in, a deadlock under load.
+
+The wait is bounded (``wait_seconds``, ``crondepot api --pool-wait``): a request that finds
+no slot free in time is answered 503 with ``Retry-After`` (``PoolStarved``), never left
+hanging, and ``/readyz`` says the process is not ready while that lasts. A slot taken, the
+connection itself comes from the pool under the pool's own bound (``db/connect.py``); past it
+the database is unavailable, which is another 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from fastapi.concurrency import run_in_threadpool
+from psycopg_pool import ConnectionPool
+
+from crondepot.api.limits import retry_after
+from crondepot.api.problems import PoolStarved
+from crondepot.runtime import metrics
+
+DEFAULT_WAIT_SECONDS = 2.0
+
+
+class DbSlots:
+    """The pool's connections, lent one per request with a bounded wait."""
+
+    def __init__(self, pool: ConnectionPool, *, size: int,
+                 wait_seconds: float = DEFAULT_WAIT_SECONDS) -> None:
+        self.pool = pool
+        self.wait_seconds = wait_seconds
+        self._free = asyncio.Semaphore(size)
+
+    @asynccontextmanager
+    async def connection(self, wait: float | None = None, *, connect: float | None = None
+                         ) -> AsyncIterator[psycopg.Connection[Any]]:
+        """A pooled connection, held for the block; PoolStarved if no slot is free within
+        ``wait`` seconds (default ``wait_seconds``). ``connect``: how long the pool may take
+        to lend it (default the pool's own bound)."""
+        await self._take(self.wait_seconds if wait is None else wait)
+        try:
+            conn = await run_in_threadpool(self.pool.getconn, connect)
+            try:
+                yield conn
+            finally:
+                await run_in_threadpool(self.pool.putconn, conn)
+        finally:
+            self._free.release()
+
+    async def _take(self, wait: float) -> None:
+        try:
+            async with asyncio.timeout(wait):
+                await self._free.acquire()
+        except TimeoutError:
+            metrics.labelled(metrics.api_refused, "pool_starved").inc()
+            raise PoolStarved(
+                f"every database connection of this API process stayed busy for {wait:g} s; "
+                "retry later", headers={"Retry-After": retry_after(self.wait_seconds)}
+            ) from None
