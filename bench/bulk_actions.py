@@ -38,7 +38,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="an admin URL (databases are created)")
     parser.add_argument("-n", type=int, default=100_000, help="jobs to act on")
-    parser.add_argument("--no-audit", action="store_true", help="do not name an actor (entries say role:<user>)")
+    parser.add_argument("--no-audit", action="store_true",
+                        help="do not name an actor (entries say role:<user>)")
     args = parser.parse_args()
     name = f"crondepot_bulkbench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(args.db, autocommit=True) as admin:

@@ -234,3 +234,39 @@ def test_runs_are_audited_only_for_a_named_actor(
                     "WHERE run_id = %s", (f"{job.id}:1",))
     assert [(e.action, e.subject) for e in _entries(runtime, ours)[len(before):]] == [
         ("run.cancel", f"{job.id}:1")]
+
+
+@pytest.mark.parametrize(("table", "triggers", "bookkeeping"), [
+    ("jobs", ("jobs_audit", "jobs_audit_ended"),
+     {"next_run_at", "next_nominal_at", "fire_count", "updated_at", "failing_fires"}),
+    ("tenants", ("tenants_audit_update",), {"active_jobs", "urgent_jobs"}),
+])
+def test_every_column_is_audited_or_bookkeeping(
+        conn: psycopg.Connection[Any], table: str, triggers: tuple[str, ...],
+        bookkeeping: set[str]) -> None:
+    """The update triggers are declared on column lists (so the tick and the quota counts
+    skip them cheaply): a column a migration adds must join a list, or be bookkeeping."""
+    columns = {name for (name,) in conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+        "AND NOT attisdropped", (table,))}
+    listed = {name for (name,) in conn.execute(
+        "SELECT a.attname FROM pg_trigger t CROSS JOIN unnest(t.tgattr) AS k(attnum) "
+        "JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = k.attnum "
+        "WHERE t.tgrelid = %s::regclass AND t.tgname = ANY(%s)", (table, list(triggers)))}
+    assert columns - bookkeeping == listed
+    assert not bookkeeping & listed
+
+
+def test_the_workers_health_counter_and_a_scheduled_end_are_told_apart(
+        runtime: psycopg.Connection[Any], two: tuple[int, int]) -> None:
+    ours, _ = two
+    (job,) = create_jobs(runtime, ours, [_doc("end")])
+    before = _entries(runtime, ours)
+    runtime.execute("UPDATE jobs SET failing_fires = failing_fires + 1 WHERE id = %s",
+                    (job.id,))
+    assert _entries(runtime, ours) == before
+    # As the tick ends a job: its bookkeeping and the end columns in one statement.
+    runtime.execute("UPDATE jobs SET fire_count = fire_count + 1, active = false, "
+                    "ended_reason = 'max_runs', ended_at = now() WHERE id = %s", (job.id,))
+    assert [(e.action, e.actor) for e in _entries(runtime, ours)[len(before):]] == [
+        ("job.end", UNNAMED)]

@@ -138,6 +138,7 @@ CREATE FUNCTION public.crondepot_audit_job_row(j public.jobs) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     AS $$
     SELECT to_jsonb(j) - 'next_run_at' - 'next_nominal_at' - 'updated_at' - 'fire_count'
+           - 'failing_fires'
 $$;
 
 --
@@ -1479,13 +1480,19 @@ CREATE TRIGGER handler_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.h
 -- Name: jobs jobs_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_audit AFTER UPDATE ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
 
 --
 -- Name: jobs jobs_audit_deleted; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER jobs_audit_deleted AFTER DELETE ON public.jobs FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_jobs();
+
+--
+-- Name: jobs jobs_audit_ended; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_audit_ended AFTER UPDATE OF active, ended_reason, ended_at ON public.jobs FOR EACH ROW WHEN ((((old.active IS DISTINCT FROM new.active) OR (old.ended_reason IS DISTINCT FROM new.ended_reason) OR (old.ended_at IS DISTINCT FROM new.ended_at)) AND ((((public.crondepot_audit_job_row(old.*) - 'active'::text) - 'ended_reason'::text) - 'ended_at'::text) = (((public.crondepot_audit_job_row(new.*) - 'active'::text) - 'ended_reason'::text) - 'ended_at'::text)))) EXECUTE FUNCTION public.crondepot_audit_jobs();
 
 --
 -- Name: jobs jobs_audit_inserted; Type: TRIGGER; Schema: public; Owner: -
@@ -1539,7 +1546,7 @@ CREATE TRIGGER tenants_audit_insert AFTER INSERT OR DELETE ON public.tenants FOR
 -- Name: tenants tenants_audit_update; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER tenants_audit_update AFTER UPDATE ON public.tenants FOR EACH ROW WHEN ((((to_jsonb(old.*) - 'active_jobs'::text) - 'urgent_jobs'::text) IS DISTINCT FROM ((to_jsonb(new.*) - 'active_jobs'::text) - 'urgent_jobs'::text))) EXECUTE FUNCTION public.crondepot_audit_tenants();
+CREATE TRIGGER tenants_audit_update AFTER UPDATE OF id, name, signing_secret, created_at, max_jobs, max_urgent_jobs, urgent_allowed, previous_signing_secret, previous_secret_until, claim_weight, alert_after_failures ON public.tenants FOR EACH ROW WHEN ((((to_jsonb(old.*) - 'active_jobs'::text) - 'urgent_jobs'::text) IS DISTINCT FROM ((to_jsonb(new.*) - 'active_jobs'::text) - 'urgent_jobs'::text))) EXECUTE FUNCTION public.crondepot_audit_tenants();
 
 --
 -- Name: api_tokens api_tokens_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

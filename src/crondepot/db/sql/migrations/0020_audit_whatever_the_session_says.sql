@@ -11,7 +11,8 @@
 --   that names no actor is recorded as 'role:<session_user>'. crondepot.audit_rows is
 --   gone: no setting turns auditing off.
 -- * Only bookkeeping is left out, column by column: a job's next_run_at, next_nominal_at,
---   fire_count and updated_at (the tick moves them), a token's last_used_at (the lookup),
+--   fire_count and updated_at (the tick moves them) and failing_fires (the workers' outcomes),
+--   a token's last_used_at (the lookup),
 --   a tenant's active_jobs and urgent_jobs (the quota counts, functions/job_counts.sql).
 --   An update that changes nothing else writes no entry; one that changes anything else
 --   does, whatever else it changes.
@@ -176,8 +177,14 @@ END $$;
 
 CREATE TRIGGER tenants_audit_insert AFTER INSERT OR DELETE ON tenants FOR EACH ROW
     EXECUTE FUNCTION crondepot_audit_tenants();
--- The counts move with every job insert: the WHEN keeps those updates out of PL/pgSQL.
-CREATE TRIGGER tenants_audit_update AFTER UPDATE ON tenants FOR EACH ROW
+-- The counts move with every job insert and cancel: the trigger is declared on every other
+-- column, so those updates skip it without evaluating the WHEN (a column a migration adds
+-- must be added here; tests/integration/test_audit_bypass.py checks it).
+CREATE TRIGGER tenants_audit_update
+    AFTER UPDATE OF id, name, signing_secret, created_at, max_jobs, max_urgent_jobs,
+        urgent_allowed, previous_signing_secret, previous_secret_until, claim_weight,
+        alert_after_failures
+    ON tenants FOR EACH ROW
     WHEN ((to_jsonb(OLD) - 'active_jobs' - 'urgent_jobs')
           IS DISTINCT FROM (to_jsonb(NEW) - 'active_jobs' - 'urgent_jobs'))
     EXECUTE FUNCTION crondepot_audit_tenants();
