@@ -4,7 +4,8 @@ by a label, in a fresh database (``crondepot_bulkbench_<hex>``, migrated, droppe
 N jobs (default 100,000) ``0 9 * * *`` on Asia/Kolkata, each with a spread key, an http
 target and ``{"bank": "42"}``; 1,000 like them for a second tenant, which must stay
 untouched. The session names an actor, so every job change is audited as from the CLI
-(``--no-audit``: not). Prints the dry run's and each action's wall time.
+(``--no-audit``: names none; since migration 0020 the changes are audited all the same, as
+``role:<user>``). Prints the dry run's and each action's wall time.
 
     python bench/bulk_actions.py --db postgresql://postgres@127.0.0.1:5432/postgres [-n N]
 """
@@ -37,7 +38,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="an admin URL (databases are created)")
     parser.add_argument("-n", type=int, default=100_000, help="jobs to act on")
-    parser.add_argument("--no-audit", action="store_true", help="do not name an actor")
+    parser.add_argument("--no-audit", action="store_true",
+                        help="do not name an actor (entries say role:<user>)")
     args = parser.parse_args()
     name = f"crondepot_bulkbench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(args.db, autocommit=True) as admin:

@@ -224,7 +224,8 @@ def test_token_changes_and_rotations_are_audited_without_the_secrets(
     client.delete(f"/v1/tokens/{issued['id']}", headers=h)
     rotated = client.post("/v1/signing-secret/rotate", json={"overlap_seconds": 60},
                           headers=h).json()
-    items = client.get("/v1/audit", headers=h).json()["items"]
+    items = [i for i in client.get("/v1/audit", headers=h).json()["items"]
+             if not i["actor"].startswith("role:")]   # the fixtures' setup names no actor
     assert [(i["action"], i["subject"]) for i in items] == [
         ("secret.rotate", "signing-secret"), ("token.revoke", f"token:{issued['id']}"),
         ("token.create", f"token:{issued['id']}")]

@@ -80,6 +80,8 @@ REFUSED = {
     "alter a table": "ALTER TABLE jobs ADD COLUMN evil text",
     "disable the audit trigger": "ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update",
     "disable every trigger": "SET session_replication_role = replica",
+    "add an audit entry": "INSERT INTO audit_log (tenant_id, actor, action, subject) "
+                          "VALUES (1, 'token:1@bank', 'job.create', '1')",
     "update an audit entry": "UPDATE audit_log SET actor = 'nobody'",
     "delete an audit entry": "DELETE FROM audit_log",
     "truncate the audit log": "TRUNCATE audit_log",
@@ -142,10 +144,11 @@ def test_runtime_role_does_what_the_api_and_the_cli_do(
     assert len(results) == 150 and all(isinstance(r, CreatedJob) for r in results)
     cancel_job(runtime, tenant.id, created.id)
     set_limit(runtime, "sms-gateway", 50.0, 10)
-    # Every change was audited, by triggers (and the import's summary) running as this role.
+    # Every change was audited, by the triggers (SECURITY DEFINER: this role may not insert
+    # into audit_log itself); the tenant and its first token before an actor was named.
     assert {e.action for e in list_audit(runtime, tenant.id)} == {
-        "tenant.grant", "job.create", "job.pause", "job.resume", "job.trigger", "job.import",
-        "job.cancel", "run.cancel"}
+        "tenant.create", "token.create", "tenant.grant", "job.create", "job.pause",
+        "job.resume", "job.trigger", "job.bulk_create", "job.cancel", "run.cancel"}
     require_current(runtime)
 
 
@@ -251,7 +254,9 @@ def test_migrate_takes_an_existing_role_and_revokes_what_it_had_beyond_the_runti
     migrate(conn, runtime_role=name)
     with connect(roles.runtime_url(db_url, name)) as taken:
         taken.execute("SELECT count(*) FROM jobs")
-        for statement in ("DELETE FROM audit_log", "TRUNCATE jobs"):
+        for statement in ("DELETE FROM audit_log", "TRUNCATE jobs",
+                          "INSERT INTO audit_log (tenant_id, actor, action, subject) "
+                          "VALUES (1, 'x', 'y', 'z')"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 taken.execute(statement)
 

@@ -117,7 +117,7 @@ def test_a_pause_past_an_at_settles_its_fire_and_ends_the_job(
     assert (job.active, job.ended_reason, job.fire_count) == (False, "completed", 1)
     actions = [row[0] for row in conn.execute(
         "SELECT action FROM audit_log WHERE subject = %s ORDER BY id", (str(job_id),))]
-    assert actions == ["job.pause", "job.end"]
+    assert actions == ["job.create", "job.pause", "job.end"]   # create: by role:<user>
     assert [(r[1], r[2]) for r in runs(conn, job_id)] == [(at, "queued")]
     with pytest.raises(JobCancelled):
         resume_job(conn, tenant_id, job_id)

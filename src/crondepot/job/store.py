@@ -625,8 +625,9 @@ def stored_job(row: dict[str, Any]) -> StoredJob:
 
 def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[JobSpec], *,
                  now: datetime | None = None) -> list[CreatedJob | InvalidJob]:
-    """``create_jobs`` for bulk imports: one audit entry for the batch, not one per job, and
-    one entry per spec, in order: the job, or why the database refused it.
+    """``create_jobs`` for bulk imports: one entry per spec, in order: the job, or why the
+    database refused it. The batch's insert is one ``job.bulk_create`` audit entry (the
+    jobs trigger's, functions/audit_jobs.sql), not one per job.
 
     A spec the tenant may not have (``admission``: a handler or limit not granted, over a
     quota) is reported as its InvalidJob and the others are stored, in order: those that
@@ -637,10 +638,7 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[
     batch with it. Then the batch is stored again one job at a time, each in a savepoint,
     and the refused ones are reported, naming the field where the constraint says which.
     """
-    from crondepot.tenancy.audit import record_summary, without_row_entries
-
     with conn.transaction():
-        without_row_entries(conn)
         admitted = admit(conn, tenant_id, specs)
         allowed = [spec for spec, refused in zip(specs, admitted, strict=True)
                    if refused is None]
@@ -658,12 +656,6 @@ def import_batch(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[
                     stored.append(refusal(exc))
         written = iter(stored)
         results = [next(written) if refused is None else refused for refused in admitted]
-        new = [job.id for job in results if isinstance(job, CreatedJob) and job.created]
-        if new:
-            record_summary(conn, tenant_id, "job.import", f"jobs {new[0]}..{new[-1]}",
-                           {"created": len(new),
-                            "existing": sum(isinstance(job, CreatedJob) and not job.created
-                                            for job in results)})
     return results
 
 

@@ -49,7 +49,7 @@ from crondepot.job.store import StoredJob, lock_job
 from crondepot.runs.retention import DEFAULT_RETENTION
 from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, misfire_deadline
-from crondepot.tenancy.audit import record_summary, without_row_entries
+from crondepot.tenancy.audit import record_summary
 from crondepot.timetable import Schedule, run_id, schedule, spread_offset, uses_hash
 
 MAX_RANGE = timedelta(days=31)     # as crondepot verify
@@ -244,7 +244,6 @@ def _write(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, now: d
     reason = _skip_reason(job)
     new = [*result.written, *result.written_skipped]
     skipped = set(result.written_skipped)
-    without_row_entries(conn)    # one summary entry below, not one "job.trigger" per run
     if new:
         rows = conn.execute(Q.backfill_insert_runs, {
             "job_id": job.id, "tenant_id": tenant_id, "priority": job.spec.priority,

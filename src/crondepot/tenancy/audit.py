@@ -1,9 +1,15 @@
 """The audit log: who did what to which job or run, and when, with the row before and after.
 
-Entries are written by database triggers (migration 0003), for sessions that name an actor:
-the API names the token's tenant and token id per request, the CLI the operating-system user
-and host per command. Schedulers and workers name none, so their bookkeeping is not
-audited. The table refuses updates, deletes and truncation.
+Entries are written by database triggers, SECURITY DEFINER functions owned by the owner
+(migrations 0003 and 0020, functions/audit_jobs.sql and audit_runs.sql). Every write to
+jobs, tokens, grants and tenants (their signing secrets included) is recorded whatever the
+session's settings: by the actor the session names (the API the token's tenant and token id
+per request, the CLI the operating-system user and host per command), or else as
+``role:<session_user>``. The scheduler's bookkeeping columns are left out, so its ticks
+write none. Runs are audited only for sessions that name an actor (manual triggers,
+replays, retries, cancels). A bulk insert of jobs is one ``job.bulk_create`` entry per
+statement. The runtime role may only read the table; it refuses updates, deletes and
+truncation to anyone.
 """
 
 from __future__ import annotations
@@ -45,13 +51,10 @@ def cli_actor() -> str:
     return f"cli:{user}@{socket.gethostname()}"
 
 
-def without_row_entries(conn: psycopg.Connection[Any]) -> None:
-    """Inside a transaction: its job rows are not audited one by one (bulk import)."""
-    conn.execute(Q.audit_rows_off)
-
-
 def record_summary(conn: psycopg.Connection[Any], tenant_id: int, action: str, subject: str,
                    after: dict[str, Any]) -> None:
+    """One entry next to the row entries the triggers wrote: a bulk action's batch, a
+    backfill, a hold. Only those actions (``crondepot_audit_summary``, migration 0020)."""
     conn.execute(Q.audit_summary, {"tenant_id": tenant_id, "action": action,
                                    "subject": subject, "after": Jsonb(after)})
 

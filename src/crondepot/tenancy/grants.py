@@ -28,7 +28,6 @@ from psycopg_pool import ConnectionPool
 from crondepot.base.errors import CrondepotError, InvalidJob, PermanentError
 from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME
 from crondepot.db import Q
-from crondepot.tenancy.audit import record_summary
 
 
 class Uses(Protocol):
@@ -113,8 +112,6 @@ def grant(conn: psycopg.Connection[Any], tenant_id: int, *, handlers: Iterable[s
             conn.execute(Q.grant_handler, {"tenant_id": tenant_id, "name": name})
         for name in limits:
             conn.execute(Q.grant_limit, {"tenant_id": tenant_id, "name": name})
-        record_summary(conn, tenant_id, "tenant.grant", "grants",
-                       {"handlers": handlers, "limits": limits})
 
 
 def revoke(conn: psycopg.Connection[Any], tenant_id: int, *, handlers: Iterable[str] = (),
@@ -129,8 +126,6 @@ def revoke(conn: psycopg.Connection[Any], tenant_id: int, *, handlers: Iterable[
                 if conn.execute(query, {"tenant_id": tenant_id, "name": name}).rowcount == 0:
                     raise InvalidGrant(f"{kind} {name!r} is not granted to this tenant; "
                                        "nothing was revoked")
-        record_summary(conn, tenant_id, "tenant.revoke", "grants",
-                       {"handlers": handlers, "limits": limits})
 
 
 def list_grants(conn: psycopg.Connection[Any], tenant_id: int) -> list[Grant]:

@@ -21,7 +21,6 @@ import psycopg
 
 from crondepot.base.errors import CrondepotError, InvalidJob
 from crondepot.db import Q
-from crondepot.tenancy.audit import record_summary
 
 MAX_CAP = 2**31 - 1
 
@@ -119,9 +118,6 @@ def set_quota(conn: psycopg.Connection[Any], tenant_id: int, *, max_jobs: int | 
         if row is None:
             raise InvalidQuota(f"no tenant with id {tenant_id}")
         quota = _quota(row)
-        record_summary(conn, tenant_id, "tenant.quota", "quota",
-                       {k: v for k, v in quota.document().items()
-                        if k in ("max_jobs", "max_urgent_jobs", "urgent_allowed")})
     return quota
 
 

@@ -11,28 +11,59 @@
 SET check_function_bodies = false;
 
 --
+-- Name: crondepot_audit_actor(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_actor() RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(nullif(current_setting('crondepot.actor', true), ''),
+                    'role:' || session_user)
+$$;
+
+--
 -- Name: crondepot_audit_append_only(); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.crondepot_audit_append_only() RETURNS trigger
     LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RAISE EXCEPTION 'audit_log is append-only: % refused', TG_OP;
 END $$;
 
 --
--- Name: crondepot_audit_claim_weight(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: crondepot_audit_grants(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.crondepot_audit_claim_weight() RETURNS trigger
-    LANGUAGE plpgsql
+CREATE FUNCTION public.crondepot_audit_grants() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    actor constant text := crondepot_audit_actor();
 BEGIN
-    INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
-    VALUES (NEW.id, current_setting('crondepot.actor'), 'tenant.claim_weight', 'claim-weight',
-            jsonb_build_object('claim_weight', OLD.claim_weight),
-            jsonb_build_object('claim_weight', NEW.claim_weight));
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (OLD.tenant_id, actor, 'tenant.revoke', 'grants', jsonb_build_object(
+            'handlers', CASE WHEN TG_TABLE_NAME = 'handler_grants'
+                             THEN jsonb_build_array(to_jsonb(OLD) -> 'handler')
+                             ELSE '[]'::jsonb END,
+            'limits', CASE WHEN TG_TABLE_NAME = 'limit_grants'
+                           THEN jsonb_build_array(to_jsonb(OLD) -> 'limit_name')
+                           ELSE '[]'::jsonb END));
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (NEW.tenant_id, actor, 'tenant.grant', 'grants', jsonb_build_object(
+            'handlers', CASE WHEN TG_TABLE_NAME = 'handler_grants'
+                             THEN jsonb_build_array(to_jsonb(NEW) -> 'handler')
+                             ELSE '[]'::jsonb END,
+            'limits', CASE WHEN TG_TABLE_NAME = 'limit_grants'
+                           THEN jsonb_build_array(to_jsonb(NEW) -> 'limit_name')
+                           ELSE '[]'::jsonb END));
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -117,6 +148,7 @@ CREATE FUNCTION public.crondepot_audit_job_row(j public.jobs) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     AS $$
     SELECT to_jsonb(j) - 'next_run_at' - 'next_nominal_at' - 'updated_at' - 'fire_count'
+           - 'failing_fires'
 $$;
 
 --
@@ -124,12 +156,18 @@ $$;
 --
 
 CREATE FUNCTION public.crondepot_audit_jobs() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     action text;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, before)
+        VALUES (OLD.tenant_id, crondepot_audit_actor(), 'job.delete', OLD.id::text,
+                crondepot_audit_job_row(OLD));
+        RETURN NULL;
+    ELSIF TG_OP = 'INSERT' THEN
         action := 'job.create';
     ELSIF OLD.active AND NOT NEW.active THEN
         action := CASE WHEN NEW.ended_reason IS NOT NULL THEN 'job.end' ELSE 'job.cancel' END;
@@ -137,15 +175,38 @@ BEGIN
         action := 'job.pause';
     ELSIF OLD.paused AND NOT NEW.paused THEN
         action := 'job.resume';
-    ELSIF NEW.version <> OLD.version THEN
-        action := 'job.update';
     ELSE
-        RETURN NULL;
+        action := 'job.update';
     END IF;
     INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
-    VALUES (NEW.tenant_id, current_setting('crondepot.actor'), action, NEW.id::text,
+    VALUES (NEW.tenant_id, crondepot_audit_actor(), action, NEW.id::text,
             CASE WHEN TG_OP = 'UPDATE' THEN crondepot_audit_job_row(OLD) END,
             crondepot_audit_job_row(NEW));
+    RETURN NULL;
+END $$;
+
+--
+-- Name: crondepot_audit_jobs_inserted(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_jobs_inserted() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+    SELECT n.tenant_id, crondepot_audit_actor(),
+           CASE WHEN n.jobs = 1 THEN 'job.create' ELSE 'job.bulk_create' END,
+           CASE WHEN n.jobs = 1 THEN n.first::text
+                ELSE 'jobs ' || n.first || '..' || n.last END,
+           CASE WHEN n.jobs = 1
+                THEN (SELECT crondepot_audit_job_row(j::jobs) FROM audited_new_jobs j
+                      WHERE j.id = n.first)
+                ELSE jsonb_build_object('count', n.jobs, 'ids', n.ids) END
+    FROM (SELECT tenant_id, count(*) AS jobs, min(id) AS first, max(id) AS last,
+                 jsonb_agg(id ORDER BY id) AS ids
+          FROM audited_new_jobs GROUP BY tenant_id) AS n
+    ORDER BY n.tenant_id;
     RETURN NULL;
 END $$;
 
@@ -154,14 +215,13 @@ END $$;
 --
 
 CREATE FUNCTION public.crondepot_audit_runs() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     action text;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        action := 'job.trigger';
-    ELSIF OLD.status = 'dead' AND NEW.status = 'queued' THEN
+    IF OLD.status = 'dead' AND NEW.status = 'queued' THEN
         action := 'run.replay';
     ELSIF OLD.status = 'failed' AND NEW.status = 'queued' THEN
         action := 'run.retry';
@@ -171,24 +231,156 @@ BEGIN
         RETURN NULL;
     END IF;
     INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
-    VALUES (NEW.tenant_id, current_setting('crondepot.actor'), action, NEW.run_id,
-            CASE WHEN TG_OP = 'UPDATE' THEN jsonb_build_object(
-                'status', OLD.status, 'attempt', OLD.attempt, 'last_error', OLD.last_error) END,
+    VALUES (NEW.tenant_id, crondepot_audit_actor(), action, NEW.run_id,
+            jsonb_build_object('status', OLD.status, 'attempt', OLD.attempt,
+                               'last_error', OLD.last_error),
             jsonb_build_object('status', NEW.status, 'attempt', NEW.attempt));
     RETURN NULL;
 END $$;
 
 --
--- Name: crondepot_audit_secret(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: crondepot_audit_runs_inserted(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.crondepot_audit_secret() RETURNS trigger
-    LANGUAGE plpgsql
+CREATE FUNCTION public.crondepot_audit_runs_inserted() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     INSERT INTO audit_log (tenant_id, actor, action, subject, after)
-    VALUES (NEW.id, current_setting('crondepot.actor'), 'secret.rotate', 'signing-secret',
-            jsonb_build_object('previous_valid_until', NEW.previous_secret_until));
+    SELECT n.tenant_id, crondepot_audit_actor(),
+           CASE WHEN n.runs = 1 THEN 'job.trigger' ELSE 'run.bulk_create' END,
+           CASE WHEN n.runs = 1 THEN n.first_run
+                WHEN n.first_job = n.last_job THEN n.first_job::text
+                ELSE 'jobs ' || n.first_job || '..' || n.last_job END,
+           CASE WHEN n.runs = 1
+                THEN jsonb_build_object('status', n.first_status, 'attempt', 0)
+                ELSE jsonb_build_object('count', n.runs, 'jobs', n.jobs) END
+    FROM (SELECT tenant_id, count(*) AS runs, min(run_id) AS first_run,
+                 min(status) AS first_status, min(job_id) AS first_job,
+                 max(job_id) AS last_job,
+                 jsonb_agg(DISTINCT job_id) AS jobs
+          FROM audited_new_runs GROUP BY tenant_id) AS n
+    ORDER BY n.tenant_id;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: crondepot_audit_summary(bigint, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_summary(p_tenant_id bigint, p_action text, p_subject text, p_after jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $_$
+BEGIN
+    IF p_action !~ '^(job\.bulk_(pause|resume|cancel)|job\.backfill|(rate_limit|host)\.(pause|resume))$'
+    THEN
+        RAISE EXCEPTION 'crondepot_audit_summary: % is not a summary action', p_action
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+    VALUES (p_tenant_id, crondepot_audit_actor(), p_action, p_subject, p_after);
+END $_$;
+
+--
+-- Name: tenants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenants (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    signing_secret text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_jobs integer,
+    max_urgent_jobs integer,
+    urgent_allowed boolean DEFAULT true NOT NULL,
+    active_jobs bigint DEFAULT 0 NOT NULL,
+    urgent_jobs bigint DEFAULT 0 NOT NULL,
+    previous_signing_secret text,
+    previous_secret_until timestamp with time zone,
+    claim_weight integer DEFAULT 1 NOT NULL,
+    alert_after_failures integer DEFAULT 3 NOT NULL,
+    CONSTRAINT tenants_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
+    CONSTRAINT tenants_claim_weight_check CHECK (((claim_weight >= 1) AND (claim_weight <= 1000))),
+    CONSTRAINT tenants_max_jobs_check CHECK ((max_jobs >= 0)),
+    CONSTRAINT tenants_max_urgent_jobs_check CHECK ((max_urgent_jobs >= 0)),
+    CONSTRAINT tenants_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT tenants_previous_secret_pair CHECK (((previous_signing_secret IS NULL) = (previous_secret_until IS NULL)))
+);
+
+--
+-- Name: crondepot_audit_tenant_row(public.tenants); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_tenant_row(t public.tenants) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT to_jsonb(t) - 'signing_secret' - 'previous_signing_secret' - 'active_jobs'
+           - 'urgent_jobs'
+$$;
+
+--
+-- Name: crondepot_audit_tenants(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_tenants() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    actor constant text := crondepot_audit_actor();
+    rest_before jsonb;
+    rest_after jsonb;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (NEW.id, actor, 'tenant.create', NEW.name, crondepot_audit_tenant_row(NEW));
+        RETURN NULL;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, before)
+        VALUES (OLD.id, actor, 'tenant.delete', OLD.name, crondepot_audit_tenant_row(OLD));
+        RETURN NULL;
+    END IF;
+    IF OLD.signing_secret IS DISTINCT FROM NEW.signing_secret THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (NEW.id, actor, 'secret.rotate', 'signing-secret',
+                jsonb_build_object('previous_valid_until', NEW.previous_secret_until));
+    ELSIF (OLD.previous_signing_secret, OLD.previous_secret_until)
+          IS DISTINCT FROM (NEW.previous_signing_secret, NEW.previous_secret_until) THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+        VALUES (NEW.id, actor, 'secret.update', 'signing-secret',
+                jsonb_build_object('previous_valid_until', OLD.previous_secret_until),
+                jsonb_build_object('previous_valid_until', NEW.previous_secret_until,
+                                   'previous_secret_changed',
+                                   OLD.previous_signing_secret
+                                   IS DISTINCT FROM NEW.previous_signing_secret));
+    END IF;
+    IF OLD.claim_weight IS DISTINCT FROM NEW.claim_weight THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+        VALUES (NEW.id, actor, 'tenant.claim_weight', 'claim-weight',
+                jsonb_build_object('claim_weight', OLD.claim_weight),
+                jsonb_build_object('claim_weight', NEW.claim_weight));
+    END IF;
+    IF (OLD.max_jobs, OLD.max_urgent_jobs, OLD.urgent_allowed)
+       IS DISTINCT FROM (NEW.max_jobs, NEW.max_urgent_jobs, NEW.urgent_allowed) THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+        VALUES (NEW.id, actor, 'tenant.quota', 'quota',
+                jsonb_build_object('max_jobs', OLD.max_jobs,
+                                   'max_urgent_jobs', OLD.max_urgent_jobs,
+                                   'urgent_allowed', OLD.urgent_allowed),
+                jsonb_build_object('max_jobs', NEW.max_jobs,
+                                   'max_urgent_jobs', NEW.max_urgent_jobs,
+                                   'urgent_allowed', NEW.urgent_allowed));
+    END IF;
+    rest_before := crondepot_audit_tenant_row(OLD) - 'previous_secret_until' - 'claim_weight'
+                   - 'max_jobs' - 'max_urgent_jobs' - 'urgent_allowed';
+    rest_after := crondepot_audit_tenant_row(NEW) - 'previous_secret_until' - 'claim_weight'
+                  - 'max_jobs' - 'max_urgent_jobs' - 'urgent_allowed';
+    IF rest_before IS DISTINCT FROM rest_after THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+        VALUES (NEW.id, actor, 'tenant.update', NEW.name, rest_before, rest_after);
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -197,15 +389,38 @@ END $$;
 --
 
 CREATE FUNCTION public.crondepot_audit_tokens() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    row_ api_tokens := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    action text;
 BEGIN
-    INSERT INTO audit_log (tenant_id, actor, action, subject, after)
-    VALUES (NEW.tenant_id, current_setting('crondepot.actor'),
-            CASE WHEN TG_OP = 'INSERT' THEN 'token.create' ELSE 'token.revoke' END,
-            'token:' || NEW.id,
-            jsonb_build_object('role', NEW.role, 'label', NEW.label,
-                               'revoked_at', NEW.revoked_at));
+    IF TG_OP = 'INSERT' THEN
+        action := 'token.create';
+    ELSIF TG_OP = 'DELETE' THEN
+        action := 'token.delete';
+    ELSIF OLD.revoked_at IS NULL AND NEW.revoked_at IS NOT NULL THEN
+        action := 'token.revoke';
+    ELSE
+        action := 'token.update';
+    END IF;
+    INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+    VALUES (row_.tenant_id, crondepot_audit_actor(), action, 'token:' || row_.id,
+            CASE WHEN TG_OP <> 'INSERT' THEN jsonb_build_object(
+                'tenant_id', OLD.tenant_id, 'role', OLD.role, 'label', OLD.label,
+                'revoked_at', OLD.revoked_at,
+                'hash_changed', TG_OP = 'UPDATE' AND OLD.token_hash <> NEW.token_hash) END,
+            CASE WHEN TG_OP <> 'DELETE' THEN jsonb_build_object(
+                'tenant_id', NEW.tenant_id, 'role', NEW.role, 'label', NEW.label,
+                'revoked_at', NEW.revoked_at) END);
+    -- A token moved to another tenant is in both tenants' logs.
+    IF TG_OP = 'UPDATE' AND OLD.tenant_id <> NEW.tenant_id THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+        VALUES (OLD.tenant_id, crondepot_audit_actor(), action, 'token:' || OLD.id,
+                jsonb_build_object('tenant_id', OLD.tenant_id),
+                jsonb_build_object('tenant_id', NEW.tenant_id));
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -1061,32 +1276,6 @@ CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
    FROM public.jobs;
 
 --
--- Name: tenants; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.tenants (
-    id bigint NOT NULL,
-    name text NOT NULL,
-    signing_secret text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    max_jobs integer,
-    max_urgent_jobs integer,
-    urgent_allowed boolean DEFAULT true NOT NULL,
-    active_jobs bigint DEFAULT 0 NOT NULL,
-    urgent_jobs bigint DEFAULT 0 NOT NULL,
-    previous_signing_secret text,
-    previous_secret_until timestamp with time zone,
-    claim_weight integer DEFAULT 1 NOT NULL,
-    alert_after_failures integer DEFAULT 3 NOT NULL,
-    CONSTRAINT tenants_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
-    CONSTRAINT tenants_claim_weight_check CHECK (((claim_weight >= 1) AND (claim_weight <= 1000))),
-    CONSTRAINT tenants_max_jobs_check CHECK ((max_jobs >= 0)),
-    CONSTRAINT tenants_max_urgent_jobs_check CHECK ((max_urgent_jobs >= 0)),
-    CONSTRAINT tenants_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
-    CONSTRAINT tenants_previous_secret_pair CHECK (((previous_signing_secret IS NULL) = (previous_secret_until IS NULL)))
-);
-
---
 -- Name: tenants_id_seq; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -1349,16 +1538,16 @@ CREATE INDEX tenants_secret_overlap ON public.tenants USING btree (previous_secr
 CREATE STATISTICS public.runs_ended ON COALESCE(finished_at, due_at) FROM public.runs;
 
 --
--- Name: api_tokens api_tokens_audit_create; Type: TRIGGER; Schema: public; Owner: -
+-- Name: api_tokens api_tokens_audit_insert; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER api_tokens_audit_create AFTER INSERT ON public.api_tokens FOR EACH ROW WHEN ((COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text)) EXECUTE FUNCTION public.crondepot_audit_tokens();
+CREATE TRIGGER api_tokens_audit_insert AFTER INSERT OR DELETE ON public.api_tokens FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_tokens();
 
 --
--- Name: api_tokens api_tokens_audit_revoke; Type: TRIGGER; Schema: public; Owner: -
+-- Name: api_tokens api_tokens_audit_update; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER api_tokens_audit_revoke AFTER UPDATE OF revoked_at ON public.api_tokens FOR EACH ROW WHEN (((old.revoked_at IS NULL) AND (new.revoked_at IS NOT NULL) AND (COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text))) EXECUTE FUNCTION public.crondepot_audit_tokens();
+CREATE TRIGGER api_tokens_audit_update AFTER UPDATE ON public.api_tokens FOR EACH ROW WHEN (((to_jsonb(old.*) - 'last_used_at'::text) IS DISTINCT FROM (to_jsonb(new.*) - 'last_used_at'::text))) EXECUTE FUNCTION public.crondepot_audit_tokens();
 
 --
 -- Name: audit_log audit_log_no_truncate; Type: TRIGGER; Schema: public; Owner: -
@@ -1373,10 +1562,34 @@ CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON public.audit_log FOR EAC
 CREATE TRIGGER audit_log_no_update BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_append_only();
 
 --
+-- Name: handler_grants handler_grants_audit; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER handler_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.handler_grants FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_grants();
+
+--
 -- Name: jobs jobs_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_audit AFTER INSERT OR UPDATE ON public.jobs FOR EACH ROW WHEN (((COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text) AND (COALESCE(current_setting('crondepot.audit_rows'::text, true), ''::text) <> 'off'::text))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+
+--
+-- Name: jobs jobs_audit_deleted; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_audit_deleted AFTER DELETE ON public.jobs FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_jobs();
+
+--
+-- Name: jobs jobs_audit_ended; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_audit_ended AFTER UPDATE OF active, ended_reason, ended_at ON public.jobs FOR EACH ROW WHEN ((((old.active IS DISTINCT FROM new.active) OR (old.ended_reason IS DISTINCT FROM new.ended_reason) OR (old.ended_at IS DISTINCT FROM new.ended_at)) AND ((((public.crondepot_audit_job_row(old.*) - 'active'::text) - 'ended_reason'::text) - 'ended_at'::text) = (((public.crondepot_audit_job_row(new.*) - 'active'::text) - 'ended_reason'::text) - 'ended_at'::text)))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+
+--
+-- Name: jobs jobs_audit_inserted; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_audit_inserted AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS audited_new_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.crondepot_audit_jobs_inserted();
 
 --
 -- Name: jobs jobs_count_changed; Type: TRIGGER; Schema: public; Owner: -
@@ -1397,22 +1610,34 @@ CREATE TRIGGER jobs_count_deleted AFTER DELETE ON public.jobs REFERENCING OLD TA
 CREATE TRIGGER jobs_count_inserted AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS inserted_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.crondepot_count_jobs();
 
 --
+-- Name: limit_grants limit_grants_audit; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER limit_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.limit_grants FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_grants();
+
+--
 -- Name: runs runs_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER runs_audit AFTER INSERT OR UPDATE OF status ON public.runs FOR EACH ROW WHEN (((COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text) AND (COALESCE(current_setting('crondepot.audit_rows'::text, true), ''::text) <> 'off'::text))) EXECUTE FUNCTION public.crondepot_audit_runs();
+CREATE TRIGGER runs_audit AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN ((COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text)) EXECUTE FUNCTION public.crondepot_audit_runs();
 
 --
--- Name: tenants tenants_audit_claim_weight; Type: TRIGGER; Schema: public; Owner: -
+-- Name: runs runs_audit_inserted; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER tenants_audit_claim_weight AFTER UPDATE OF claim_weight ON public.tenants FOR EACH ROW WHEN (((old.claim_weight IS DISTINCT FROM new.claim_weight) AND (COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text))) EXECUTE FUNCTION public.crondepot_audit_claim_weight();
+CREATE TRIGGER runs_audit_inserted AFTER INSERT ON public.runs REFERENCING NEW TABLE AS audited_new_runs FOR EACH STATEMENT WHEN ((COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text)) EXECUTE FUNCTION public.crondepot_audit_runs_inserted();
 
 --
--- Name: tenants tenants_audit_secret; Type: TRIGGER; Schema: public; Owner: -
+-- Name: tenants tenants_audit_insert; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER tenants_audit_secret AFTER UPDATE OF signing_secret ON public.tenants FOR EACH ROW WHEN (((old.signing_secret IS DISTINCT FROM new.signing_secret) AND (COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text))) EXECUTE FUNCTION public.crondepot_audit_secret();
+CREATE TRIGGER tenants_audit_insert AFTER INSERT OR DELETE ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_tenants();
+
+--
+-- Name: tenants tenants_audit_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tenants_audit_update AFTER UPDATE OF id, name, signing_secret, created_at, max_jobs, max_urgent_jobs, urgent_allowed, previous_signing_secret, previous_secret_until, claim_weight, alert_after_failures ON public.tenants FOR EACH ROW WHEN ((((to_jsonb(old.*) - 'active_jobs'::text) - 'urgent_jobs'::text) IS DISTINCT FROM ((to_jsonb(new.*) - 'active_jobs'::text) - 'urgent_jobs'::text))) EXECUTE FUNCTION public.crondepot_audit_tenants();
 
 --
 -- Name: api_tokens api_tokens_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -4,19 +4,14 @@ SELECT set_config('crondepot.actor', %(actor)s::text, false);
 
 -- name: clear_actor
 -- A pooled connection forgets its last request's actor before it is lent again.
-SELECT set_config('crondepot.actor', '', false), set_config('crondepot.audit_rows', '', false);
-
--- name: audit_rows_off
--- Inside a bulk import's transaction: one summary entry instead of one per job.
-SELECT set_config('crondepot.audit_rows', 'off', true);
+SELECT set_config('crondepot.actor', '', false);
 
 -- name: audit_summary
--- One entry standing for many rows (an import batch); like the triggers, only for sessions
--- that name an actor.
-INSERT INTO audit_log (tenant_id, actor, action, subject, after)
-SELECT %(tenant_id)s, current_setting('crondepot.actor', true), %(action)s, %(subject)s,
-       %(after)s
-WHERE coalesce(current_setting('crondepot.actor', true), '') <> '';
+-- One entry standing for many rows (a bulk action's batch, a backfill, a hold), by the
+-- session's actor or 'role:<session_user>'. The runtime role may not insert into audit_log:
+-- this SECURITY DEFINER function (migration 0020) writes the summary actions, and only them.
+SELECT crondepot_audit_summary(%(tenant_id)s::bigint, %(action)s::text, %(subject)s::text,
+                               %(after)s::jsonb);
 
 -- name: list_audit
 -- A tenant's audit entries, newest first, optionally one subject's or one action's.

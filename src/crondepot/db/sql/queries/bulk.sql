@@ -49,9 +49,7 @@ SET paused = %(paused)s::boolean,
         (%(next_nominal_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
     pause_note = CASE WHEN %(paused)s::boolean THEN %(note)s::text END,
     paused_at = CASE WHEN %(paused)s::boolean THEN now() END,
-    paused_by = CASE WHEN %(paused)s::boolean THEN
-        coalesce(nullif(current_setting('crondepot.actor', true), ''), 'role:' || session_user)
-    END,
+    paused_by = CASE WHEN %(paused)s::boolean THEN crondepot_audit_actor() END,
     version = version + 1, updated_at = now()
 WHERE id = ANY (%(ids)s::bigint[]) AND tenant_id = %(tenant_id)s::bigint AND active
   AND paused <> %(paused)s::boolean;

@@ -120,12 +120,11 @@ WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
 -- name: pause_job
 -- Paused jobs leave the jobs_due index. The fires up to the pause are settled by the caller;
 -- next_run_at marks the first fire of the pause, from which resume records them 'paused'.
--- The note and the actor (the session's, as audit.py sets it) say why and who.
+-- The note and the actor (as the audit log names it: crondepot_audit_actor) say why and who.
 UPDATE jobs
 SET paused = true, next_run_at = %(next_run_at)s, next_nominal_at = %(next_nominal_at)s,
     pause_note = %(note)s::text, paused_at = now(),
-    paused_by = coalesce(nullif(current_setting('crondepot.actor', true), ''),
-                         'role:' || session_user),
+    paused_by = crondepot_audit_actor(),
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint AND active AND NOT paused;
 

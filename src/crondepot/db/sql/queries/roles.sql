@@ -48,9 +48,10 @@ SELECT current_database(), current_schema();
 -- (so the tables later migrations add are covered without naming them here). Revoked first,
 -- so a role taken with --runtime-role loses what it was given beyond this.
 -- * Tables: SELECT, INSERT, UPDATE, DELETE (never TRUNCATE, REFERENCES or TRIGGER).
--- * audit_log: SELECT and INSERT only. Its triggers write it as the session's role (they are
---   not SECURITY DEFINER), so INSERT stays; UPDATE and DELETE are refused by the privilege
---   system before the append-only trigger is even reached.
+-- * audit_log: SELECT only. Its triggers and crondepot_audit_summary write it as the owner
+--   (SECURITY DEFINER, migration 0020), so the runtime role neither needs INSERT nor may
+--   add an entry of its own making; UPDATE and DELETE are refused by the privilege system
+--   before the append-only trigger is even reached.
 -- * The migration records: SELECT only (processes check that the schema is current).
 -- * Sequences: USAGE, SELECT (nextval for job ids), not UPDATE (setval).
 -- * Functions: EXECUTE (the claim, record and audit functions; PUBLIC has it by default).
@@ -66,7 +67,7 @@ GRANT USAGE ON SCHEMA {schema} TO {role};
 REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC, {role};
 REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};
-REVOKE UPDATE, DELETE ON {schema}.audit_log FROM {role};
+REVOKE INSERT, UPDATE, DELETE ON {schema}.audit_log FROM {role};
 REVOKE INSERT, UPDATE, DELETE ON {schema}.crondepot_schema_migrations,
                                  {schema}.crondepot_schema_definitions FROM {role};
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role};
