@@ -16,13 +16,19 @@ Who may scrape and what it says are the operator's choice (``MetricsAccess``):
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request, Response
+from psycopg_pool import ConnectionPool
 
 from crondepot.api import throttle
 from crondepot.api.problems import Unauthorized
 from crondepot.runtime import metrics
+from crondepot.tenancy import scope
 
 TOKEN_ENV = "CRONDEPOT_METRICS_TOKEN"
 TENANT_LABELS_ENV = "CRONDEPOT_METRICS_TENANT_LABELS"
@@ -58,9 +64,19 @@ def install(app: FastAPI, access: MetricsAccess) -> None:
     """Add ``GET /metrics``. The database gauges borrow a connection from the pool the app's
     lifespan opens, at scrape time."""
     app.state.metrics_access = access
-    app.state.metrics = metrics.database_registry(lambda: app.state.pool.connection(),
+    app.state.metrics = metrics.database_registry(lambda: _every_tenant(app.state.pool),
                                                   tenant_labels=access.tenant_labels)
     app.add_api_route("/metrics", _scrape, methods=["GET"], include_in_schema=False)
+
+
+@contextmanager
+def _every_tenant(pool: ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
+    """A pooled connection that sees every tenant's rows: the gauges count across tenants
+    by design (row-level security shows a pooled connection none until told; the pool's
+    reset forgets this when it goes back)."""
+    with pool.connection() as conn:
+        scope.see_all(conn)
+        yield conn
 
 
 def _scrape(request: Request) -> Response:
