@@ -567,6 +567,18 @@ CREATE FUNCTION public.crondepot_host_of(p_target jsonb) RETURNS text
 $$;
 
 --
+-- Name: crondepot_labelled_jobs(bigint, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_labelled_jobs(p_tenant_id bigint, p_labels jsonb) RETURNS SETOF bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT j.id FROM jobs AS j
+    WHERE j.labels @> p_labels AND j.tenant_id = p_tenant_id
+$$;
+
+--
 -- Name: crondepot_record_successes(jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
