@@ -198,3 +198,20 @@ def test_every_table_with_a_tenant_id_has_row_security(conn: psycopg.Connection[
         "AND c.relnamespace = current_schema()::regnamespace "
         "AND NOT coalesce('security_invoker=true' = ANY(c.reloptions), false)")]
     assert definer_views == []
+
+
+def test_the_api_metrics_gauges_count_every_tenant(db_url: str,
+                                                   tenants: tuple[int, int]) -> None:
+    """/metrics is the API's one read across tenants: its pooled connection asks for all."""
+    from fastapi.testclient import TestClient
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from crondepot.api import create_app
+
+    with TestClient(create_app(roles.runtime_url(db_url, ROLE))) as client:
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    depth = {s.labels.get("priority"): s.value
+             for family in text_string_to_metric_families(response.text)
+             for s in family.samples if s.name == "crondepot_queue_depth"}
+    assert depth["normal"] == 2          # one queued run of each tenant
