@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
-from crondepot.db import Q
+from crondepot.db import Q, roles
 from crondepot.tenancy.tenants import hash_token, new_token
 from tests.support.api import EMI, bearer, granted_tenant
 
@@ -22,7 +22,9 @@ def settings() -> ApiSettings:
 
 @pytest.fixture
 def client(db_url: str, settings: ApiSettings) -> Iterator[TestClient]:
-    with TestClient(create_app(db_url, settings)) as test_client:
+    """The app as it runs: connected as the runtime role, so row-level security holds."""
+    with TestClient(create_app(roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE),
+                               settings)) as test_client:
         yield test_client
 
 

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
+from crondepot.db import roles
 from crondepot.tenancy.tenants import create_tenant, issue_token
 from tests.support.console import World, add_job, add_run
 
@@ -43,6 +44,8 @@ def world(conn: psycopg.Connection[Any]) -> World:
 
 @pytest.fixture
 def client(db_url: str) -> Iterator[TestClient]:
+    """The app as it runs: connected as the runtime role, so row-level security holds."""
     settings = ApiSettings(pool_max_size=8, rate_per_second=1000, burst=1000)
-    with TestClient(create_app(db_url, settings), follow_redirects=False) as test_client:
+    url = roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE)
+    with TestClient(create_app(url, settings), follow_redirects=False) as test_client:
         yield test_client

@@ -18,7 +18,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from crondepot.db import MigrationError, connect, migrate, roles
+from crondepot.db import ALL_TENANTS, MigrationError, connect, migrate, roles
 from crondepot.db.migrations import require_current
 from crondepot.job import JobSpec, create_jobs
 from crondepot.job.store import (
@@ -54,8 +54,9 @@ ROLE = roles.DEFAULT_RUNTIME_ROLE
 
 @pytest.fixture
 def runtime(db_url: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to this test's database as the runtime role."""
-    with connect(roles.runtime_url(db_url, ROLE)) as connection:
+    """A connection to this test's database as the runtime role, seeing every tenant's rows
+    as the processes do (tenants=ALL_TENANTS; row-level security: test_tenant_row_security)."""
+    with connect(roles.runtime_url(db_url, ROLE), tenants=ALL_TENANTS) as connection:
         assert connection.execute("SELECT current_user").fetchone() == (ROLE,)
         yield connection
 
@@ -85,7 +86,7 @@ REFUSED = {
     "update an audit entry": "UPDATE audit_log SET actor = 'nobody'",
     "delete an audit entry": "DELETE FROM audit_log",
     "truncate the audit log": "TRUNCATE audit_log",
-    "drop a table": "DROP TABLE runs",
+    "drop a table": "DROP TABLE runs CASCADE",
     "create a table": "CREATE TABLE public.evil (id integer)",
     "create a schema": "CREATE SCHEMA evil",
     "replace an audit trigger function":
@@ -331,7 +332,7 @@ def test_migrate_grants_connect_and_temp_an_operator_took_from_public(
     database = sql.Identifier(conn.info.dbname)
     conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(database))
     migrate(conn)
-    with connect(roles.runtime_url(db_url, ROLE)) as runtime:
+    with connect(roles.runtime_url(db_url, ROLE), tenants=ALL_TENANTS) as runtime:
         tenant = create_tenant(runtime, "bank10")
         # 150 jobs: the import stages them in a temporary table.
         assert len(import_batch(runtime, tenant.id, [_doc(key=f"t{n}") for n in range(150)])) \

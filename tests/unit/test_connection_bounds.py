@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from crondepot.db import bounded
+from crondepot.db import ALL_TENANTS, bounded
 from crondepot.db.connect import CONNECTION_DEFAULTS
 
 
@@ -39,3 +40,15 @@ def test_an_idle_transaction_timeout_given_by_the_operator_is_not_repeated() -> 
 def test_bounding_twice_changes_nothing() -> None:
     once = bounded("postgresql://postgres@127.0.0.1:5432/postgres")
     assert conninfo_to_dict(bounded(once)) == conninfo_to_dict(once)
+
+
+def test_a_connection_names_no_tenant_unless_it_declares_all() -> None:
+    """Row-level security (migration 0021): only what works across tenants asks for 'all'."""
+    plain = conninfo_to_dict(bounded("postgresql://app@db.example/crondepot"))
+    assert "crondepot.tenant_id" not in plain["options"]
+    every = conninfo_to_dict(bounded("postgresql://app@db.example/crondepot",
+                                     tenants=ALL_TENANTS))
+    assert every["options"] == ("-c idle_in_transaction_session_timeout=60s "
+                                "-c crondepot.tenant_id=all")
+    with pytest.raises(ValueError, match="tenants"):
+        bounded("postgresql://app@db.example/crondepot", tenants="7")

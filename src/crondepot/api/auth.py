@@ -1,8 +1,10 @@
 """Who is asking: the bearer token, its tenant and role, and the connection a request uses.
 
 A token is looked up by its sha256 in api_tokens (revoked tokens are not found), on every
-request: nothing caches tokens, so a revoked token is refused by every API process from its
-next request on. The ``read`` role may only read; every change needs ``admin``. The request
+request, through a SECURITY DEFINER function: the connection sees no tenant's rows until the
+token's tenant is named (row-level security, crondepot.tenancy.scope). Nothing caches
+tokens, so a revoked token is refused by every API process from its next request on.
+The ``read`` role may only read; every change needs ``admin``. The request
 budget is spent here, once the token is known, so unknown tokens cannot fill the table of
 buckets. An unknown or revoked token is a failure of the client address (api/throttle.py):
 an address with too many is refused (429) before its token is looked at or a connection
@@ -23,7 +25,7 @@ from crondepot.api.limits import RequestBudget, retry_after
 from crondepot.api.problems import Forbidden, RateLimited, Unauthorized
 from crondepot.api.slots import DbSlots
 from crondepot.db import Q
-from crondepot.tenancy.audit import act_as
+from crondepot.tenancy import scope
 from crondepot.tenancy.tenants import hash_token
 
 
@@ -81,8 +83,9 @@ def admit(request: Request, conn: psycopg.Connection[Any], who: Principal,
         raise RateLimited(f"this token's request budget ({budget.rate:g}/s, burst "
                           f"{budget.burst}) is spent; retry in {wait:.2f} s",
                           headers={"Retry-After": retry_after(wait)})
-    # Every change this request makes is audited under this token (see crondepot.tenancy.audit).
-    act_as(conn, f"token:{who.token_id}@{who.tenant}")
+    # From here the connection sees this tenant's rows only (row-level security), and every
+    # change this request makes is audited under this token (crondepot.tenancy.scope).
+    scope.serve(conn, who.tenant_id, f"token:{who.token_id}@{who.tenant}")
     return who
 
 

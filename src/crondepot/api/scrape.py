@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -26,6 +28,7 @@ from crondepot.api import throttle
 from crondepot.api.problems import PoolStarved, Unauthorized
 from crondepot.api.slots import DbSlots
 from crondepot.runtime import metrics
+from crondepot.tenancy import scope
 
 TOKEN_ENV = "CRONDEPOT_METRICS_TOKEN"
 TENANT_LABELS_ENV = "CRONDEPOT_METRICS_TENANT_LABELS"
@@ -74,12 +77,22 @@ async def _scrape(request: Request) -> Response:
     slots: DbSlots = request.app.state.db_slots
     try:
         async with slots.connection() as conn:
-            database = metrics.database_registry(lambda: nullcontext(conn),
-                                                 tenant_labels=access.tenant_labels)
-            body, content_type = await run_in_threadpool(metrics.exposition, database)
+            body, content_type = await run_in_threadpool(
+                _exposition_across_tenants, conn, access.tenant_labels)
     except PoolStarved:
         body, content_type = metrics.exposition()
     return Response(body, media_type=content_type)
+
+
+def _exposition_across_tenants(conn: psycopg.Connection[Any],
+                               tenant_labels: bool) -> tuple[bytes, str]:
+    """The exposition with the database gauges, read on ``conn`` across every tenant: they
+    count across tenants by design (row-level security shows a pooled connection no row
+    until told; the pool's reset forgets this when it goes back)."""
+    scope.see_all(conn)
+    database = metrics.database_registry(lambda: nullcontext(conn),
+                                         tenant_labels=tenant_labels)
+    return metrics.exposition(database)
 
 
 def _check(request: Request, token: str) -> None:

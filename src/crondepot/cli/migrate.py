@@ -13,7 +13,7 @@ from typing import Any
 
 from crondepot.cli.shared.options import add_database, add_json, add_runtime_role, database
 from crondepot.cli.shared.output import print_json
-from crondepot.db import connect, migrations, roles
+from crondepot.db import ALL_TENANTS, connect, migrations, roles
 from crondepot.tenancy.audit import act_as, cli_actor
 
 
@@ -31,7 +31,8 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     embedded_role(not args.db, args.runtime_role)
     with database(args) as db, \
-            connect(db.owner_url, application_name="crondepot-migrate") as conn:
+            connect(db.owner_url, application_name="crondepot-migrate",
+                    tenants=ALL_TENANTS) as conn:
         act_as(conn, cli_actor())
         if args.check:
             todo = migrations.pending(conn)

@@ -18,7 +18,7 @@ from crondepot.cli.shared.options import (
     int_in,
     window,
 )
-from crondepot.db import connect
+from crondepot.db import ALL_TENANTS, connect
 from crondepot.maintenance import MaintenanceConfig
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 from crondepot.runs.retention import PRUNE_BATCH, prune_finished_runs
@@ -92,7 +92,8 @@ def run_prune(args: argparse.Namespace) -> int:
     total = 0
     if args.retention_days:
         keep = timedelta(days=args.retention_days)
-        with database(args) as db, connect(db.url, application_name="crondepot-prune") as conn:
+        with database(args) as db, connect(db.url, application_name="crondepot-prune",
+                                          tenants=ALL_TENANTS) as conn:
             while True:   # bounded passes: each a short transaction, whatever the backlog
                 pruned = prune_finished_runs(conn, keep)
                 total += pruned

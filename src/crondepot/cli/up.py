@@ -40,7 +40,7 @@ from crondepot.base.errors import CrondepotError
 from crondepot.cli.migrate import embedded_role
 from crondepot.cli.shared import demo
 from crondepot.cli.shared.options import add_database, add_runtime_role, database, int_in
-from crondepot.db import Database, connect, migrate, roles
+from crondepot.db import ALL_TENANTS, Database, connect, migrate, roles
 from crondepot.db.connect import URL_ENV
 from crondepot.db.embedded import default_data_dir, up_holder, up_lock_path
 from crondepot.db.embedded import stop as stop_embedded
@@ -204,7 +204,8 @@ def _lock(lock: IO[str], tries: int = 5) -> bool:
 def _run(args: argparse.Namespace) -> int:
     ports = metrics_ports(args)
     with database(args) as db:
-        with connect(db.owner_url, application_name="crondepot-up") as conn:
+        with connect(db.owner_url, application_name="crondepot-up",
+                     tenants=ALL_TENANTS) as conn:
             applied = migrate(conn, runtime_role=args.runtime_role,
                               runtime_password=args.runtime_password)
         runtime = roles.runtime_url(db.owner_url, args.runtime_role, args.runtime_password)
@@ -235,7 +236,7 @@ def _as_runtime(url: str, role: str, install_demo: bool) -> str | None:
     """Connect as the runtime role before starting anything that will (a role it cannot log
     in as is one clear error, not every child crash-looping); install the demo if asked."""
     try:
-        with connect(url, application_name="crondepot-up") as conn:
+        with connect(url, application_name="crondepot-up", tenants=ALL_TENANTS) as conn:
             return demo.install(conn).token if install_demo else None
     except psycopg.OperationalError as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

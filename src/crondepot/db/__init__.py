@@ -7,6 +7,7 @@ and ``open_pool`` for connections, ``Q`` for SQL, ``migrate`` for the schema.
 from __future__ import annotations
 
 from crondepot.db.connect import (
+    ALL_TENANTS,
     POOL_WAIT_SECONDS,
     Database,
     bounded,
@@ -18,5 +19,5 @@ from crondepot.db.connect import (
 from crondepot.db.migrations import MigrationError, migrate
 from crondepot.db.queries import Q
 
-__all__ = ["POOL_WAIT_SECONDS", "Database", "MigrationError", "Q", "bounded", "connect",
-           "idle_check", "migrate", "open_database", "open_pool"]
+__all__ = ["ALL_TENANTS", "POOL_WAIT_SECONDS", "Database", "MigrationError", "Q", "bounded",
+           "connect", "idle_check", "migrate", "open_database", "open_pool"]

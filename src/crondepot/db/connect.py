@@ -13,6 +13,15 @@ Two roles (db/roles.py): ``migrate`` connects as the schema's owner, everything 
 runtime role. A URL given by the operator is used as it is (the operator gives migrate the
 owner's URL and the other processes the runtime role's); the embedded database hands out
 both itself.
+
+Row-level security (migration 0021) shows the runtime role the rows of the tenant named by
+the session setting ``crondepot.tenant_id``, all rows for ``all``, and none without it. A
+connection made here names no tenant unless its caller declares ``tenants=ALL_TENANTS``:
+the processes that work across tenants by design (the scheduler's tick, the worker's claim
+and outcomes, the maintenance leader, the operator's commands, migrate) do, in the
+connection's startup options, so it holds for every statement and survives a reconnect.
+The API does not: its pooled connections see nothing until a request's token is known, and
+forget the tenant when they go back to the pool (docs/operations.md, "Row-level security").
 """
 
 from __future__ import annotations
@@ -61,6 +70,10 @@ CONNECTION_DEFAULTS: dict[str, str] = {
 # transaction is a few statements back to back, and no target is called inside one.
 SESSION_DEFAULTS: dict[str, str] = {"idle_in_transaction_session_timeout": "60s"}
 
+# The value of crondepot.tenant_id that lets a session see every tenant's rows.
+ALL_TENANTS = "all"
+TENANT_SETTING = "crondepot.tenant_id"
+
 
 # How long a caller waits for a pooled connection (psycopg_pool's default is 30 s). In a
 # partition the pool's probe of an idle connection and its attempts at new ones each take
@@ -69,12 +82,18 @@ SESSION_DEFAULTS: dict[str, str] = {"idle_in_transaction_session_timeout": "60s"
 POOL_WAIT_SECONDS = 10.0
 
 
-def bounded(url: str) -> str:
-    """``url`` with the defaults above added where it does not set them itself."""
+def bounded(url: str, *, tenants: str | None = None) -> str:
+    """``url`` with the defaults above added where it does not set them itself; with
+    ``tenants=ALL_TENANTS``, a session that sees every tenant's rows."""
     params: dict[str, Any] = conninfo_to_dict(url)
     extra: dict[str, Any] = {k: v for k, v in CONNECTION_DEFAULTS.items() if k not in params}
     options = str(params.get("options") or "")
-    settings = [f"-c {name}={value}" for name, value in SESSION_DEFAULTS.items()
+    session = dict(SESSION_DEFAULTS)
+    if tenants is not None:
+        if tenants != ALL_TENANTS:
+            raise ValueError(f"tenants: expected {ALL_TENANTS!r} or None, got {tenants!r}")
+        session[TENANT_SETTING] = tenants
+    settings = [f"-c {name}={value}" for name, value in session.items()
                 if name not in options]
     if settings:
         extra["options"] = " ".join([options, *settings]).strip()
@@ -126,8 +145,12 @@ def open_database(url: str | None = None, data_dir: str | Path | None = None) ->
                     owner_url=owner)
 
 
-def connect(url: str, *, application_name: str = "crondepot") -> psycopg.Connection[Any]:
-    return psycopg.connect(bounded(url), autocommit=True, application_name=application_name)
+def connect(url: str, *, application_name: str = "crondepot",
+            tenants: str | None = None) -> psycopg.Connection[Any]:
+    """An autocommit connection; ``tenants=ALL_TENANTS`` for one that works across tenants
+    (see the module's docstring), else one that sees no tenant's rows until told."""
+    return psycopg.connect(bounded(url, tenants=tenants), autocommit=True,
+                           application_name=application_name)
 
 
 IDLE_CHECK_SECONDS = 2.0
@@ -159,7 +182,7 @@ def idle_check(seconds: float = IDLE_CHECK_SECONDS) -> dict[str, Any]:
     return {"check": check}
 
 
-def _forget_actor(conn: psycopg.Connection[Any]) -> None:
+def _forget_request(conn: psycopg.Connection[Any]) -> None:
     conn.execute(Q.clear_actor)
 
 
@@ -175,9 +198,9 @@ def open_pool(
         kwargs={"autocommit": True, "application_name": application_name},
         # A restarted database leaves dead connections in the pool: probe the ones that sat
         # idle before lending them (as HikariCP does), not every one (a round trip per
-        # request). A connection back in the pool forgets its last user's actor.
+        # request). A connection back in the pool forgets its last user's actor and tenant.
         **idle_check(),
-        reset=_forget_actor,
+        reset=_forget_request,
         open=False,
     )
     pool.open(wait=True, timeout=30)

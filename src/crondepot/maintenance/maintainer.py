@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from crondepot.db import connect
+from crondepot.db import ALL_TENANTS, connect
 from crondepot.maintenance.config import MaintenanceConfig
 from crondepot.maintenance.leader import Leadership
 from crondepot.maintenance.ledger_check import check_ledger
@@ -110,7 +110,8 @@ class Maintainer:
     def _turn(self, service: Service) -> None:
         try:
             with connect(self.config.url, application_name=(
-                    f"crondepot-{self.config.name}-{service.name}")) as conn:
+                    f"crondepot-{self.config.name}-{service.name}"),
+                         tenants=ALL_TENANTS) as conn:
                 service.run(conn, self.config)
         except psycopg.Error as exc:
             metrics.maintenance_turns.labels(service.name, "error").inc()

@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from crondepot.db import Q, connect
+from crondepot.db import ALL_TENANTS, Q, connect
 from crondepot.maintenance import Maintainer, MaintenanceConfig
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff, Stoppable
@@ -145,7 +145,8 @@ class Scheduler(Stoppable):
 
     def _connect(self) -> None:
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self.config.url, application_name=f"crondepot-{self.config.name}")
+            self._conn = connect(self.config.url, application_name=f"crondepot-{self.config.name}",
+                                 tenants=ALL_TENANTS)
         if self._listener is None or self._listener.closed:
             self._listener = connect(self.config.url,
                                      application_name=f"crondepot-{self.config.name}-listen")

@@ -37,7 +37,7 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
 from crondepot.base.jsontext import loads_stored
-from crondepot.db import Q, bounded, connect, idle_check
+from crondepot.db import ALL_TENANTS, Q, bounded, connect, idle_check
 from crondepot.job.guard import AddressGuard
 from crondepot.limits.buckets import RateLimiter
 from crondepot.maintenance import Maintainer, MaintenanceConfig
@@ -115,7 +115,7 @@ class Worker(Stoppable):
         self.abandoned = 0        # calls still running when the grace period ended
         self.restart_wanted = False   # too many hung handler threads: the CLI starts afresh
         self._hung = AbandonedCalls(config.max_abandoned)
-        self._pool = ConnectionPool(bounded(config.url), min_size=2,
+        self._pool = ConnectionPool(bounded(config.url, tenants=ALL_TENANTS), min_size=2,
                                     max_size=min(config.concurrency, 10) + 2,
                                     kwargs={"autocommit": True,
                                             "application_name": "crondepot-worker"},

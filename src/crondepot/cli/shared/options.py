@@ -15,7 +15,14 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from crondepot.db import roles
-from crondepot.db.connect import DATA_DIR_ENV, URL_ENV, Database, connect, open_database
+from crondepot.db.connect import (
+    ALL_TENANTS,
+    DATA_DIR_ENV,
+    URL_ENV,
+    Database,
+    connect,
+    open_database,
+)
 from crondepot.db.migrations import require_current
 from crondepot.runtime.lifecycle import Backoff
 from crondepot.tenancy.audit import act_as, cli_actor
@@ -92,7 +99,8 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 def operator_connection(args: argparse.Namespace,
                         name: str = "crondepot-cli") -> Iterator[psycopg.Connection[Any]]:
     """A connection for an operator's command: what it changes is audited as this CLI user."""
-    with database(args) as db, connect(db.url, application_name=name) as conn:
+    with database(args) as db, connect(db.url, application_name=name,
+                                                tenants=ALL_TENANTS) as conn:
         act_as(conn, cli_actor())
         yield conn
 

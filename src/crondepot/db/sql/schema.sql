@@ -724,6 +724,30 @@ END
 $$;
 
 --
+-- Name: crondepot_console_session_principal(bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_console_session_principal(p_id_hash bytea) RETURNS TABLE(tenant_id bigint, tenant text, role text, token_id bigint, token_hash bytea)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    WITH found AS (
+        SELECT tok.tenant_id, tn.name AS tenant, tok.role, tok.id AS token_id,
+               tok.token_hash, tok.last_used_at
+        FROM console_sessions s
+        JOIN api_tokens tok ON tok.id = s.token_id
+        JOIN tenants tn ON tn.id = tok.tenant_id
+        WHERE s.id_hash = p_id_hash AND s.expires_at > now() AND tok.revoked_at IS NULL
+    ), touched AS (
+        UPDATE api_tokens SET last_used_at = now()
+        WHERE id IN (SELECT f.token_id FROM found AS f
+                     WHERE f.last_used_at IS NULL
+                        OR f.last_used_at < now() - interval '1 minute')
+    )
+    SELECT f.tenant_id, f.tenant, f.role, f.token_id, f.token_hash FROM found AS f
+$$;
+
+--
 -- Name: crondepot_count_jobs(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -765,6 +789,18 @@ CREATE FUNCTION public.crondepot_host_of(p_target jsonb) RETURNS text
     AS $$
     SELECT lower(substring(p_target ->> 'url'
                            FROM '^[A-Za-z][A-Za-z0-9+.-]*://(\[[^]]*\]|[^:/?#]+)'))
+$$;
+
+--
+-- Name: crondepot_labelled_jobs(bigint, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_labelled_jobs(p_tenant_id bigint, p_labels jsonb) RETURNS SETOF bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT j.id FROM jobs AS j
+    WHERE j.labels @> p_labels AND j.tenant_id = p_tenant_id
 $$;
 
 --
@@ -831,6 +867,29 @@ CREATE FUNCTION public.crondepot_run_held(p_tenant_id bigint, p_job_id bigint) R
          AND ((h.kind = 'rate_limit' AND h.name = j.rate_limit)
               OR (h.kind = 'host' AND h.name = crondepot_host_of(j.target)))
         WHERE j.id = p_job_id)
+$$;
+
+--
+-- Name: crondepot_token_principal(bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_token_principal(p_token_hash bytea) RETURNS TABLE(tenant_id bigint, tenant text, role text, token_id bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    WITH found AS (
+        SELECT tok.tenant_id, tn.name AS tenant, tok.role, tok.id AS token_id,
+               tok.last_used_at
+        FROM api_tokens tok
+        JOIN tenants tn ON tn.id = tok.tenant_id
+        WHERE tok.token_hash = p_token_hash AND tok.revoked_at IS NULL
+    ), touched AS (
+        UPDATE api_tokens SET last_used_at = now()
+        WHERE id IN (SELECT f.token_id FROM found AS f
+                     WHERE f.last_used_at IS NULL
+                        OR f.last_used_at < now() - interval '1 minute')
+    )
+    SELECT f.tenant_id, f.tenant, f.role, f.token_id FROM found AS f
 $$;
 
 --
@@ -955,7 +1014,7 @@ CREATE TABLE public.holds (
 -- Name: job_inserts; Type: VIEW; Schema: public; Owner: -
 --
 
-CREATE VIEW public.job_inserts AS
+CREATE VIEW public.job_inserts WITH (security_invoker='true') AS
  SELECT id,
     tenant_id,
     key,
@@ -1000,7 +1059,7 @@ CREATE TABLE public.job_timetables (
 -- Name: job_writes; Type: VIEW; Schema: public; Owner: -
 --
 
-CREATE VIEW public.job_writes AS
+CREATE VIEW public.job_writes WITH (security_invoker='true') AS
  SELECT id,
     tenant_id,
     key,
@@ -1694,6 +1753,148 @@ ALTER TABLE ONLY public.limit_grants
 
 ALTER TABLE ONLY public.rate_limits
     ADD CONSTRAINT rate_limits_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE;
+
+--
+-- Name: api_tokens; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.api_tokens ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_log; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: rate_limits granted_shared_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY granted_shared_rows ON public.rate_limits FOR SELECT USING (((tenant_id IS NULL) AND (EXISTS ( SELECT
+   FROM public.limit_grants g
+  WHERE (g.limit_name = rate_limits.name)))));
+
+--
+-- Name: handler_grants; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.handler_grants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: holds; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.holds ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: job_timetables; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.job_timetables ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: jobs; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: limit_grants; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.limit_grants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: rate_limits; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.rate_limits ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_attempts; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_attempts ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: runs; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.runs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: api_tokens tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.api_tokens USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: audit_log tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.audit_log USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: handler_grants tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.handler_grants USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: holds tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.holds USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: job_timetables tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.job_timetables USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: jobs tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.jobs USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: limit_grants tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.limit_grants USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: rate_limits tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.rate_limits USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: run_attempts tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.run_attempts USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (EXISTS ( SELECT
+   FROM public.runs r
+  WHERE (r.run_id = run_attempts.run_id)))));
+
+--
+-- Name: runs tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.runs USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: tenants tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.tenants USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: tenants; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
 
 --
 -- PostgreSQL database dump complete

@@ -3,8 +3,19 @@
 SELECT set_config('crondepot.actor', %(actor)s::text, false);
 
 -- name: clear_actor
--- A pooled connection forgets its last request's actor before it is lent again.
-SELECT set_config('crondepot.actor', '', false);
+-- A pooled connection forgets its last request's actor, and the tenant whose rows it saw
+-- (row-level security, migration 0021), before it is lent again.
+SELECT set_config('crondepot.actor', '', false), set_config('crondepot.tenant_id', '', false);
+
+-- name: serve_tenant
+-- An API request's token is known: the session sees its tenant's rows only (row-level
+-- security, migration 0021) and audits its changes under the token (tenancy/scope.py).
+SELECT set_config('crondepot.tenant_id', %(tenant_id)s::bigint::text, false),
+       set_config('crondepot.actor', %(actor)s::text, false);
+
+-- name: see_all_tenants
+-- A session that reads across tenants by design (the API's /metrics gauges) sees every row.
+SELECT set_config('crondepot.tenant_id', 'all', false);
 
 -- name: audit_summary
 -- One entry standing for many rows (a bulk action's batch, a backfill, a hold), by the

@@ -1,14 +1,17 @@
 -- name: bulk_preview
 -- How many of a tenant's jobs a bulk action would change, and the first few keys (dry run).
--- Every filter is optional (NULL = any); the caller requires at least one. labels @> is
--- served by jobs_labels (GIN, migration 0016), the rest by jobs_tenant_key or a scan of the
--- tenant's jobs.
+-- Every filter is optional (NULL = any); the caller requires at least one. Labels are
+-- served by jobs_labels (GIN, migration 0016) through crondepot_labelled_jobs
+-- (functions/labelled_jobs.sql: under row-level security an inline labels @> could not use
+-- it), the rest by jobs_tenant_key or a scan of the tenant's jobs.
 WITH matching AS (
     SELECT id, key FROM jobs
     WHERE tenant_id = %(tenant_id)s::bigint AND active
       AND (%(paused)s::boolean IS NULL OR paused = %(paused)s::boolean)
       AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))
-      AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
+      AND (%(labels)s::jsonb IS NULL
+           OR id = ANY (ARRAY(SELECT crondepot_labelled_jobs(%(tenant_id)s::bigint,
+                                                         %(labels)s::jsonb))))
       AND (%(host)s::text IS NULL OR crondepot_host_of(target) = %(host)s::text)
       AND (%(rate_limit)s::text IS NULL OR rate_limit = %(rate_limit)s::text)
       AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)
@@ -26,7 +29,9 @@ SELECT * FROM stored_jobs
 WHERE tenant_id = %(tenant_id)s::bigint AND active AND id > %(after)s::bigint
   AND (%(paused)s::boolean IS NULL OR paused = %(paused)s::boolean)
   AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))
-  AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
+  AND (%(labels)s::jsonb IS NULL
+           OR id = ANY (ARRAY(SELECT crondepot_labelled_jobs(%(tenant_id)s::bigint,
+                                                         %(labels)s::jsonb))))
   AND (%(host)s::text IS NULL OR crondepot_host_of(target) = %(host)s::text)
   AND (%(rate_limit)s::text IS NULL OR rate_limit = %(rate_limit)s::text)
   AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)

@@ -86,6 +86,8 @@ WHERE tenant_id = %(tenant_id)s::bigint AND key = %(key)s::text;
 -- name: list_tenant_jobs
 -- A page of a tenant's jobs in id order, after the cursor id. Every filter is optional
 -- (NULL = any). Keyset pagination: a page costs the same however deep the cursor is.
+-- Labels through crondepot_labelled_jobs (functions/labelled_jobs.sql): under row-level
+-- security, labels @> here could no longer use the jobs_labels index.
 SELECT * FROM stored_jobs
 WHERE tenant_id = %(tenant_id)s::bigint
   AND id > %(after)s::bigint
@@ -93,7 +95,9 @@ WHERE tenant_id = %(tenant_id)s::bigint
   AND (%(paused)s::boolean IS NULL OR paused = %(paused)s::boolean)
   AND (%(active)s::boolean IS NULL OR active = %(active)s::boolean)
   AND (%(key_prefix)s::text IS NULL OR starts_with(key, %(key_prefix)s::text))
-  AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
+  AND (%(labels)s::jsonb IS NULL
+       OR id = ANY (ARRAY(SELECT crondepot_labelled_jobs(%(tenant_id)s::bigint,
+                                                         %(labels)s::jsonb))))
 ORDER BY id
 LIMIT %(limit)s::integer;
 

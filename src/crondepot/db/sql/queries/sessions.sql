@@ -6,22 +6,11 @@ VALUES (%(id_hash)s, %(token_id)s, now() + make_interval(secs => %(lifetime_seco
 RETURNING expires_at;
 
 -- name: console_session_principal
--- The tenant, role and token of a console session: nothing for an unknown, logged-out or
--- expired session, or one whose token was revoked. The token's last use is written as for
--- a bearer token (api_token_principal), at most once a minute.
-WITH found AS (
-    SELECT tok.tenant_id, tn.name AS tenant, tok.role, tok.id AS token_id, tok.token_hash,
-           tok.last_used_at
-    FROM console_sessions s
-    JOIN api_tokens tok ON tok.id = s.token_id
-    JOIN tenants tn ON tn.id = tok.tenant_id
-    WHERE s.id_hash = %(id_hash)s AND s.expires_at > now() AND tok.revoked_at IS NULL
-), touched AS (
-    UPDATE api_tokens SET last_used_at = now()
-    WHERE id IN (SELECT token_id FROM found
-                 WHERE last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
-)
-SELECT tenant_id, tenant, role, token_id, token_hash FROM found;
+-- The tenant, role and token of a console session, before the tenant is known: through the
+-- SECURITY DEFINER function (functions/console_session_principal.sql). Nothing for an
+-- unknown, logged-out or expired session, or one whose token was revoked.
+SELECT tenant_id, tenant, role, token_id, token_hash
+FROM crondepot_console_session_principal(%(id_hash)s);
 
 -- name: end_console_session
 -- Logout: the session is gone, so a replayed cookie finds nothing.

@@ -4,10 +4,13 @@
 -- queueing behind each other's locks. The locks last until the tick's transaction ends, so
 -- a job is planned by exactly one copy per pass. "now" is the database's clock (or one
 -- injected by tests), never a host clock: copies on skewed hosts agree on what is due.
+-- OFFSET 0 keeps "now" a value of its own (a parameter of the scan): pulled up into the
+-- scan's WHERE as coalesce(...), PostgreSQL counts it as leaky (it may not run before the
+-- row-level security policy, docs/operations.md) and reads every job instead of jobs_due.
 SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
        j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
        j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count, t.now
-FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS t,
+FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now OFFSET 0) AS t,
      LATERAL (
          SELECT * FROM jobs
          WHERE active AND NOT paused AND next_run_at <= t.now

@@ -38,18 +38,7 @@ RETURNING id, tenant_id, role, label, created_at, last_used_at, revoked_at;
 DELETE FROM console_sessions WHERE token_id = %(token_id)s;
 
 -- name: api_token_principal
--- Bearer-token authentication: the sha256 of the presented token, never the token itself,
--- is looked up. A revoked token finds nothing, like an unknown one. Nothing is cached, so a
--- revocation holds for the next request of every API process. The token's last use is
--- written at most once a minute (the UPDATE matches no row otherwise): a read almost always.
-WITH found AS (
-    SELECT tok.tenant_id, tn.name AS tenant, tok.role, tok.id AS token_id, tok.last_used_at
-    FROM api_tokens tok
-    JOIN tenants tn ON tn.id = tok.tenant_id
-    WHERE tok.token_hash = %(token_hash)s AND tok.revoked_at IS NULL
-), touched AS (
-    UPDATE api_tokens SET last_used_at = now()
-    WHERE id IN (SELECT token_id FROM found
-                 WHERE last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
-)
-SELECT tenant_id, tenant, role, token_id FROM found;
+-- Bearer-token authentication, before the tenant is known: through the SECURITY DEFINER
+-- function (functions/token_principal.sql), since row-level security shows a connection
+-- without a tenant no token. Nothing for an unknown or revoked token.
+SELECT tenant_id, tenant, role, token_id FROM crondepot_token_principal(%(token_hash)s);
