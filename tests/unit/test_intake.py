@@ -120,6 +120,25 @@ def test_the_app_reads_the_buffered_body_then_the_client_itself() -> None:
     assert [m.get("body") for m in seen] == [b"a", b"b", None]
 
 
+def test_bodies_past_the_process_budget_get_503_and_the_budget_comes_back() -> None:
+    """The bodies a process holds are bounded however many clients send them (the body is
+    read before any credential is looked at): past the budget, 503 with Retry-After."""
+    held: list[int] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        held.append(intake.budget.held)             # while the app runs, its body is held
+
+    intake = Intake(app, limit_for=lambda path: 100, budget_bytes=6)
+    start, body = _call(intake, _client([b"abcd", b"efgh"]))
+    assert start["status"] == 503
+    assert (b"retry-after", b"5") in start["headers"]
+    assert (b"connection", b"close") in start["headers"]
+    assert json.loads(body["body"])["type"].endswith("/bodies-full")
+    assert intake.budget.held == 0 and held == []       # given back; the app not called
+    _call(intake, _client([b"abc", b"def"]))
+    assert held == [6] and intake.budget.held == 0
+
+
 class _Pool:
     def __init__(self) -> None:
         self.lent = 0

@@ -14,6 +14,12 @@ client.
   Each read waits at most until that deadline, so a stalled client and a trickling one are
   cut at the same instant.
 - A client that goes away first: the app is not called.
+- The bodies a process holds at once, read or being read, are bounded too
+  (``budget_bytes``, 256 MiB by default): the body is read before any credential is looked
+  at (that would take a database slot), so without a bound 512 connections each sending
+  64 MiB to the import could hold 32 GiB. A body that would pass the budget is answered 503
+  ``bodies-full`` with ``Retry-After`` and its connection closed; the budget is given back
+  when the app has answered.
 
 The chunks are replayed to the app as they came (not joined): an import's 64 MiB is held
 once, and each chunk is let go as the route takes it.
@@ -27,46 +33,82 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crondepot.api.problems import ApiError, PayloadTooLarge, RequestTimeout, problem_for
+from crondepot.api.problems import (
+    ApiError,
+    BodiesFull,
+    PayloadTooLarge,
+    RequestTimeout,
+    problem_for,
+)
 from crondepot.runtime import metrics
 
 DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
-_REASONS = {408: "body_timeout", 413: "body_too_large"}     # crondepot_api_refused_total
+DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
+BUSY_RETRY_SECONDS = 5
+# crondepot_api_refused_total's reasons
+_REASONS = {408: "body_timeout", 413: "body_too_large", 503: "bodies_full"}
+
+
+class Budget:
+    """The bytes of request bodies a process holds; one event loop, so no lock."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.held = limit, 0
+
+    def take(self, size: int) -> None:
+        if self.held + size > self.limit:
+            raise BodiesFull(f"this process holds {self.held} bytes of request bodies, its "
+                             f"budget is {self.limit}: try again shortly",
+                             headers={"Retry-After": str(BUSY_RETRY_SECONDS)})
+        self.held += size
+
+    def give(self, size: int) -> None:
+        self.held -= size
 
 
 class Intake:
     """Read the body of every HTTP request before passing it on (see the module)."""
 
     def __init__(self, app: ASGIApp, *, limit_for: Callable[[str], int],
-                 timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS) -> None:
+                 timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
         self.app = app
         self.limit_for = limit_for
         self.timeout_seconds = timeout_seconds
+        self.budget = Budget(budget_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         limit = self.limit_for(scope["path"])
+        held = [0]          # the bytes of this body taken from the budget
         try:
-            declared = content_length(scope)
-            if declared is not None and declared > limit:
-                raise too_large(limit)
-            body = await read_body(receive, limit=limit, timeout=self.timeout_seconds)
-        except ApiError as exc:
-            metrics.labelled(metrics.api_refused, _REASONS.get(exc.status, "other")).inc()
-            # The rest of the body is not read: the connection cannot be reused.
-            exc.headers = {**exc.headers, "Connection": "close"}
-            await problem_for(exc)(scope, receive, send)
-            return
-        if body is not None:
-            await self.app(scope, replay(body, receive), send)
+            try:
+                declared = content_length(scope)
+                if declared is not None and declared > limit:
+                    raise too_large(limit)
+                body = await read_body(receive, limit=limit, timeout=self.timeout_seconds,
+                                       budget=self.budget, held=held)
+            except ApiError as exc:
+                metrics.labelled(metrics.api_refused, _REASONS.get(exc.status, "other")).inc()
+                # The rest of the body is not read: the connection cannot be reused.
+                exc.headers = {**exc.headers, "Connection": "close"}
+                await problem_for(exc)(scope, receive, send)
+                return
+            if body is not None:
+                await self.app(scope, replay(body, receive), send)
+        finally:
+            self.budget.give(held[0])
 
 
-async def read_body(receive: Receive, *, limit: int, timeout: float) -> deque[Message] | None:
+async def read_body(receive: Receive, *, limit: int, timeout: float,
+                    budget: Budget | None = None,
+                    held: list[int] | None = None) -> deque[Message] | None:
     """The ``http.request`` messages of one body, all of them, or None if the client went
     away. Raises PayloadTooLarge past ``limit`` bytes, RequestTimeout past ``timeout``
-    seconds."""
+    seconds, BodiesFull when ``budget`` has no room for the next chunk (what was taken from
+    it is added to ``held[0]``, for the caller to give back)."""
     messages: deque[Message] = deque()
     seen = 0
     try:
@@ -75,9 +117,13 @@ async def read_body(receive: Receive, *, limit: int, timeout: float) -> deque[Me
                 message = await receive()
                 if message["type"] != "http.request":
                     return None             # http.disconnect
-                seen += len(message.get("body", b""))
+                size = len(message.get("body", b""))
+                seen += size
                 if seen > limit:
                     raise too_large(limit)
+                if budget is not None and held is not None:
+                    budget.take(size)
+                    held[0] += size
                 messages.append(message)
                 if not message.get("more_body", False):
                     return messages

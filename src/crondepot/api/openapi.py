@@ -53,14 +53,16 @@ STATUS_TEXT = {
     428: "If-Match header required",
     429: "The token's request budget is spent: retry after Retry-After seconds",
     503: "The database is unavailable or its schema is not current, or no database "
-         "connection was free in time (`pool-starved`: retry after Retry-After seconds)",
+         "connection was free in time (`pool-starved`), or the process holds its budget of "
+         "request bodies (`bodies-full`): retry after Retry-After seconds",
 }
 _HEADERS: dict[int, dict[str, Any]] = {
     401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"},
                                "required": True}},
     429: {"Retry-After": {"description": "seconds to wait", "required": True,
                           "schema": {"type": "string", "pattern": "^[0-9]+$"}}},
-    503: {"Retry-After": {"description": "seconds to wait (with `pool-starved`)",
+    503: {"Retry-After": {"description": "seconds to wait (with `pool-starved`, "
+                                         "`bodies-full`)",
                           "required": False, "schema": {"type": "string",
                                                         "pattern": "^[0-9]+$"}}},
 }

@@ -10,6 +10,7 @@
     ├── PreconditionRequired 428  a PATCH without If-Match
     ├── RateLimited       429     the token's request budget is spent (Retry-After)
     ├── PoolStarved       503     no database connection free in time (api/slots.py)
+    ├── BodiesFull        503     the process holds its budget of request bodies (api/intake.py)
     ├── Invalid           422     bad input found before a domain object was made
     └── NothingImported   422     an import none of whose lines is a valid job document
 
@@ -96,6 +97,10 @@ class RateLimited(ApiError):
 
 class PoolStarved(ApiError):
     status, slug, title = 503, "pool-starved", "No database connection free"
+
+
+class BodiesFull(ApiError):
+    status, slug, title = 503, "bodies-full", "Too many request bodies held"
 
 
 class Invalid(ApiError):
