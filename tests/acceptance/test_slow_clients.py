@@ -23,8 +23,9 @@ import pytest
 
 from crondepot.db import connect
 from crondepot.tenancy.tenants import create_tenant
-from crondepot_testkit.processes import Proc, free_port, wait_until
+from crondepot_testkit.processes import wait_until
 from crondepot_testkit.slow_clients import Trickle, slow_requests
+from tests.support.api import start_api
 
 HEADER_TIMEOUT = 2.0
 BODY_TIMEOUT = 4.0
@@ -32,27 +33,13 @@ KEEP_ALIVE_TIMEOUT = 1.0
 SLACK = 1.5                 # a deadline met on a loaded two-core machine
 
 
-def _api(db_url: str, *extra: str, env: dict[str, str] | None = None) -> tuple[Proc, str]:
-    port = free_port()
-    process = Proc("api", "--db", db_url, "--port", str(port), *extra, env=env)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert process.popen.poll() is None, process.output()
-        try:
-            return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(up, timeout=30, interval=0.1, message="the API to start")
-    return process, base
 
 
 @pytest.fixture
 def api(db_url: str) -> Iterator[tuple[str, str]]:
     with connect(db_url) as conn:
         token = create_tenant(conn, "bank42").token
-    process, base = _api(db_url, "--header-timeout", f"{HEADER_TIMEOUT:g}s",
+    process, base = start_api(db_url, "--header-timeout", f"{HEADER_TIMEOUT:g}s",
                          "--body-timeout", f"{BODY_TIMEOUT:g}s",
                          "--keep-alive-timeout", f"{KEEP_ALIVE_TIMEOUT:g}s",
                          "--max-connections", "400", "--pool-wait", "2s",
@@ -145,7 +132,7 @@ def _until_closed(sock: socket.socket, *, within: float) -> bytes:
 def test_a_starved_pool_or_a_full_house_answers_503_at_once_and_recovers(db_url: str) -> None:
     with connect(db_url) as conn:
         token = create_tenant(conn, "bank42").token
-    process, base = _api(db_url, "--pool-wait", "500ms", "--max-connections", "6",
+    process, base = start_api(db_url, "--pool-wait", "500ms", "--max-connections", "6",
                          env={"CRONDEPOT_API_POOL_SIZE": "2"})
     auth = {"Authorization": f"Bearer {token}"}
     try:

@@ -19,31 +19,18 @@ import pytest
 
 from crondepot.db import connect
 from crondepot.tenancy.tenants import create_tenant
-from crondepot_testkit.processes import Proc, free_port, wait_until
+from crondepot_testkit.processes import free_port
+from tests.support.api import start_api
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
-def _api(db_url: str, *extra: str) -> tuple[Proc, str]:
-    port = free_port()
-    process = Proc("api", "--db", db_url, "--port", str(port), *extra)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert process.popen.poll() is None, process.output()
-        try:
-            return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(up, timeout=30, interval=0.1, message="the API to start")
-    return process, base
 
 
 @pytest.fixture
 def two_apis(db_url: str) -> Iterator[tuple[str, str]]:
-    first, a = _api(db_url)
-    second, b = _api(db_url)
+    first, a = start_api(db_url)
+    second, b = start_api(db_url)
     try:
         yield a, b
     finally:
@@ -93,7 +80,7 @@ def test_a_token_revoked_through_one_api_process_is_refused_by_both_within_a_sec
 
 
 def _cookie_over_proxy(db_url: str, token: str, *extra: str) -> str:
-    process, base = _api(db_url, *extra)
+    process, base = start_api(db_url, *extra)
     try:
         with httpx.Client(base_url=base, follow_redirects=False) as client:
             done = _login(client, token, headers={"X-Forwarded-Proto": "https",

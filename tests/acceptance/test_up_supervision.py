@@ -66,7 +66,7 @@ def test_a_second_up_on_the_same_embedded_database_is_refused_and_the_first_goes
     first = _up(folder, port)
     try:
         wait_until(lambda: _serving(port), timeout=120, message="the first up serving")
-        second = _run_up("--data-dir", str(folder), "--port", str(free_port()))
+        second = _run_up("--data-dir", str(folder), "--port", str(port))   # the same port
         assert second.returncode == 2, second.stderr
         assert f"another crondepot up (pid {first.popen.pid}) is running on the embedded " \
                f"database in {folder}" in second.stderr

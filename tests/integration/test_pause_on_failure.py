@@ -75,3 +75,21 @@ def test_the_resume_of_a_job_that_paused_itself_starts_its_count_again(
     assert get_job(conn, t, auto).pause is None
     # Resumed, it does not pause again until it fails twice more.
     assert pause_failing_jobs(conn, MaintenanceConfig(url=db_url, name="test")) == 0
+
+
+def test_a_bulk_resume_starts_the_count_again_as_a_single_resume_does(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    from crondepot.job import bulk
+    from crondepot.job.bulk import BulkFilter
+
+    t = tenant(conn)
+    auto = add_job(conn, t, key="auto:1", cron="0 9 * * *", pause_after_failures=2)
+    manual = add_job(conn, t, key="auto:2", cron="0 9 * * *", pause_after_failures=5)
+    _failing(conn, auto, 2)
+    _failing(conn, manual, 3)
+    pause_failing_jobs(conn, MaintenanceConfig(url=db_url, name="test"))
+    conn.execute("SELECT set_config('crondepot.actor', '', false)")
+    pause_job(conn, t, manual)
+    assert bulk.apply(conn, t, "resume", BulkFilter.checked(key_prefix="auto:")) == 2
+    assert (_count(conn, auto), _count(conn, manual)) == (0, 3)
+    assert pause_failing_jobs(conn, MaintenanceConfig(url=db_url, name="test")) == 0

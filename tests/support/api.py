@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import psycopg
 
 from crondepot.limits.buckets import set_limit
 from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import NewTenant, create_tenant
+from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support.jobs import TEST_HANDLERS
 
 EMI: dict[str, Any] = {
@@ -47,3 +49,22 @@ def granted_tenant(conn: psycopg.Connection[Any], name: str) -> NewTenant:
     set_limit(conn, "sms-gateway", 450, 50)
     grant(conn, made.id, handlers=TEST_HANDLERS, limits=["sms-gateway"])
     return made
+
+
+def start_api(db_url: str, *extra: str,
+              env: dict[str, str] | None = None) -> tuple[Proc, str]:
+    """A ``crondepot api`` process on a free port, once it answers /healthz; and its base
+    URL. The caller stops it."""
+    port = free_port()
+    process = Proc("api", "--db", db_url, "--port", str(port), *extra, env=env)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert process.popen.poll() is None, process.output()
+        try:
+            return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, timeout=30, interval=0.1, message="the API to start")
+    return process, base

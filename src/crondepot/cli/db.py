@@ -61,6 +61,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"no embedded PostgreSQL running in {folder}")
     else:
         print(f"embedded PostgreSQL running in {folder} (pid {server})"
-              + (f"; used by crondepot up (pid {up}), which stops it on exit" if up
-                 else "; crondepot db stop stops it"))
+              + ("; crondepot db stop stops it" if up is None else
+                 f"; used by crondepot up{f' (pid {up})' if up else ''}, which stops it on "
+                 "exit"))
     return 0 if server is not None else 1

@@ -126,15 +126,19 @@ def metrics_ports(args: argparse.Namespace) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     logs.setup()
     embedded_role(not args.db, args.runtime_role)
-    check_ports_free(args.host, [args.port, *metrics_ports(args).values()])
+    ports = [args.port, *metrics_ports(args).values()]
     # "Stops what it started": the embedded server is stopped at the end if this command
     # started it; one that was already running (a `crondepot db` session, a scheduler
     # started by hand) is left running.
     data_dir = None if (args.db or os.environ.get(URL_ENV)) else \
         Path(args.data_dir or default_data_dir()).expanduser().resolve()
     if data_dir is None:
+        check_ports_free(args.host, ports)
         return _run(args)
+    # The lock first: a second `up` on the same directory is told which `up` holds it, not
+    # that the port that one serves on is taken.
     with sole_up(data_dir):
+        check_ports_free(args.host, ports)
         started_server = not (data_dir / "postmaster.pid").exists()
         return _run_and_stop(args, data_dir if started_server else None)
 
@@ -278,7 +282,9 @@ def supervise(children: list[Child]) -> int:
         stop.set()
 
     for signum in STOP_SIGNALS:
-        signal.signal(signum, on_signal)
+        # Under nohup, SIGHUP stays ignored: the user asked to outlive the terminal.
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, on_signal)
     for child in children:
         child.start()
     while not stop.wait(0.5):

@@ -22,7 +22,8 @@ class Stoppable:
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        signal.signal(signal.SIGHUP, self.stop)
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:   # not under nohup
+            signal.signal(signal.SIGHUP, self.stop)
         # `kill -USR1 PID` prints every thread's stack to stderr: the one way to see what a
         # process that will not stop (or stalls) is waiting on, without a debugger.
         faulthandler.register(signal.SIGUSR1, all_threads=True)

@@ -52,6 +52,10 @@ SET paused = %(paused)s::boolean,
     next_run_at = (%(next_run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
     next_nominal_at =
         (%(next_nominal_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
+    -- As resume_job: a job that paused itself starts its failure count again.
+    failing_fires = CASE WHEN NOT %(paused)s::boolean
+                              AND paused_by = 'crondepot:pause_after_failures' THEN 0
+                         ELSE failing_fires END,
     pause_note = CASE WHEN %(paused)s::boolean THEN %(note)s::text END,
     paused_at = CASE WHEN %(paused)s::boolean THEN now() END,
     paused_by = CASE WHEN %(paused)s::boolean THEN crondepot_audit_actor() END,
