@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
-from crondepot.db import connect, roles
+from crondepot.db import ALL_TENANTS, connect, roles
 from crondepot.job import JobSpec, create_jobs
 from crondepot.job.store import CreatedJob, import_batch
 from crondepot.scheduler.tick import tick
@@ -32,8 +32,10 @@ UNNAMED = f"role:{ROLE}"
 
 @pytest.fixture
 def runtime(db_url: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to this test's database as the runtime role."""
-    with connect(roles.runtime_url(db_url, ROLE)) as connection:
+    """A connection to this test's database as the runtime role, seeing every tenant's rows
+    as the scheduler's, the workers' and the operator's commands do (row-level security,
+    migration 0021): the bypasses tried here are those of such a process."""
+    with connect(roles.runtime_url(db_url, ROLE), tenants=ALL_TENANTS) as connection:
         assert connection.execute("SELECT current_user").fetchone() == (ROLE,)
         yield connection
 

@@ -107,3 +107,12 @@ def test_the_curve_in_one_line_for_people() -> None:
     many = spec(retry={"max_attempts": 20, "base_s": 0.5, "cap_s": 3600})
     assert many.retry_text == ("20 attempts; waits up to 0.5, 1, 2, 4, 8, 16, … s (random "
                                "from 0, cap 3600 s)")
+
+
+def test_a_base_above_the_default_cap_without_a_cap_is_refused_naming_the_default() -> None:
+    """Found by schemathesis: retry {"base_s": 1350} (cap_s left out, 600 by default) was a
+    KeyError, a 500; it is a 422 on retry.cap_s that says the default is what is too low."""
+    refused = refusal(retry={"base_s": 1350})
+    assert refused.field == "retry.cap_s"
+    assert str(refused) == ("expected retry.cap_s to be a number ≥ retry.base_s (1350), got "
+                            "its default, 600")

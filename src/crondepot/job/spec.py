@@ -410,8 +410,10 @@ def _retry(doc: dict[str, Any]) -> tuple[int, float, float]:
     base = float(seconds(retry, F.RETRY_BASE_S))
     cap = float(seconds(retry, F.RETRY_CAP_S))
     if cap < base:
+        # cap_s may be left out: its default is then below the base given
+        got = json.dumps(retry["cap_s"]) if "cap_s" in retry else f"its default, {cap:g}"
         raise InvalidJob(f"expected retry.cap_s to be a number ≥ retry.base_s ({base:g}), "
-                         f"got {json.dumps(retry['cap_s'])}", field="retry.cap_s")
+                         f"got {got}", field="retry.cap_s")
     return max_attempts, base, cap
 
 

@@ -15,7 +15,6 @@ from typing import Any
 import psycopg
 
 from crondepot.db import Q
-from crondepot.job.store import JobCancelled, JobNotFound, pause_job
 from crondepot.maintenance.config import MaintenanceConfig
 from crondepot.runtime import metrics
 from crondepot.tenancy.audit import act_as
@@ -27,6 +26,10 @@ ACTOR = "crondepot:pause_after_failures"
 
 def pause_failing_jobs(conn: psycopg.Connection[Any], config: MaintenanceConfig) -> int:
     """Pause every job that reached its ``pause_after_failures``; how many were paused."""
+    # Imported here: the job store brings the job validator (and httpx, through the URL
+    # check), which a worker's start-up does not load until it needs it (test_layers.py).
+    from crondepot.job.store import JobCancelled, JobNotFound, pause_job
+
     act_as(conn, ACTOR)
     paused = 0
     for job_id, tenant_id, failures in conn.execute(Q.jobs_to_pause_for_failures).fetchall():
