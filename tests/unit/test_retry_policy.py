@@ -116,3 +116,12 @@ def test_a_base_above_the_default_cap_without_a_cap_is_refused_naming_the_defaul
     assert refused.field == "retry.cap_s"
     assert str(refused) == ("expected retry.cap_s to be a number ≥ retry.base_s (1350), got "
                             "its default, 600")
+
+
+def test_an_unknown_field_that_is_a_near_miss_names_the_one_meant() -> None:
+    assert str(refusal(retry={"cap": 3})).startswith(
+        "unknown field 'cap' in retry (did you mean 'cap_s'?); allowed: ")
+    top = refusal(max_attempt=3)
+    assert top.field == "max_attempt"
+    assert str(top).startswith("unknown field 'max_attempt' (did you mean 'max_attempts'?)")
+    assert "did you mean" not in str(refusal(colour="blue"))

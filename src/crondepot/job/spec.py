@@ -35,6 +35,7 @@ from crondepot.job import targets
 from crondepot.job.checks import (
     an_object,
     boolean,
+    did_you_mean,
     json_kind,
     matches,
     member_names,
@@ -155,7 +156,8 @@ def _parse(doc: Any) -> JobSpec:
     unknown = sorted(set(doc) - DOCUMENT_FIELDS)
     if unknown:
         allowed = ", ".join(sorted(DOCUMENT_FIELDS))
-        raise InvalidJob(f"unknown field {unknown[0]!r}; allowed: {allowed}",
+        hint = did_you_mean(str(unknown[0]), DOCUMENT_FIELDS)
+        raise InvalidJob(f"unknown field {unknown[0]!r}{hint}; allowed: {allowed}",
                          field=str(unknown[0]))
     key = _optional_str(doc, F.KEY)
     # Present means a value: null is refused here as the schema refuses it (a PATCH resets
