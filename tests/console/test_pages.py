@@ -221,9 +221,14 @@ def test_admin_pauses_resumes_and_triggers(client: TestClient, world: World,
     assert runs == (0,)
     trig = client.post(f"/console/jobs/{world.berlin}/trigger",
                        data={"csrf": csrf, "back": "https://evil.example/"})
-    assert trig.headers["location"] == f"/console/jobs/{world.berlin}?notice=triggered"
-    assert conn.execute("SELECT status FROM runs WHERE job_id = %s",
-                        (world.berlin,)).fetchall() == [("queued",)]
+    (run_id,) = conn.execute("SELECT run_id FROM runs WHERE job_id = %s AND status = "
+                             "'queued'", (world.berlin,)).fetchone() or (None,)
+    assert trig.headers["location"] == (f"/console/jobs/{world.berlin}?notice=triggered&"
+                                        f"run={run_id.replace(':', '%3A')}")
+    assert f"Run {run_id} was queued" in client.get(trig.headers["location"]).text
+    # The same second again: the page says which run already stands for it.
+    again = client.get(f"/console/jobs/{world.berlin}?notice=already&run={run_id}").text
+    assert f"Already queued: run {run_id}" in again
     # audited like the API: the token is the actor (auth.principal names it); the world's
     # setup named none, and is recorded as role:<user>
     actors = {row[0] for row in conn.execute(

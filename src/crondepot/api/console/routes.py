@@ -152,6 +152,12 @@ def redirect(url: str, *, notice: dict[str, str] | None = None) -> RedirectRespo
 def render_page(request: Request, current: Session, template: str, status: int = 200,
                 **context: Any) -> HTMLResponse:
     notice = NOTICES.get(request.query_params.get("notice", ""))
+    run = request.query_params.get("run", "")
+    if re.fullmatch(r"[0-9]{1,19}:[0-9]{1,19}", run):     # a trigger names the run it meant
+        notice = {"triggered": f"Run {run} was queued, due now.",
+                  "already": f"Already queued: run {run}, this second's run, exists; "
+                             "nothing new was queued."}.get(
+            request.query_params.get("notice", ""), notice)
     replayed = bigint_or_none(request.query_params.get("replayed", ""))
     if replayed is not None:
         notice = f"{replayed} dead run(s) queued again (same run ids, fresh attempts)."
@@ -302,14 +308,15 @@ def job_action(request: Request, conn: Conn, form: Form, job_id: str, action: st
         done = call(conn, current.who.tenant_id, _job_id(job_id))
     notice = {"pause": "paused", "resume": "resumed"}.get(action) or (
         "triggered" if done.created else "already")
-    return redirect(_back(form, f"{PATH}/jobs/{_job_id(job_id)}"), notice={"notice": notice})
+    said = {"notice": notice, **({"run": done.run_id} if action == "trigger" else {})}
+    return redirect(_back(form, f"{PATH}/jobs/{_job_id(job_id)}"), notice=said)
 
 
 def _back(form: dict[str, list[str]], default: str) -> str:
     """Where a form asks to return: a console path only (never another site)."""
     back = first(form, "back")
     if re.fullmatch(r"/console(/[A-Za-z0-9_\-/]*)?(\?[A-Za-z0-9_\-=&%.+:]*)?", back):
-        return re.sub(r"[?&]notice=[a-z]*|[?&]replayed=\d*", "", back)
+        return re.sub(r"[?&]notice=[a-z]*|[?&]replayed=\d*|[?&]run=[0-9%A:]*", "", back)
     return default
 
 
