@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -55,15 +56,25 @@ class Budget:
     def __init__(self, limit: int) -> None:
         self.limit, self.held = limit, 0
 
-    def take(self, size: int) -> None:
-        if self.held + size > self.limit:
-            raise BodiesFull(f"this process holds {self.held} bytes of request bodies, its "
-                             f"budget is {self.limit}: try again shortly",
-                             headers={"Retry-After": str(BUSY_RETRY_SECONDS)})
-        self.held += size
+    @contextmanager
+    def reserve(self) -> Iterator[Callable[[int], None]]:
+        """A ``take(size)`` for one body's chunks (BodiesFull past the budget); all it took
+        is given back when the block ends, however it ends."""
+        taken = 0
 
-    def give(self, size: int) -> None:
-        self.held -= size
+        def take(size: int) -> None:
+            nonlocal taken
+            if self.held + size > self.limit:
+                raise BodiesFull(f"this process holds {self.held} bytes of request bodies, "
+                                 f"its budget is {self.limit}: try again shortly",
+                                 headers={"Retry-After": str(BUSY_RETRY_SECONDS)})
+            self.held += size
+            taken += size
+
+        try:
+            yield take
+        finally:
+            self.held -= taken
 
 
 class Intake:
@@ -82,14 +93,13 @@ class Intake:
             await self.app(scope, receive, send)
             return
         limit = self.limit_for(scope["path"])
-        held = [0]          # the bytes of this body taken from the budget
-        try:
+        with self.budget.reserve() as take:
             try:
                 declared = content_length(scope)
                 if declared is not None and declared > limit:
                     raise too_large(limit)
                 body = await read_body(receive, limit=limit, timeout=self.timeout_seconds,
-                                       budget=self.budget, held=held)
+                                       take=take)
             except ApiError as exc:
                 metrics.labelled(metrics.api_refused, _REASONS.get(exc.status, "other")).inc()
                 # The rest of the body is not read: the connection cannot be reused.
@@ -98,17 +108,14 @@ class Intake:
                 return
             if body is not None:
                 await self.app(scope, replay(body, receive), send)
-        finally:
-            self.budget.give(held[0])
 
 
 async def read_body(receive: Receive, *, limit: int, timeout: float,
-                    budget: Budget | None = None,
-                    held: list[int] | None = None) -> deque[Message] | None:
+                    take: Callable[[int], None] | None = None) -> deque[Message] | None:
     """The ``http.request`` messages of one body, all of them, or None if the client went
     away. Raises PayloadTooLarge past ``limit`` bytes, RequestTimeout past ``timeout``
-    seconds, BodiesFull when ``budget`` has no room for the next chunk (what was taken from
-    it is added to ``held[0]``, for the caller to give back)."""
+    seconds; each chunk's size is passed to ``take`` (``Budget.reserve``), which may
+    refuse it."""
     messages: deque[Message] = deque()
     seen = 0
     try:
@@ -121,9 +128,8 @@ async def read_body(receive: Receive, *, limit: int, timeout: float,
                 seen += size
                 if seen > limit:
                     raise too_large(limit)
-                if budget is not None and held is not None:
-                    budget.take(size)
-                    held[0] += size
+                if take is not None:
+                    take(size)
                 messages.append(message)
                 if not message.get("more_body", False):
                     return messages
