@@ -81,7 +81,8 @@ def register(commands: Any) -> None:
                              "copies and then the workers on the ports after it, one each "
                              "(all printed at start; default 0: off)")
     parser.add_argument("--demo", action="store_true",
-                        help="also create a demo tenant and sample reminder jobs")
+                        help="also create a demo tenant and sample reminder jobs; the workers "
+                             "answer sms.send with a demo gateway that only logs")
     parser.set_defaults(run=run)
 
 
@@ -226,7 +227,9 @@ def _run(args: argparse.Namespace) -> int:
                                      *_metrics(ports, f"scheduler-{i}", args.host)], env)
             for i in range(1, args.schedulers + 1)
         ]
-        imports = [arg for module in args.imports for arg in ("--import", module)]
+        # --demo: the tour's reminders name sms.send; the demo gateway answers them.
+        modules = [*args.imports, *([demo.SMS_HANDLERS] if args.demo else [])]
+        imports = [arg for module in modules for arg in ("--import", module)]
         children += [
             Child(f"worker-{i}", [*run_, "worker", "--name", f"worker-{i}", *imports,
                                   *_metrics(ports, f"worker-{i}", args.host)], env)

@@ -17,6 +17,8 @@ from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import create_tenant, issue_token
 
 TENANT = "demo"
+# The module ``up --demo`` has its workers import: the demo SMS gateway (``sms.send``).
+SMS_HANDLERS = "crondepot.cli.shared.demo_sms"
 _LOG = {"type": "python", "handler": "crondepot.log"}
 
 DOCUMENTS: list[dict[str, Any]] = [
