@@ -16,12 +16,14 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from urllib.request import urlopen
 
 import pytest
 
 from crondepot.db import ALL_TENANTS, connect
+from crondepot.db.connect import open_database
 from crondepot_testkit.processes import Proc, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,22 +52,28 @@ def _serving(port: int) -> bool:
 
 
 @pytest.mark.slow
-def test_the_readme_tour_runs_as_written_against_up_demo(empty_db_url: str) -> None:
+def test_the_readme_tour_runs_as_written_against_up_demo() -> None:
+    # A fresh data directory: the embedded PostgreSQL a new laptop gets, which the tour's
+    # commands find as a user's do (CRONDEPOT_DATA_DIR instead of the default folder).
+    folder = Path(tempfile.mkdtemp(prefix="crondepot-tour-")) / "pgdata"
     port = free_port()
-    up = Proc("up", "--db", empty_db_url, "--demo", "--port", str(port), "--schedulers", "1",
-              "--workers", "1", "--tick", "500ms")
+    env = {**os.environ, "CRONDEPOT_DATA_DIR": str(folder),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for name in ("CRONDEPOT_DATABASE_URL", "CRONDEPOT_TENANT"):
+        env[name] = ""      # unset for the tour (Proc lays env over this process's)
+    up = Proc("up", "--demo", "--port", str(port), "--schedulers", "1", "--workers", "1",
+              "--tick", "500ms", env=env)
     try:
         wait_until(lambda: _serving(port), timeout=120, message="up --demo serving")
         script = tour_script().replace("127.0.0.1:8080", f"127.0.0.1:{port}")
         script = script.replace(". .venv/bin/activate", "true  # PATH set by the test")
-        env = {**os.environ, "CRONDEPOT_DATABASE_URL": empty_db_url,
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-        env.pop("CRONDEPOT_TENANT", None)
         done = subprocess.run(["bash", "-e", "-o", "pipefail", "-x"], input=script, text=True,
                               capture_output=True, cwd=ROOT, env=env, timeout=600)
         assert done.returncode == 0, f"{done.stderr[-6000:]}\n--- stdout ---\n" \
                                      f"{done.stdout[-3000:]}"
-        with connect(empty_db_url, tenants=ALL_TENANTS) as conn:
+        owner = open_database(data_dir=folder).owner_url   # the server up started
+        assert owner is not None
+        with connect(owner, tenants=ALL_TENANTS) as conn:
             def run_states(key: str) -> list[str]:
                 return [r[0] for r in conn.execute(
                     "SELECT r.status FROM runs r JOIN jobs j ON j.id = r.job_id"
@@ -86,3 +94,4 @@ def test_the_readme_tour_runs_as_written_against_up_demo(empty_db_url: str) -> N
     finally:
         up.kill(signal.SIGINT)
         up.popen.wait(timeout=90)
+    assert not (folder / "postmaster.pid").exists()     # up stopped the server it started
