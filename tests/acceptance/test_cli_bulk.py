@@ -149,9 +149,9 @@ def test_limits_and_hosts_pause_and_resume(db_url: str, conn: psycopg.Connection
     assert bad.returncode == 2 and "expected host" in bad.stderr
     # A name that holds nothing is a typo, not a hold: refused, with the closest known one.
     typo = crondepot(db_url, "limits", "pause", "sms-gatewya")
-    assert typo.returncode == 2 and "did you mean sms-gateway?" in typo.stderr
+    assert typo.returncode == 2 and "(did you mean 'sms-gateway'?)" in typo.stderr
     typo = crondepot(db_url, "hosts", "pause", "sms.exmaple.com")
-    assert typo.returncode == 2 and "did you mean sms.example.com?" in typo.stderr
+    assert typo.returncode == 2 and "(did you mean 'sms.example.com'?)" in typo.stderr
     assert "no holds" in crondepot(db_url, "hosts", "holds").stdout
 
 

@@ -196,6 +196,19 @@ def test_jobs_add_bad_document_names_the_field_and_adds_nothing(
     assert _count(cli.db_url, "SELECT count(*) FROM jobs") == 0
 
 
+def test_jobs_add_lists_every_problem_of_a_document_at_once(cli: Cli) -> None:
+    _tenant(cli, "bank42")
+    bad = {**EMI, "cron": "0 25 * * *", "priority": "hot", "tz": "Asia/Kolkatta"}
+    result = cli("jobs", "add", "--tenant", "bank42", json.dumps(bad))
+    assert result.code == 2
+    assert "invalid job document: 3 problems:" in result.err, result.err
+    for said in ("priority: expected priority to be one of", "tz: unknown time zone",
+                 "cron: hour field: 25 is out of range"):
+        assert said in result.err, result.err
+    assert "tz: tz:" not in result.err
+    assert _count(cli.db_url, "SELECT count(*) FROM jobs") == 0
+
+
 def test_an_unknown_or_missing_tenant_is_a_clear_error(cli: Cli) -> None:
     result = cli("jobs", "add", "--tenant", "nobody", json.dumps(EMI))
     assert result.code == 2 and "unknown tenant 'nobody'" in result.err

@@ -326,3 +326,25 @@ def test_an_instant_near_the_end_of_time_is_a_422_not_a_500(
     response = client.post("/v1/jobs", json=body, headers=h)
     assert response.status_code == 422, response.text
     assert field in response.text and "out of range" in response.text
+
+
+def test_every_problem_of_a_document_is_reported_at_once(
+        client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any]) -> None:
+    """A client fixes a document in one round: each broken field is in ``errors``, once,
+    the first one also in ``detail``; a near-miss field name says which one was meant."""
+    body = doc(cron="61 * * * *", tz="Mars/Olympus", priority="hot", labelz={"a": "b"},
+               misfire={"policy": "late"}, max_runs=0, spread={"seconds": -5})
+    before = snapshot(conn)
+    problem = client.post("/v1/jobs", json=body, headers=h).json()
+    fields = [e["field"] for e in problem["errors"]]
+    assert sorted(fields) == sorted(["labelz", "priority", "spread.seconds",
+                                     "misfire.policy", "max_runs", "tz", "cron"]), problem
+    assert len(set(fields)) == len(fields)                  # each said once
+    assert problem["errors"][0]["message"] == problem["detail"]
+    assert "did you mean 'labels'?" in problem["detail"]
+    messages = {e["field"]: e["message"] for e in problem["errors"]}
+    assert "61 is out of range" in messages["cron"] and "Mars/Olympus" in messages["tz"]
+    assert snapshot(conn) == before
+    # one problem: the list holds it alone, as before
+    single = client.post("/v1/jobs", json=doc(priority="hot"), headers=h).json()
+    assert [e["field"] for e in single["errors"]] == ["priority"]

@@ -59,6 +59,25 @@ def test_create_with_an_ungranted_handler_is_422_naming_target_handler(
     assert client.post("/v1/jobs", json=_doc("a"), headers=h).status_code == 201
 
 
+def test_a_near_miss_of_a_granted_handler_or_limit_names_the_one_meant(
+        client: TestClient, conn: psycopg.Connection[Any]) -> None:
+    tenant, h = _new_tenant(conn, "typobank")
+    set_limit(conn, "sms-gateway", 10, 10)
+    grants.grant(conn, tenant, handlers=["sms.send"], limits=["sms-gateway"])
+    before = snapshot(conn)
+    typo = _doc("a", target={"type": "python", "handler": "sms.snd"})
+    problem = _field_problem(client.post("/v1/jobs", json=typo, headers=h), 422,
+                             "not-granted", "target.handler")
+    assert "'sms.snd' is not granted to tenant typobank (did you mean 'sms.send'?)" \
+        in problem["detail"]
+    problem = _field_problem(client.post("/v1/jobs", json=_doc("a", rate_limit="sms-gatway"),
+                                         headers=h), 422, "not-granted", "rate_limit")
+    assert "(did you mean 'sms-gateway'?)" in problem["detail"]
+    far = _doc("a", target={"type": "python", "handler": "payroll.run"})
+    assert "did you mean" not in client.post("/v1/jobs", json=far, headers=h).text
+    assert snapshot(conn) == before
+
+
 def test_create_with_an_unknown_limit_is_422_naming_rate_limit(
         client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any]) -> None:
     before = snapshot(conn)

@@ -192,7 +192,10 @@ def _domain_extra(exc: BaseException) -> dict[str, Any]:
                 "limit": exc.limit}
     if isinstance(exc, UrgentNotAllowed):
         return {"errors": [{"field": exc.field, "message": str(exc)}], "quota": exc.quota}
-    if isinstance(exc, InvalidJob | InvalidSchedule | InvalidToken | InvalidOverlap):
+    if isinstance(exc, InvalidJob):
+        return {"errors": [{"field": field or "body", "message": message}
+                           for field, message in exc.problems]}
+    if isinstance(exc, InvalidSchedule | InvalidToken | InvalidOverlap):
         return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
     if isinstance(exc, KeyConflict):
         return {"key": exc.key}

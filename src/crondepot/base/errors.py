@@ -32,11 +32,18 @@ class InvalidSchedule(CrondepotError, ValueError):
 
 
 class InvalidJob(CrondepotError, ValueError):
-    """A job document that breaks a rule; ``field`` is its JSON path (``"misfire.until"``)."""
+    """A job document that breaks a rule; ``field`` is its JSON path (``"misfire.until"``).
 
-    def __init__(self, message: str, *, field: str) -> None:
+    The message and field are the first rule broken; ``problems`` lists every one found in
+    the document, that one first, as (field, message) pairs, so a client fixes them all at
+    once instead of one per attempt.
+    """
+
+    def __init__(self, message: str, *, field: str,
+                 problems: list[tuple[str, str]] | None = None) -> None:
         super().__init__(message)
         self.field = field
+        self.problems = problems if problems else [(field, message)]
 
 
 class DatabaseUnavailable(CrondepotError):

@@ -9,7 +9,9 @@ it imports nothing of crondepot, so every layer may use it.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from typing import Literal, get_args
 
 # A job's priority, in claim order (urgent first).
@@ -58,3 +60,13 @@ TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 # handler's. The job document, the grants, the buckets and the holds check the same two.
 LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 HANDLER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """" (did you mean 'max_attempts'?)" when ``name`` is a near miss of one of ``choices``
+    (a typo, a case slip), else "". A name longer than any field or handler is no near miss.
+    Every "unknown name" refusal says it the same way: fields, handlers, limits, hosts."""
+    if len(name) > 128:
+        return ""
+    close = difflib.get_close_matches(name.lower(), sorted(choices), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -5,12 +5,12 @@ its jobs, and end the hold."""
 from __future__ import annotations
 
 import argparse
-import difflib
 from typing import Any
 
 import psycopg
 
 from crondepot.base.errors import CrondepotError
+from crondepot.base.vocab import did_you_mean
 from crondepot.cli.shared.options import add_database, add_json, operator_connection
 from crondepot.cli.shared.output import print_json
 from crondepot.cli.shared.tenant import add_tenant, tenant_id
@@ -96,9 +96,8 @@ def _check_known(conn: psycopg.Connection[Any], tenant: int, tenant_name: str, k
         where = f"hosts the jobs of {tenant_name} call"
     if name in known:
         return
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    raise UnknownName(f"{_NOUN[kind]} {name} is not one of the {where}{hint}")
+    raise UnknownName(f"{_NOUN[kind]} {name} is not one of the {where}"
+                      f"{did_you_mean(name, known)}")
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -69,6 +69,9 @@ class _Import:
             self.batch.append((number, parse_spec(raw, whole="line")))
         except InvalidJob as exc:
             self._invalid(number, field_of(exc, "line"), str(exc))
+            for field, message in exc.problems[1:]:     # the others, on their own lines
+                if self.report:
+                    print(f"line {number}: {naming(field, message)}", file=sys.stderr)
         if len(self.batch) >= self.batch_size:
             self.flush()
 

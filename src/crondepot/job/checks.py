@@ -4,12 +4,12 @@ field by its JSON path and saying what was given."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from typing import Any
 
 from crondepot.base.errors import InvalidJob
+from crondepot.base.vocab import did_you_mean
 from crondepot.job.fields import Field, Tagged, Variant
 
 
@@ -62,13 +62,6 @@ def no_extra(obj: dict[str, Any], allowed: set[str] | frozenset[str], path: str)
                          f"; allowed: {', '.join(sorted(allowed))}", field=f"{path}.{extra[0]}")
 
 
-def did_you_mean(name: str, choices: set[str] | frozenset[str]) -> str:
-    """" (did you mean 'max_attempts'?)" when ``name`` is a near miss of one of ``choices``
-    (a typo, a case slip), else "". A name longer than any field is no near miss."""
-    if len(name) > 64:
-        return ""
-    close = difflib.get_close_matches(name.lower(), sorted(choices), n=1, cutoff=0.75)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def member_names(tagged: Tagged, tag: str) -> frozenset[str]:

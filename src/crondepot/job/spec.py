@@ -29,13 +29,12 @@ import orjson
 
 from crondepot.base import jsontext
 from crondepot.base.errors import InvalidJob, InvalidSchedule
-from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority
+from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority, did_you_mean
 from crondepot.job import fields as F
 from crondepot.job import targets
 from crondepot.job.checks import (
     an_object,
     boolean,
-    did_you_mean,
     json_kind,
     matches,
     member_names,
@@ -153,51 +152,133 @@ def _parse(doc: Any) -> JobSpec:
     if not isinstance(doc, dict):
         raise InvalidJob(f"expected a JSON object, got {json_kind(doc)}", field="")
     text = _storable_text(doc)
+    try:
+        parts = {name: read(doc, text) for name, read in _PARTS}
+        spec = _assemble(parts)
+        _check_window(spec)
+        _check_schedule(spec)
+    except InvalidJob as first:
+        # The rare path: read every part again, each on its own, to report them all.
+        raise _every_problem(doc, text, first) from None
+    return spec
+
+
+def _unknown_fields(doc: dict[str, Any]) -> None:
     unknown = sorted(set(doc) - DOCUMENT_FIELDS)
     if unknown:
-        allowed = ", ".join(sorted(DOCUMENT_FIELDS))
-        hint = did_you_mean(str(unknown[0]), DOCUMENT_FIELDS)
-        raise InvalidJob(f"unknown field {unknown[0]!r}{hint}; allowed: {allowed}",
-                         field=str(unknown[0]))
-    key = _optional_str(doc, F.KEY)
+        raise InvalidJob(_unknown(str(unknown[0])), field=str(unknown[0]),
+                         problems=[(str(name), _unknown(str(name))) for name in unknown])
+
+
+def _unknown(name: str) -> str:
+    return (f"unknown field {name!r}{did_you_mean(name, DOCUMENT_FIELDS)}; allowed: "
+            f"{', '.join(sorted(DOCUMENT_FIELDS))}")
+
+
+def _at(doc: dict[str, Any]) -> datetime | None:
     # Present means a value: null is refused here as the schema refuses it (a PATCH resets
     # either with null, and store._patched drops the nulls before the merged document).
-    cron = _required_str(doc, F.CRON) if "cron" in doc else None
     if "at" in doc and doc["at"] is None:
         raise InvalidJob("expected at to be an RFC 3339 date-time string, got null",
                          field="at")
-    at = _instant(doc, F.AT)
-    if (cron is None) == (at is None):
+    return _instant(doc, F.AT)
+
+
+def _cron(doc: dict[str, Any]) -> str | None:
+    return _required_str(doc, F.CRON) if "cron" in doc else None
+
+
+def _one_schedule(doc: dict[str, Any]) -> None:
+    if ("cron" in doc) == (doc.get("at") is not None):
         raise InvalidJob("give cron (a repeating schedule) or at (one run at an instant), "
-                         f"{'not both' if cron is not None else 'one of them is required'}",
-                         field="at" if cron is not None else "cron")
-    tz = _required_str(doc, F.TZ)
-    priority = _choice(doc, F.PRIORITY)
-    spread_seconds, spread_key = _spread(doc.get("spread"), priority)
-    max_attempts, retry_base_s, retry_cap_s = _retry(doc)
-    spec = JobSpec(
-        key=key, cron=cron, tz=tz, priority=priority,
-        target=targets.check(doc.get("target")),
-        payload=_payload(doc.get("payload", dict(F.PAYLOAD.default)), text),
-        misfire=_misfire(doc.get("misfire")),
-        catchup=_choice(doc, F.CATCHUP),
-        max_catchup=_int(doc, F.MAX_CATCHUP),
+                         f"{'not both' if 'cron' in doc else 'one of them is required'}",
+                         field="at" if "cron" in doc else "cron")
+
+
+def _optional_int(doc: dict[str, Any], spec: Field) -> int | None:
+    return None if doc.get(spec.name) is None else _int(doc, spec)
+
+
+# The parts of a job document, each read by one function of (document, its text) that
+# raises InvalidJob for a broken rule. The fast path reads them in this order and stops at
+# the first error (so that error is the same as ever); the path that reports every problem
+# reads each on its own. A new field is one line here and one in _assemble.
+_PARTS: tuple[tuple[str, Any], ...] = (
+    ("unknown", lambda d, t: _unknown_fields(d)),
+    ("key", lambda d, t: _optional_str(d, F.KEY)),
+    ("cron", lambda d, t: _cron(d)),
+    ("at", lambda d, t: _at(d)),
+    ("one_schedule", lambda d, t: _one_schedule(d)),
+    ("tz", lambda d, t: _required_str(d, F.TZ)),
+    ("priority", lambda d, t: _choice(d, F.PRIORITY)),
+    # the priority as given: urgent runs are never spread, whatever else is wrong
+    ("spread", lambda d, t: _spread(d.get("spread"), d.get("priority"))),
+    ("retry", lambda d, t: _retry(d)),
+    ("target", lambda d, t: targets.check(d.get("target"))),
+    ("payload", lambda d, t: _payload(d.get("payload", dict(F.PAYLOAD.default)), t)),
+    ("misfire", lambda d, t: _misfire(d.get("misfire"))),
+    ("catchup", lambda d, t: _choice(d, F.CATCHUP)),
+    ("max_catchup", lambda d, t: _int(d, F.MAX_CATCHUP)),
+    ("lease_seconds", lambda d, t: _int(d, F.LEASE_SECONDS)),
+    ("rate_limit", lambda d, t: _rate_limit(d.get("rate_limit"))),
+    ("active", lambda d, t: boolean(d, F.ACTIVE)),
+    ("start_at", lambda d, t: _instant(d, F.START_AT)),
+    ("end_at", lambda d, t: _instant(d, F.END_AT)),
+    ("max_runs", lambda d, t: _optional_int(d, F.MAX_RUNS)),
+    ("labels", lambda d, t: labels(d.get("labels"))),
+    ("alert_after_failures", lambda d, t: _optional_int(d, F.ALERT_AFTER_FAILURES)),
+    ("pause_after_failures", lambda d, t: _optional_int(d, F.PAUSE_AFTER_FAILURES)),
+)
+
+
+def _assemble(parts: dict[str, Any]) -> JobSpec:
+    spread_seconds, spread_key = parts["spread"]
+    max_attempts, retry_base_s, retry_cap_s = parts["retry"]
+    return JobSpec(
+        key=parts["key"], cron=parts["cron"], tz=parts["tz"], priority=parts["priority"],
+        target=parts["target"], payload=parts["payload"], misfire=parts["misfire"],
+        catchup=parts["catchup"], max_catchup=parts["max_catchup"],
         spread_seconds=spread_seconds, spread_key=spread_key,
         max_attempts=max_attempts, retry_base_s=retry_base_s, retry_cap_s=retry_cap_s,
-        lease_seconds=_int(doc, F.LEASE_SECONDS),
-        rate_limit=_rate_limit(doc.get("rate_limit")),
-        active=boolean(doc, F.ACTIVE),
-        at=at, start_at=_instant(doc, F.START_AT), end_at=_instant(doc, F.END_AT),
-        max_runs=_optional_int(doc, F.MAX_RUNS),
-        labels=labels(doc.get("labels")),
-        alert_after_failures=None if doc.get("alert_after_failures") is None
-        else _int(doc, F.ALERT_AFTER_FAILURES),
-        pause_after_failures=None if doc.get("pause_after_failures") is None
-        else _int(doc, F.PAUSE_AFTER_FAILURES),
+        lease_seconds=parts["lease_seconds"], rate_limit=parts["rate_limit"],
+        active=parts["active"], at=parts["at"], start_at=parts["start_at"],
+        end_at=parts["end_at"], max_runs=parts["max_runs"], labels=parts["labels"],
+        alert_after_failures=parts["alert_after_failures"],
+        pause_after_failures=parts["pause_after_failures"],
     )
-    _check_window(spec)
-    _check_schedule(spec)
-    return spec
+
+
+def _every_problem(doc: dict[str, Any], text: bytes | None, first: InvalidJob) -> InvalidJob:
+    """``first`` with every other problem of ``doc`` listed after it, each once."""
+    problems = list(first.problems)
+    read: dict[str, Any] = {}
+
+    def found(exc: InvalidJob) -> None:
+        problems.extend(p for p in exc.problems if p not in problems)
+
+    for name, reader in _PARTS:
+        try:
+            read[name] = reader(doc, text)
+        except InvalidJob as exc:
+            found(exc)
+    # The rules between fields, on the fields that could be read: the window, and the
+    # timetable (cron or at, in its zone).
+    if all(name in read for name in ("cron", "at", "tz", "start_at", "end_at", "key",
+                                     "one_schedule")):
+        partial = JobSpec(cron=read["cron"], tz=read["tz"], target={}, at=read["at"],
+                          start_at=read["start_at"], end_at=read["end_at"], key=read["key"])
+        for check in (_check_window, _check_schedule):
+            try:
+                check(partial)
+            except InvalidJob as exc:
+                found(exc)
+        if partial.cron is not None and any(field == "tz" for field, _ in problems):
+            # the zone is wrong; the expression may be too, read on a zone that exists
+            try:
+                Timetable(partial.cron, "UTC", hash_key=partial.key or "")
+            except InvalidSchedule as exc:
+                found(InvalidJob(str(exc), field="cron"))
+    return InvalidJob(str(first), field=first.field, problems=problems)
 
 
 LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
@@ -237,10 +318,6 @@ def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
 # seconds required, optional fraction, an offset required. ASCII digits only.
 _RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
                       r"(\.[0-9]{1,6})?([Zz]|[+-][0-9]{2}:[0-9]{2})")
-
-
-def _optional_int(doc: dict[str, Any], spec: Field) -> int | None:
-    return None if doc.get(spec.name) is None else _int(doc, spec)
 
 
 def _check_window(spec: JobSpec) -> None:

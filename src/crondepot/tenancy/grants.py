@@ -26,7 +26,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from crondepot.base.errors import CrondepotError, InvalidJob, PermanentError
-from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME
+from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, did_you_mean
 from crondepot.db import Q
 
 
@@ -79,12 +79,14 @@ def refusal(spec: Uses, uses: TenantUses) -> NotGranted | None:
     handler = spec.target.get("handler")      # of any kind: a handler named is a grant
     if handler is not None and handler not in uses.handlers:
         return NotGranted(
-            f"handler {handler!r} is not granted to tenant {uses.tenant} (an operator "
+            f"handler {handler!r} is not granted to tenant {uses.tenant}"
+            f"{did_you_mean(handler, uses.handlers)} (an operator "
             f"grants it: crondepot tenants grant {uses.tenant} --handler {handler})",
             field="target.handler")
     if spec.rate_limit is not None and spec.rate_limit not in uses.limits:
         return NotGranted(
-            f"rate limit {spec.rate_limit!r} is not one tenant {uses.tenant} may use: it does "
+            f"rate limit {spec.rate_limit!r} is not one tenant {uses.tenant} may use"
+            f"{did_you_mean(spec.rate_limit, uses.limits)}: it does "
             "not exist or is not granted (an operator grants a shared one: crondepot tenants "
             f"grant {uses.tenant} --limit {spec.rate_limit}; PUT /v1/limits/"
             f"{spec.rate_limit} makes the tenant's own)", field="rate_limit")

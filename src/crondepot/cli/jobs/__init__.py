@@ -75,6 +75,15 @@ def field_of(exc: InvalidJob, whole: str = "document") -> str:
     return exc.field or whole
 
 
+def every_problem(exc: InvalidJob) -> str:
+    """The document's problems for a person: the one, or each on its own line."""
+    said = [message if not field or field == "document" else naming(field, message)
+            for field, message in exc.problems]
+    if len(said) == 1:
+        return said[0]
+    return f"{len(said)} problems:" + "".join(f"\n  {line}" for line in said)
+
+
 def naming(field: str, message: str) -> str:
     """``field: message``, the field said once: many messages name their field already
     ("tz: unknown time zone …")."""
@@ -185,9 +194,8 @@ def run_add(args: argparse.Namespace) -> int:
     try:
         spec = parse_spec(text, retry=job_update.retry_flags(args))
     except InvalidJob as exc:
-        field = field_of(exc)
-        said = str(exc) if field == "document" else naming(field, str(exc))
-        raise InvalidDocument(f"invalid job document: {said}", field=field) from None
+        raise InvalidDocument(f"invalid job document: {every_problem(exc)}",
+                              field=field_of(exc)) from None
     with operator_connection(args) as conn:
         try:
             job, created = store.create_job(conn, tenant_id(conn, args.tenant), spec)

@@ -175,7 +175,7 @@ def with_retry_flags(patch: dict[str, Any], args: argparse.Namespace,
 
 
 def run_update(args: argparse.Namespace) -> int:
-    from crondepot.cli.jobs import InvalidDocument, field_of, naming, state, utc_text
+    from crondepot.cli.jobs import InvalidDocument, every_problem, field_of, state, utc_text
     from crondepot.runs.render import job_json
 
     patch = patch_of(args)
@@ -190,8 +190,7 @@ def run_update(args: argparse.Namespace) -> int:
         except store.JobNotFound:
             raise not_found(args.job_id) from None
         except InvalidJob as exc:
-            field = field_of(exc)
-            raise InvalidDocument(naming(field, str(exc)), field=field) from None
+            raise InvalidDocument(every_problem(exc), field=field_of(exc)) from None
     if args.json:
         print_json({**job_json(job), "state": state(job)})
     else:
