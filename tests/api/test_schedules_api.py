@@ -75,7 +75,8 @@ def test_the_openapi_document_has_the_schedule_examples(client: TestClient) -> N
     assert body["examples"]["bill_due_once"]["value"]["at"] == BILL_DUE_ONCE["at"]
     assert body["examples"]["emi_twelve_month_ends"]["value"]["max_runs"] == 12
     document = spec["components"]["schemas"]["JobDocument"]
-    assert document["oneOf"] == [{"required": ["cron"]}, {"required": ["at"]}]
+    assert document["oneOf"] == [{"required": ["cron"]}, {"required": ["every"]},
+                                 {"required": ["at"]}]
     assert document["properties"]["at"]["format"] == "date-time"
 
 

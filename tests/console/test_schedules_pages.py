@@ -30,3 +30,17 @@ def test_a_bounded_job_and_an_ended_at_job_on_their_pages(
     assert "This job has ended" in page
     finished = client.get("/console/jobs", params={"active": "no"}).text
     assert "st-ended" in finished and f"at {at.isoformat()}" in finished
+
+
+def test_an_interval_and_a_cron_list_on_their_pages(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    recheck = add_job(conn, world.tenant_id, key="recheck:99117", every="90s",
+                      anchor="2026-01-01T00:00:00Z", tz="Europe/London")
+    card = add_job(conn, world.tenant_id, key="card:5521", cron=["0 9 * * 1-5", "0 10 * * 6"],
+                   tz="Asia/Kolkata")
+    login(client, world.admin)
+    page = client.get(f"/console/jobs/{recheck}").text
+    assert "every 90s from 2026-01-01T00:00:00+00:00" in page and 'id="interval-note"' in page
+    page = client.get(f"/console/jobs/{card}").text
+    assert "0 9 * * 1-5 | 0 10 * * 6" in page and "2 cron expressions" in page
+    assert "10:00" in page      # the next 10 fires reach a Saturday

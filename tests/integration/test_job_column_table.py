@@ -124,16 +124,40 @@ def test_a_spec_read_into_its_columns_and_back_is_the_same_spec() -> None:
     assert spec_from_row(row) == spec
     at = dataclasses.replace(spec, cron=None, at=datetime(2030, 5, 1, 9, tzinfo=UTC))
     assert spec_from_row({c.name: _written(c, at) for c in SPEC}) == at
+    for other in (_several(), _interval()):
+        assert spec_from_row({c.name: _written(c, other) for c in SPEC}) == other
+
+
+def _several() -> JobSpec:
+    """A job with a list of crons (several schedules)."""
+    crons = ("0 9 * * 1-5", "0 10 * * 6")
+    return dataclasses.replace(_full(), key="several", crons=crons, cron=" | ".join(crons))
+
+
+def _interval() -> JobSpec:
+    """An interval job, anchored (as the store anchors it)."""
+    anchor = datetime(2026, 12, 6, 6, 0, tzinfo=UTC)
+    return dataclasses.replace(_full(), key="every", every_s=90, anchor_at=anchor,
+                               cron=f"@every 90s from {anchor.isoformat()}")
 
 
 def test_both_inserts_and_the_update_write_every_column_of_the_table(
         conn: psycopg.Connection[Any], tenant_id: int) -> None:
     full = dataclasses.replace(_full(), target={"type": "python", "handler": "test.noop"},
                                rate_limit=None)
+    others = [dataclasses.replace(other, target=full.target, rate_limit=None)
+              for other in (_several(), _interval())]
     for count in (1, COPY_AT_LEAST):      # insert_jobs, then the COPY
-        specs = [dataclasses.replace(full, key=f"{count}:{n}") for n in range(count)]
+        specs = [dataclasses.replace((full, *others)[n % 3], key=f"{count}:{n}")
+                 for n in range(count)]
         created = create_jobs(conn, tenant_id, specs)
         assert [get_job(conn, tenant_id, c.id).spec for c in created] == specs
+    several = get_job(conn, tenant_id, created[1].id)
+    patch = {"cron": None, "every": "2m"}      # a list of crons to an interval
+    updated = update_job(conn, tenant_id, several.id, patch, version=several.version)
+    assert updated.spec.every_s == 120 and updated.spec.crons is None
+    assert updated.spec.anchor_at is not None and updated.spec.cron is not None
+    assert updated.spec.cron.startswith("@every 120s from ")
     job = get_job(conn, tenant_id, created[0].id)
     patch = {"cron": "0 10 * * *", "tz": "UTC", "priority": "urgent",
              "target": {"type": "python", "handler": "test.record"}, "payload": {"n": 2},
@@ -151,7 +175,15 @@ def test_both_inserts_and_the_update_write_every_column_of_the_table(
 def test_the_document_of_a_spec_names_every_field_and_reads_back_to_it() -> None:
     spec = _full()
     document = job_document(spec)
-    assert set(document) == {f.name for f in F.DOCUMENT if not f.deprecated} - {"at"}
+    assert set(document) == {f.name for f in F.DOCUMENT if not f.deprecated} - {
+        "at", "every", "anchor"}
     assert "max_attempts" not in document and document["retry"] == {
         "max_attempts": 3, "base_s": 1.5, "cap_s": 90}
     assert JobSpec.from_document(document) == spec
+    several = job_document(_several())
+    assert several["cron"] == ["0 9 * * 1-5", "0 10 * * 6"]
+    assert JobSpec.from_document(several) == _several()
+    interval = job_document(_interval())
+    assert "cron" not in interval and interval["every"] == "90s"
+    assert interval["anchor"] == "2026-12-06T06:00:00+00:00"
+    assert JobSpec.from_document(interval) == _interval()

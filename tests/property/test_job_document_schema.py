@@ -35,11 +35,17 @@ JsonSchema = dict[str, Any]
 # in the schema but not spelled by it.
 TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 
+_CRONS = st.sampled_from(["0 9 * * *", "*/5 * * * *", "H H * * *", "30 2 1-7 * mon",
+                          "@daily", "0 0 1 jan,jul *", "15 */6 * * 1-5", "0 9 L * *",
+                          "0 9 * * 1#1", "0 9 LW * *", "0 9 L-3 * *", "0 9 15W * *",
+                          "0 17 * * 5L"])
 BEYOND_SCHEMA: dict[str, st.SearchStrategy[Any]] = {
-    "cron": st.sampled_from(["0 9 * * *", "*/5 * * * *", "H H * * *", "30 2 1-7 * mon",
-                             "@daily", "0 0 1 jan,jul *", "15 */6 * * 1-5", "0 9 L * *",
-                             "0 9 * * 1#1", "0 9 LW * *", "0 9 L-3 * *", "0 9 15W * *",
-                             "0 17 * * 5L"]),
+    # one expression, or a list of them (several schedules)
+    "cron": _CRONS | st.lists(_CRONS, min_size=1, max_size=F.MAX_CRONS),
+    # an interval's bound (3650d) is beyond its pattern
+    "every": st.sampled_from(["1s", "90s", "15m", "4h", "1d", "3650d", "59s", "7200s"]),
+    "anchor": st.none() | st.sampled_from(["2020-01-01T00:00:00Z",
+                                           "2031-06-01T09:30:00.25+05:30"]),
     # RFC 3339 instants (format: date-time); drawn so that start_at < at < end_at always
     # holds (the validator's cross-field rules, beyond JSON Schema).
     "at": st.builds(lambda day, offset: f"2031-01-{day:02d}T09:00:00{offset}",
@@ -105,7 +111,13 @@ def _object(schema: JsonSchema, keywords: set[str], path: str) -> st.SearchStrat
                                from_schema(schema["additionalProperties"], f"{path}.*"),
                                max_size=schema["maxProperties"])
     assert keywords <= {"type", "properties", "required", "additionalProperties",
-                        "oneOf", "not"}, keywords
+                        "oneOf", "not", "dependentRequired"}, keywords
+    if "dependentRequired" in schema:       # anchor only with every
+        needs = schema["dependentRequired"]
+        rest = {k: v for k, v in schema.items() if k != "dependentRequired"}
+        return _object(rest, keywords - {"dependentRequired"}, path).filter(
+            lambda d: all(name not in d or all(n in d for n in needed)
+                          for name, needed in needs.items()))
     if "properties" not in schema:          # payload: any JSON object
         return st.dictionaries(st.text(TEXT, max_size=8), _JSON, max_size=4)
     assert schema["additionalProperties"] is False
@@ -186,6 +198,8 @@ def test_patches_the_schema_allows_are_accepted(doc: dict[str, Any],
     # Exactly one of cron and at after the merge: a rule between the patch and the stored
     # document, which the patch's schema alone cannot say.
     assume(sum(merged.get(name) is not None for name in F.ONE_OF) == 1)
+    # and an anchor only with every (a patch may give one to a stored cron)
+    assume(merged.get("anchor") is None or merged.get("every") is not None)
     JobSpec.from_document(merged)
 
 

@@ -1,8 +1,9 @@
 """The ledger rule as a model-based test: random sequences of what people and schedulers do,
 against a real PostgreSQL, and after every step no fire is unaccounted and none has two rows.
 
-Steps: create jobs (timetables with DST gaps, H fields, steps; spread; every misfire policy;
-both catch-up rules), edit them (payload, cron, tz, spread, misfire), pause, resume, cancel
+Steps: create jobs (timetables with DST gaps, H fields, steps, lists of crons, intervals;
+spread; every misfire policy; both catch-up rules), edit them (payload, timetable, tz,
+spread, misfire), pause, resume, cancel
 (and then try to change them again), trigger, import a batch with a line the validator
 refuses and maybe one only the database refuses, run the schedulers (which must leave
 nothing due), and move the clock by seconds, minutes across spread windows, or hours (an
@@ -64,13 +65,23 @@ STEPS = (timedelta(seconds=20), timedelta(minutes=3), timedelta(minutes=17),
          timedelta(hours=1), timedelta(hours=3))
 BAD_LINES = ({"cron": "61 * * * *"}, {"tz": "Mars/Olympus"}, {"payload": {"a": [1e300] * 60}})
 
+# A job's timetable: one cron, a list of them (one run per instant: "0 * * * *" and
+# "*/20 * * * *" meet every hour), or an interval (absolute time: it crosses the change
+# unmoved), anchored at its creation, in the past, or ahead of the clock.
+TIMETABLES = st.one_of(
+    st.sampled_from(CRONS).map(lambda cron: {"cron": cron}),
+    st.sampled_from((["0 * * * *", "*/20 * * * *"], ["30 2 * * *", "0 3 * * *", "H/15 * * * *"],
+                     ["59 23 * * *", "0 0 * * *", "*/7 * * * *"])).map(lambda c: {"cron": c}),
+    st.sampled_from(({"every": "7m"}, {"every": "45s", "anchor": "2026-03-28T21:00:07Z"},
+                     {"every": "1h", "anchor": "2026-03-29T00:30:00Z"})),
+)
 documents = st.fixed_dictionaries({
-    "cron": st.sampled_from(CRONS), "tz": st.sampled_from(ZONES),
+    "tz": st.sampled_from(ZONES),
     "misfire": st.sampled_from(MISFIRES), "catchup": st.sampled_from(("all", "latest")),
     "max_catchup": st.sampled_from((1, 3, 1000)),
     "spread": st.sampled_from(SPREADS).map(lambda s: {"seconds": s}),
     "priority": st.sampled_from(("normal", "bulk", "urgent")),
-})
+}).flatmap(lambda doc: TIMETABLES.map(lambda timetable: {**doc, **timetable}))
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -103,14 +114,16 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(job=jobs, data=st.data())
     def edit(self, job: int, data: st.DataObject) -> None:
-        field = data.draw(st.sampled_from(("payload", "cron", "tz", "spread", "misfire")))
-        value = {"payload": {"edited": self.now.isoformat()},
-                 "cron": data.draw(st.sampled_from(CRONS)),
-                 "tz": data.draw(st.sampled_from(ZONES)),
-                 "spread": {"seconds": data.draw(st.sampled_from(SPREADS))},
-                 "misfire": data.draw(st.sampled_from(MISFIRES))}[field]
+        field = data.draw(st.sampled_from(("payload", "timetable", "tz", "spread", "misfire")))
+        # a new timetable replaces the old one whole: cron, every and anchor
+        patch = {"payload": {"payload": {"edited": self.now.isoformat()}},
+                 "timetable": {"cron": None, "every": None, "anchor": None,
+                               **data.draw(TIMETABLES)},
+                 "tz": {"tz": data.draw(st.sampled_from(ZONES))},
+                 "spread": {"spread": {"seconds": data.draw(st.sampled_from(SPREADS))}},
+                 "misfire": {"misfire": data.draw(st.sampled_from(MISFIRES))}}[field]
         self._changed(job, lambda: update_job(
-            self.conn, self.tenant, job, {field: value},
+            self.conn, self.tenant, job, patch,
             version=get_job(self.conn, self.tenant, job).version, now=self.now))
 
     @rule(job=jobs)

@@ -58,7 +58,8 @@ def test_a_window_and_max_runs_round_trip_through_the_stored_document() -> None:
 
 
 @pytest.mark.parametrize(("fields", "field", "message"), [
-    ({}, "cron", "give cron (a repeating schedule) or at (one run at an instant), one of them"),
+    ({}, "cron", "give one of cron (a repeating schedule), every (an interval) or at (one run "
+                 "at an instant): one of them is required"),
     ({"cron": "0 9 * * *", "at": "2026-12-05T09:00:00Z"}, "at", "not both"),
     ({"at": "2026-12-05"}, "at", "expected at to be an RFC 3339 date-time with an offset"),
     ({"at": "2026-12-05T09:00:00"}, "at", "with an offset"),

@@ -64,6 +64,21 @@ EMI_TWELVE_MONTH_ENDS: dict[str, Any] = {
     "target": {"type": "python", "handler": "sms.send"},
     "payload": {"loan": 48214, "template": "emi_due"}, "rate_limit": "sms-gateway",
 }
+# An interval: re-check a failed payment every 4 hours from 10:00 IST on the day it failed,
+# absolute time (no clock change moves it), until the job is cancelled.
+PAYMENT_RECHECK_EVERY_4H: dict[str, Any] = {
+    "key": "bank42:payment:99117:recheck", "every": "4h",
+    "anchor": "2027-03-05T10:00:00+05:30", "tz": "Asia/Kolkata",
+    "target": {"type": "python", "handler": "sms.send"},
+    "payload": {"payment": 99117, "template": "payment_failed_retry"},
+}
+# Several schedules: 09:00 on weekdays and 10:00 on Saturdays, one run per instant.
+BRANCH_HOURS_REMINDER: dict[str, Any] = {
+    "key": "bank42:card:5521:bill-reminder", "cron": ["0 9 * * 1-5", "0 10 * * 6"],
+    "tz": "Asia/Kolkata", "end_at": "2027-03-20T00:00:00+05:30",
+    "target": {"type": "python", "handler": "sms.send"},
+    "payload": {"card": 5521, "template": "card_bill_due"}, "rate_limit": "sms-gateway",
+}
 PYTHON_JOB: dict[str, Any] = {
     "key": "ops:nightly-report", "cron": "30 2 * * *", "tz": "Europe/Berlin",
     "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly",

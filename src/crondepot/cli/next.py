@@ -1,5 +1,6 @@
-"""``crondepot next CRON --tz ZONE [--start-at T] [--end-at T]``: preview a timetable (``L``
-and ``D#n`` included), inside a job's window if given, with the fires DST moved or merged."""
+"""``crondepot next CRON... | --every N [--anchor T]  --tz ZONE [--start-at T] [--end-at T]``:
+preview a timetable (``L`` and ``D#n`` included; several crons as one job's list; an
+interval), inside a job's window if given, with the fires DST moved or merged."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ from typing import Any
 from crondepot.base.errors import InvalidSchedule
 from crondepot.cli.shared.options import int_in
 from crondepot.cli.shared.output import print_json
-from crondepot.timetable import Fire, Schedule, Timetable
+from crondepot.timetable import (
+    MAX_CRONS,
+    AnyTimetable,
+    Fire,
+    Interval,
+    Schedule,
+    Several,
+    Timetable,
+    every_seconds,
+    every_text,
+)
 
 FIRE_NOTES = {
     "moved": "DST gap: scheduled {scheduled}, fired at the change",
@@ -21,13 +32,22 @@ FIRE_NOTES = {
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("next", help="show the next fire times of a cron expression")
-    parser.add_argument("cron", help='five fields, e.g. "30 1 * * *", "0 9 L * *" (last day '
-                                     'of the month), "0 9 LW * *" (last weekday), "0 9 L-3 '
-                                     '* *" (3 days before the last day), "0 9 15W * *" '
-                                     '(weekday nearest the 15th), "0 9 * * 1#1" (first '
-                                     'Monday), "0 9 * * 5L" (last Friday), or an alias like '
-                                     '@daily')
+    parser = commands.add_parser("next", help="show the next fire times of a cron expression, "
+                                              "of several, or of an interval")
+    parser.add_argument("cron", nargs="*", metavar="CRON",
+                        help='five fields, e.g. "30 1 * * *", "0 9 L * *" (last day '
+                             'of the month), "0 9 LW * *" (last weekday), "0 9 L-3 '
+                             '* *" (3 days before the last day), "0 9 15W * *" '
+                             '(weekday nearest the 15th), "0 9 * * 1#1" (first '
+                             'Monday), "0 9 * * 5L" (last Friday), or an alias like '
+                             '@daily; several (as a job\'s list of crons): the union of '
+                             'their fires, one per instant')
+    parser.add_argument("--every", metavar="INTERVAL",
+                        help='instead of CRON: an interval like 90s, 15m, 4h or 1d, fired at '
+                             'the anchor plus whole multiples of it (absolute time)')
+    parser.add_argument("--anchor", type=_instant, default=None,
+                        help="with --every: the ISO-8601 instant the interval counts from "
+                             "(a job's anchor; default: --after, else now, in whole seconds)")
     parser.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
     parser.add_argument("--after", type=_instant, default=None,
                         help="ISO-8601 instant to start after (default: now)")
@@ -44,17 +64,20 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    timetable = Timetable(args.cron, args.tz, hash_key=args.key)
+    after = args.after or datetime.now(UTC)
+    timetable = _timetable(args, after)
     if args.start_at and args.end_at and args.end_at <= args.start_at:
         raise InvalidSchedule("--end-at must be after --start-at", field="end_at")
     window = Schedule(timetable, args.tz, start_at=args.start_at, end_at=args.end_at)
-    after = args.after or datetime.now(UTC)
     fires = _take(window, after, args.count)
     if args.json:
         print_json([_iso_utc(f.at) for f in fires])
         return 0
-    if timetable.expanded != timetable.cron:
-        print(f"# {args.cron} = {timetable.expanded}")
+    if isinstance(timetable, Interval):
+        print(f"# every {every_text(timetable.every_s)} from {_iso_utc(timetable.anchor)}"
+              " (absolute time: clock changes move no fire)")
+    elif timetable.expanded != " | ".join(args.cron):
+        print(f"# {' | '.join(args.cron)} = {timetable.expanded}")
     if not fires:
         print("no fire after", _iso_utc(after))
     for fire in fires:
@@ -64,6 +87,26 @@ def run(args: argparse.Namespace) -> int:
             line += "  # " + FIRE_NOTES[fire.note].format(scheduled=scheduled)
         print(line)
     return 0
+
+
+def _timetable(args: argparse.Namespace, after: datetime) -> AnyTimetable:
+    """The CRON arguments (one, or several as a job's list), or --every with its anchor."""
+    if args.every is not None and args.cron:
+        raise InvalidSchedule("give CRON or --every, not both", field="every")
+    if args.anchor is not None and args.every is None:
+        raise InvalidSchedule("--anchor goes with --every", field="anchor")
+    if args.every is not None:
+        anchor = (args.anchor or after).astimezone(UTC)
+        if args.anchor is None:
+            anchor = anchor.replace(microsecond=0)
+        return Interval(every_seconds(args.every), anchor, args.tz)
+    if not args.cron:
+        raise InvalidSchedule("give a CRON expression (or several), or --every", field="cron")
+    if len(args.cron) > MAX_CRONS:
+        raise InvalidSchedule(f"at most {MAX_CRONS} cron expressions, got {len(args.cron)}",
+                              field="cron")
+    tables = [Timetable(cron, args.tz, hash_key=args.key) for cron in args.cron]
+    return tables[0] if len(tables) == 1 else Several(tables)
 
 
 def _take(timetable: Schedule, after: datetime, count: int) -> list[Fire]:

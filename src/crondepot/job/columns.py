@@ -1,7 +1,7 @@
 """The job's stored columns: one table that every write of a job and its read back are
 derived from (``job/store.py``).
 
-``WRITES`` is the view both inserts write through (``job_writes_3``, as ``insert_jobs`` names
+``WRITES`` is the view both inserts write through (``job_writes_4``, as ``insert_jobs`` names
 it), column for column and in its order: ``insert_jobs`` takes one array per entry, named
 and typed as the entry; the COPY of an import batch sends rows of them with their types;
 ``update_job_document`` sets the entries a patch may change; a stored row (``stored_jobs``)
@@ -38,8 +38,9 @@ def _jsonb(attr: str) -> Callable[[JobSpec], Any]:
     get = attrgetter(attr)
 
     # orjson through crondepot.base.jsontext: the same jsonb as the json module, faster.
-    def read(spec: JobSpec) -> Jsonb:
-        return Jsonb(get(spec), jsontext.dumps)
+    def read(spec: JobSpec) -> Jsonb | None:
+        value = get(spec)       # None is SQL NULL (an optional column), not JSON null
+        return None if value is None else Jsonb(value, jsontext.dumps)
     return read
 
 
@@ -99,6 +100,9 @@ WRITES: tuple[Column, ...] = (
     Column("retry_base_s", "float8", "retry_base_s"),
     Column("retry_cap_s", "float8", "retry_cap_s"),
     Column("pause_after_failures", "integer", "pause_after_failures"),
+    Column("crons", "jsonb", "crons"),             # a list given as cron, as given
+    Column("every_s", "integer", "every_s"),       # an interval: cron holds its text
+    Column("anchor_at", "timestamptz", "anchor_at"),
     Column("created_at", "timestamptz"),           # the instant the first fire is from
 )
 
@@ -121,5 +125,7 @@ def patch_params(spec: JobSpec) -> dict[str, Any]:
 
 def spec_from_row(row: Mapping[str, Any]) -> JobSpec:
     """The JobSpec a stored row (``stored_jobs``, by column name) holds."""
-    return JobSpec(**{attr: row[name] for name, attr in _WHOLE},
-                   misfire=Misfire(**{part: row[name] for part, name in _MISFIRE}))
+    whole = {attr: row[name] for name, attr in _WHOLE}
+    if whole["crons"] is not None:
+        whole["crons"] = tuple(whole["crons"])      # jsonb reads back as a list
+    return JobSpec(**whole, misfire=Misfire(**{part: row[name] for part, name in _MISFIRE}))

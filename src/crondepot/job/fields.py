@@ -17,6 +17,8 @@ from dataclasses import field as _field
 from typing import Any
 
 from crondepot.base.vocab import LIMIT_NAME, PRIORITIES
+from crondepot.timetable.interval import EVERY as EVERY_TEXT
+from crondepot.timetable.several import MAX_CRONS as MAX_CRONS
 
 # The whitespace ``str.strip`` removes, spelled as a character class: a text field must hold
 # one character outside it ("non-blank"), in Python and in the published JSON Schema alike
@@ -127,8 +129,10 @@ CRON = Field(path="cron", type="string", max_length=200, non_blank=True,
                          "for a stable per-job value; in day-of-month L (last day), L-n (n "
                          "days before it), nW (the weekday nearest day n), LW (last "
                          "weekday); in day-of-week D#n (the n-th weekday, 1#1 = first "
-                         "Monday), nL (the last one, 5L = last Friday); give cron or at, "
-                         "not both")
+                         "Monday), nL (the last one, 5L = last Friday); or a list of 1 to "
+                         f"{MAX_CRONS} such expressions read in the one tz, whose fires are "
+                         "the union (two on one instant are one run); give exactly one of "
+                         "cron, every and at")
 TZ = Field(path="tz", type="string", max_length=64, non_blank=True,
            description="the IANA zone the cron is read in, like Asia/Kolkata")
 PRIORITY = Field(path="priority", type="string", choices=PRIORITIES,
@@ -196,6 +200,15 @@ END_AT = Field(path="end_at", type="string", format="date-time", max_length=64,
                description="no fire after this instant (RFC 3339 with an offset, after "
                            "start_at); the job ends after its last fire in the window "
                            "(ended_reason: end_at)")
+EVERY = Field(path="every", type="string", pattern=EVERY_TEXT,
+              description="instead of cron: an interval, a whole number and a unit s, m, h "
+                          "or d (\"90s\", \"15m\", \"4h\", \"1d\"), at least 1 s, at most "
+                          "3650d; fires at anchor + k·every, absolute time: clock changes "
+                          "(DST) move no fire")
+ANCHOR = Field(path="anchor", type="string", format="date-time", max_length=64, nullable=True,
+               description="with every: an instant the interval's fires are counted from "
+                           "(RFC 3339 with an offset; before or after now); default: the "
+                           "job's creation instant (whole seconds)")
 MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullable=True,
                  description="the job ends after this many fires (ended_reason: max_runs); "
                              "every fire counts, a skipped one too (misfire, catch-up "
@@ -204,10 +217,10 @@ MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullabl
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
                                RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
-                               ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES)
+                               ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES, EVERY, ANCHOR)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
-ONE_OF: tuple[str, ...] = ("cron", "at")
+ONE_OF: tuple[str, ...] = ("cron", "every", "at")
 # At most one of these may be given (max_attempts is the deprecated spelling of
 # retry.max_attempts): the schema says it with "not".
 ALIASES: tuple[tuple[str, str], ...] = (("max_attempts", "retry.max_attempts"),)

@@ -23,6 +23,7 @@ def document_schema() -> JsonSchema:
     schema = _object(F.DOCUMENT, F.REQUIRED, title="JobDocument",
                      description="A job document (also one line of an NDJSON import).")
     schema["oneOf"] = [{"required": [name]} for name in F.ONE_OF]
+    schema["dependentRequired"] = {"anchor": ["every"]}    # an anchor is an interval's
     schema.update(_one_spelling())
     return schema
 
@@ -59,7 +60,7 @@ def stored_schema(extra: JsonSchema) -> JsonSchema:
     shown = tuple(f for f in F.DOCUMENT if not f.deprecated)
     schema = _object(shown, (), title="Job")
     schema["properties"].update(extra.get("properties", {}))
-    present = [f.name for f in shown if f not in (F.SPREAD, F.CRON, F.AT)]
+    present = [f.name for f in shown if f not in (F.SPREAD, F.CRON, F.AT, F.EVERY, F.ANCHOR)]
     schema["oneOf"] = [{"required": [name]} for name in F.ONE_OF]
     schema["required"] = [*present, *extra.get("required", ())]
     if "description" in extra:
@@ -84,6 +85,14 @@ def field_schema(field: Field) -> JsonSchema:
                   "additionalProperties": {"type": "string",
                                            "pattern": f"^(?:{F.LABEL_VALUE.pattern})$"},
                   "examples": [{"bank": "42", "product": "emi"}]}
+    elif field is F.CRON:
+        # one expression, or a list of them (several schedules on one job)
+        one = _leaf(field)
+        schema = {"anyOf": [one, {"type": "array", "items": one, "minItems": 1,
+                                  "maxItems": F.MAX_CRONS}],
+                  "examples": ["0 9 5 * *", ["0 9 * * 1-5", "0 10 * * 6"]]}
+    elif field is F.EVERY:
+        schema = {**_leaf(field), "examples": ["90s", "4h"]}
     else:
         schema = _leaf(field)
     if field.description:

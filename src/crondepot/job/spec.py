@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time
 from functools import lru_cache
 from typing import Any, Literal
@@ -46,7 +46,18 @@ from crondepot.job.fields import (
     MAX_PAYLOAD_DEPTH,
     Field,
 )
-from crondepot.timetable import Schedule, Timetable, schedule, uses_hash, validate_zone
+from crondepot.timetable import (
+    MAX_CRONS,
+    Schedule,
+    Timetable,
+    every_seconds,
+    every_text,
+    interval_text,
+    schedule,
+    several_text,
+    uses_hash,
+    validate_zone,
+)
 
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
 # through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
@@ -72,7 +83,10 @@ class Misfire:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobSpec:
-    cron: str | None      # None: an ``at`` job
+    # The timetable as stored and read by every reader (timetable.timetable_of): one cron,
+    # a list's expressions joined by " | ", or an interval's "@every 90s from …". None: an
+    # ``at`` job.
+    cron: str | None
     tz: str
     target: dict[str, Any]
     key: str | None = None
@@ -96,6 +110,10 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)
     alert_after_failures: int | None = None
     pause_after_failures: int | None = None
+    crons: tuple[str, ...] | None = None   # the list a document gave as cron (echoed so)
+    every_s: int | None = None             # an interval's seconds (cron is its text)
+    anchor_at: datetime | None = None      # an interval's anchor; None until the store sets
+                                           # the creation instant
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -109,6 +127,10 @@ class JobSpec:
             return f"at {self.at.astimezone(UTC).isoformat()}"
         assert self.cron is not None
         parts = [self.cron]
+        if self.every_s is not None:
+            parts = [f"every {every_text(self.every_s)}"]
+            if self.anchor_at is not None:
+                parts[0] += f" from {self.anchor_at.astimezone(UTC).isoformat()}"
         if self.start_at is not None:
             parts.append(f"from {self.start_at.astimezone(UTC).isoformat()}")
         if self.end_at is not None:
@@ -136,6 +158,14 @@ class JobSpec:
         shown = ", ".join(f"{w:g}" for w in waits[:6]) + (", …" if len(waits) > 6 else "")
         return (f"{attempts}; waits up to {shown} s (random from 0, cap "
                 f"{self.retry_cap_s:g} s)")
+
+    def anchored(self, anchor: datetime) -> JobSpec:
+        """This spec with its interval anchored at ``anchor`` (whole seconds), if it is an
+        interval without one (the store passes the creation instant); else itself."""
+        if self.every_s is None or self.anchor_at is not None:
+            return self
+        at = anchor.astimezone(UTC).replace(microsecond=0)
+        return replace(self, anchor_at=at, cron=interval_text(self.every_s, at))
 
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""
@@ -175,24 +205,42 @@ def _unknown(name: str) -> str:
             f"{', '.join(sorted(DOCUMENT_FIELDS))}")
 
 
-def _at(doc: dict[str, Any]) -> datetime | None:
+def _when(doc: dict[str, Any]) -> _When:
     # Present means a value: null is refused here as the schema refuses it (a PATCH resets
     # either with null, and store._patched drops the nulls before the merged document).
-    if "at" in doc and doc["at"] is None:
-        raise InvalidJob("expected at to be an RFC 3339 date-time string, got null",
-                         field="at")
-    return _instant(doc, F.AT)
+    crons = _crons(doc) if isinstance(doc.get("cron"), list) else None
+    cron = (several_text(crons) if crons is not None
+            else _required_str(doc, F.CRON) if "cron" in doc else None)
+    for name in ("at", "every"):
+        if name in doc and doc[name] is None:
+            raise InvalidJob(f"expected {name} to be "
+                             f"{'an RFC 3339 date-time' if name == 'at' else 'an interval'}"
+                             " string, got null", field=name)
+    at = _instant(doc, F.AT)
+    every_s, anchor_at = _interval(doc)
+    given = [name for name, value in (("cron", cron), ("every", every_s), ("at", at))
+             if value is not None]
+    if len(given) != 1:
+        raise InvalidJob("give one of cron (a repeating schedule), every (an interval) or at "
+                         "(one run at an instant): "
+                         + (f"got {' and '.join(given)}, not both" if given
+                            else "one of them is required"),
+                         field=given[-1] if given else "cron")
+    if every_s is not None:
+        cron = interval_text(every_s, anchor_at)
+    return _When(cron=cron, at=at, crons=crons, every_s=every_s, anchor_at=anchor_at)
 
 
-def _cron(doc: dict[str, Any]) -> str | None:
-    return _required_str(doc, F.CRON) if "cron" in doc else None
+@dataclass(frozen=True, slots=True)
+class _When:
+    """The timetable fields of a document: cron (a list's or an interval's text too), at,
+    and the shapes the document gave (a list of crons, an interval and its anchor)."""
 
-
-def _one_schedule(doc: dict[str, Any]) -> None:
-    if ("cron" in doc) == (doc.get("at") is not None):
-        raise InvalidJob("give cron (a repeating schedule) or at (one run at an instant), "
-                         f"{'not both' if 'cron' in doc else 'one of them is required'}",
-                         field="at" if "cron" in doc else "cron")
+    cron: str | None
+    at: datetime | None
+    crons: tuple[str, ...] | None
+    every_s: int | None
+    anchor_at: datetime | None
 
 
 def _optional_int(doc: dict[str, Any], spec: Field) -> int | None:
@@ -206,9 +254,7 @@ def _optional_int(doc: dict[str, Any], spec: Field) -> int | None:
 _PARTS: tuple[tuple[str, Any], ...] = (
     ("unknown", lambda d, t: _unknown_fields(d)),
     ("key", lambda d, t: _optional_str(d, F.KEY)),
-    ("cron", lambda d, t: _cron(d)),
-    ("at", lambda d, t: _at(d)),
-    ("one_schedule", lambda d, t: _one_schedule(d)),
+    ("when", lambda d, t: _when(d)),
     ("tz", lambda d, t: _required_str(d, F.TZ)),
     ("priority", lambda d, t: _choice(d, F.PRIORITY)),
     # the priority as given: urgent runs are never spread, whatever else is wrong
@@ -234,17 +280,19 @@ _PARTS: tuple[tuple[str, Any], ...] = (
 def _assemble(parts: dict[str, Any]) -> JobSpec:
     spread_seconds, spread_key = parts["spread"]
     max_attempts, retry_base_s, retry_cap_s = parts["retry"]
+    when: _When = parts["when"]
     return JobSpec(
-        key=parts["key"], cron=parts["cron"], tz=parts["tz"], priority=parts["priority"],
+        key=parts["key"], cron=when.cron, tz=parts["tz"], priority=parts["priority"],
         target=parts["target"], payload=parts["payload"], misfire=parts["misfire"],
         catchup=parts["catchup"], max_catchup=parts["max_catchup"],
         spread_seconds=spread_seconds, spread_key=spread_key,
         max_attempts=max_attempts, retry_base_s=retry_base_s, retry_cap_s=retry_cap_s,
         lease_seconds=parts["lease_seconds"], rate_limit=parts["rate_limit"],
-        active=parts["active"], at=parts["at"], start_at=parts["start_at"],
+        active=parts["active"], at=when.at, start_at=parts["start_at"],
         end_at=parts["end_at"], max_runs=parts["max_runs"], labels=parts["labels"],
         alert_after_failures=parts["alert_after_failures"],
         pause_after_failures=parts["pause_after_failures"],
+        crons=when.crons, every_s=when.every_s, anchor_at=when.anchor_at,
     )
 
 
@@ -263,10 +311,11 @@ def _every_problem(doc: dict[str, Any], text: bytes | None, first: InvalidJob) -
             found(exc)
     # The rules between fields, on the fields that could be read: the window, and the
     # timetable (cron or at, in its zone).
-    if all(name in read for name in ("cron", "at", "tz", "start_at", "end_at", "key",
-                                     "one_schedule")):
-        partial = JobSpec(cron=read["cron"], tz=read["tz"], target={}, at=read["at"],
-                          start_at=read["start_at"], end_at=read["end_at"], key=read["key"])
+    if all(name in read for name in ("when", "tz", "start_at", "end_at", "key")):
+        when: _When = read["when"]
+        partial = JobSpec(cron=when.cron, tz=read["tz"], target={}, at=when.at,
+                          start_at=read["start_at"], end_at=read["end_at"], key=read["key"],
+                          crons=when.crons, every_s=when.every_s, anchor_at=when.anchor_at)
         for check in (_check_window, _check_schedule):
             try:
                 check(partial)
@@ -275,13 +324,47 @@ def _every_problem(doc: dict[str, Any], text: bytes | None, first: InvalidJob) -
         if partial.cron is not None and any(field == "tz" for field, _ in problems):
             # the zone is wrong; the expression may be too, read on a zone that exists
             try:
-                Timetable(partial.cron, "UTC", hash_key=partial.key or "")
-            except InvalidSchedule as exc:
-                found(InvalidJob(str(exc), field="cron"))
+                _check_schedule(replace(partial, tz="UTC"))
+            except InvalidJob as exc:
+                found(exc)
     return InvalidJob(str(first), field=first.field, problems=problems)
 
 
 LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _crons(doc: dict[str, Any]) -> tuple[str, ...]:
+    """A list of cron expressions: 1 to MAX_CRONS, each a text the cron field takes (checked
+    here for its type and length, for its meaning in _check_schedule), naming the index of a
+    bad one (``cron.2``)."""
+    items = doc["cron"]
+    if not 1 <= len(items) <= MAX_CRONS:
+        raise InvalidJob(f"expected cron to be one expression or a list of 1 to {MAX_CRONS}, "
+                         f"got a list of {len(items)}", field="cron")
+    crons = []
+    for index, item in enumerate(items):
+        try:
+            crons.append(_required_str({"cron": item}, F.CRON))
+        except InvalidJob as exc:
+            raise InvalidJob(f"cron.{index}: {exc}", field=f"cron.{index}") from None
+        if "|" in item:
+            raise InvalidJob(f"cron.{index}: '|' is not part of a cron expression; give each "
+                             "expression as an item of the list", field=f"cron.{index}")
+    return tuple(crons)
+
+
+def _interval(doc: dict[str, Any]) -> tuple[int | None, datetime | None]:
+    """(every_s, anchor_at): the interval's seconds and its anchor, if given."""
+    anchor = _instant(doc, F.ANCHOR)
+    if doc.get("every") is None:
+        if anchor is not None:
+            raise InvalidJob("anchor goes with every (an interval's start); without every give "
+                             "no anchor (or null)", field="anchor")
+        return None, None
+    try:
+        return every_seconds(doc["every"]), anchor
+    except InvalidSchedule as exc:
+        raise InvalidJob(str(exc), field="every") from None
 
 
 def _instant(doc: dict[str, Any], spec: Field) -> datetime | None:
@@ -337,16 +420,32 @@ def _check_schedule(spec: JobSpec) -> None:
         except InvalidSchedule as exc:
             raise InvalidJob(str(exc), field="tz") from None
         return
-    if not uses_hash(spec.cron) and _schedule_known_valid(spec.cron, spec.tz):
+    parts = spec.crons or ((spec.cron,) if spec.every_s is None else ())
+    if all(not uses_hash(part) and _schedule_known_valid(part, spec.tz) for part in parts) and (
+            parts or _zone_known_valid(spec.tz)):
         return
     try:
         validate_zone(spec.tz)
     except InvalidSchedule as exc:
         raise InvalidJob(str(exc), field="tz") from None
+    # Each expression alone, so the error names the one at fault (cron.3 in a list).
+    for index, part in enumerate(parts):
+        field = f"cron.{index}" if spec.crons is not None else "cron"
+        try:
+            Timetable(part, spec.tz, hash_key=spec.key or "")
+        except InvalidSchedule as exc:
+            prefix = f"{field}: " if spec.crons is not None else ""
+            raise InvalidJob(f"{prefix}{exc}", field="tz" if exc.field == "tz" else field
+                             ) from None
+
+
+@lru_cache(maxsize=1024)
+def _zone_known_valid(tz: str) -> bool:
     try:
-        spec.timetable()
-    except InvalidSchedule as exc:
-        raise InvalidJob(str(exc), field="tz" if exc.field == "tz" else "cron") from None
+        validate_zone(tz)
+    except InvalidSchedule:
+        return False
+    return True
 
 
 @lru_cache(maxsize=4096)

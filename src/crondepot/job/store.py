@@ -38,7 +38,7 @@ from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
 from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
 from crondepot.scheduler.tick import insert_runs
-from crondepot.timetable import run_id, spread_offset, uses_hash
+from crondepot.timetable import every_text, run_id, spread_offset, uses_hash
 
 log = logging.getLogger("crondepot.jobs")
 
@@ -117,6 +117,8 @@ def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[J
     with conn.transaction():
         conn.execute(Q.lock_tenant, {"tenant_id": tenant_id})
         db_now = database_now(conn, now)
+        # An interval without an anchor is anchored at its creation instant.
+        specs = [spec.anchored(db_now) for spec in specs]
         ids = [row[0] for row in conn.execute(Q.reserve_job_ids, {"count": len(specs)})]
         memo: FirstFires = {}
         firsts = [first_run(spec, job_id, db_now, memo)
@@ -150,7 +152,7 @@ COPY_AT_LEAST = 100
 def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             firsts: list[tuple[datetime | None, datetime | None]],
             now: datetime) -> list[list[Any]]:
-    """Every column of job_writes_3 (columns.WRITES, in its order) as the list of its values
+    """Every column of job_writes_4 (columns.WRITES, in its order) as the list of its values
     for ``specs``: a column of the document is read from each spec, the others are the
     writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
     count = len(specs)
@@ -252,11 +254,12 @@ class Triggered:
     created: bool          # False: a run with this id existed (same second): nothing written
 
 
-# Document fields a spec holds in another shape, written below: exactly one of cron and at
-# names the timetable (the other is left out, not null); spread is two attributes, written
-# only when set; retry is three (max_attempts among them, never written at the top level,
-# its deprecated spelling). Every other field is the spec's attribute of its name.
-_SHAPED = frozenset({"cron", "at", "spread", "max_attempts", "retry"})
+# Document fields a spec holds in another shape, written below: exactly one of cron, every
+# (with its anchor) and at names the timetable (the others are left out, not null); spread
+# is two attributes, written only when set; retry is three (max_attempts among them, never
+# written at the top level, its deprecated spelling). Every other field is the spec's
+# attribute of its name.
+_SHAPED = frozenset({"cron", "at", "every", "anchor", "spread", "max_attempts", "retry"})
 _PLAIN = tuple(f for f in F.DOCUMENT if f.name not in _SHAPED)
 
 
@@ -264,7 +267,13 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
     """The canonical document of ``spec``: what ``JobSpec.from_document`` turns back into it.
     Its fields in the field table's order (job/fields.py DOCUMENT), the shaped ones last."""
     doc = {f.name: _document_value(getattr(spec, f.name), f) for f in _PLAIN}
-    if spec.cron is not None:
+    if spec.every_s is not None:
+        doc["every"] = every_text(spec.every_s)
+        if spec.anchor_at is not None:
+            doc["anchor"] = _instant(spec.anchor_at)
+    elif spec.crons is not None:
+        doc["cron"] = list(spec.crons)      # a list given is echoed as a list
+    elif spec.cron is not None:
         doc["cron"] = spec.cron
     else:
         doc["at"] = _instant(spec.at)
@@ -297,6 +306,8 @@ def merged_document(stored: dict[str, Any], patch: dict[str, Any]) -> dict[str, 
         raise InvalidJob("give retry.max_attempts or max_attempts (its deprecated spelling), "
                          "not both", field="max_attempts")
     merged = {**stored, **patch}
+    if "every" in patch and patch["every"] is None and "anchor" not in patch:
+        merged.pop("anchor", None)      # the anchor was the interval's: it goes with it
     if "max_attempts" in patch and "retry" not in patch and isinstance(
             merged.get("retry"), dict):
         merged["retry"] = {k: v for k, v in merged["retry"].items() if k != "max_attempts"}
@@ -342,7 +353,12 @@ def create_job(conn: psycopg.Connection[Any], tenant_id: int,
     if row is None:
         raise JobNotFound(f"job with key {spec.key!r} vanished")   # jobs are never deleted
     existing = stored_job(row)
+    # An interval given without an anchor took its creation instant: the same document
+    # again names the same job.
+    if existing.spec.anchor_at is not None:
+        spec = spec.anchored(existing.spec.anchor_at)
     if existing.spec != spec:
+        assert spec.key is not None
         state = "a cancelled job" if not existing.active else "a job with a different document"
         raise KeyConflict(f"key {spec.key!r} already names {state} (id {existing.id}); use "
                           "PATCH to change it, or another key", key=spec.key)
@@ -380,6 +396,7 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         spec = _patched(job, patch)
         admit_change(conn, tenant_id, job.spec, spec)
         db_now = database_clock(conn, now)
+        spec = spec.anchored(db_now)     # an interval patched in without an anchor
         settled = _settle(conn, tenant_id, job, db_now)
         since = job.timetable_since
         if (spec.cron, spec.tz, spec.at) != (job.spec.cron, job.spec.tz, job.spec.at):

@@ -41,7 +41,7 @@ from psycopg.rows import class_row
 from crondepot.base.errors import InvalidSchedule
 from crondepot.db import Q
 from crondepot.db.clock import database_now
-from crondepot.timetable import Timetable, expand_hash, run_id, uses_hash
+from crondepot.timetable import AnyTimetable, expand_hash, run_id, timetable_of, uses_hash
 
 DEFAULT_WINDOW = timedelta(hours=24)
 MAX_WINDOW = timedelta(days=31)
@@ -167,10 +167,10 @@ def _unreadable(conn: psycopg.Connection[Any], scope: dict[str, Any],
 
 
 def _timetable(cron: str, tz: str, errors: dict[tuple[str, str], str],
-               original: str | None = None) -> Timetable | None:
+               original: str | None = None) -> AnyTimetable | None:
     """The timetable, or None with the reason noted under (the stored cron, tz)."""
     try:
-        return Timetable(cron, tz)
+        return timetable_of(cron, tz)
     except InvalidSchedule as exc:
         errors[(original or cron, tz)] = str(exc)
         return None
@@ -222,7 +222,7 @@ def _fires(conn: psycopg.Connection[Any], scope: dict[str, Any],
     return {**shared, **own}
 
 
-def _window_fires(timetable: Timetable, scope: dict[str, Any]) -> Iterator[datetime]:
+def _window_fires(timetable: AnyTimetable, scope: dict[str, Any]) -> Iterator[datetime]:
     """The fires with since <= nominal <= until."""
     after = scope["since"] - timedelta(microseconds=1)
     for fire in timetable.fires_after(after):

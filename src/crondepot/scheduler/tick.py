@@ -23,7 +23,7 @@ from psycopg.rows import namedtuple_row
 from crondepot.base.errors import InvalidSchedule
 from crondepot.db import Q
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
-from crondepot.timetable import Schedule, schedule, spread_offset, uses_hash
+from crondepot.timetable import Schedule, is_interval_text, schedule, spread_offset, uses_hash
 from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
@@ -54,10 +54,23 @@ class TickResult:
         return len(self.queued) + len(self.skipped)
 
 
-@lru_cache(maxsize=20_000)
-def _timetable(cron: str | None, tz: str, hash_key: str, at: datetime | None,
-               start_at: datetime | None, end_at: datetime | None) -> Schedule:
+def _build(cron: str | None, tz: str, hash_key: str, at: datetime | None,
+           start_at: datetime | None, end_at: datetime | None) -> Schedule:
     return schedule(cron, tz, hash_key=hash_key, at=at, start_at=start_at, end_at=end_at)
+
+
+# Timetables built once per process, not per tick. Intervals have a cache of their own:
+# their text carries the anchor, so jobs created at different seconds never share one, and
+# many of them must not evict the few cron timetables that half a million reminders share.
+# (Jobs created in one batch share their anchor, and so an entry.)
+_timetable = lru_cache(maxsize=20_000)(_build)
+_interval_timetable = lru_cache(maxsize=20_000)(_build)
+
+
+def _schedule(cron: str | None, tz: str, hash_key: str, at: datetime | None,
+              start_at: datetime | None, end_at: datetime | None) -> Schedule:
+    cached = _interval_timetable if cron is not None and is_interval_text(cron) else _timetable
+    return cached(cron, tz, hash_key, at, start_at, end_at)
 
 
 class FireMemo:
@@ -129,9 +142,9 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
               if row.spread_seconds else 0)
     # H fields hash on the job key; without H the key changes nothing, so jobs share a
     # timetable (and its memo) whatever their keys.
-    timetable = _timetable(row.cron, row.tz,
-                           hash_key if row.cron is not None and uses_hash(row.cron) else "",
-                           row.at, row.start_at, row.end_at)
+    timetable = _schedule(row.cron, row.tz,
+                          hash_key if row.cron is not None and uses_hash(row.cron) else "",
+                          row.at, row.start_at, row.end_at)
     remaining = None if row.max_runs is None else max(row.max_runs - row.fire_count, 0)
     group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
              row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining)

@@ -1,4 +1,5 @@
-"""A job's schedule: its timetable (a cron, or one ``at`` instant) inside its window.
+"""A job's schedule: its timetable (a cron, several, an interval, or one ``at`` instant)
+inside its window.
 
 This module owns the three limits a job document may put on its timetable (docs/schedules.md):
 ``at`` (one fire at an instant instead of a cron), ``start_at`` (no fire before it) and
@@ -17,10 +18,29 @@ from itertools import islice
 
 from crondepot.base.vocab import EndReason
 from crondepot.timetable.dst import Fire
+from crondepot.timetable.interval import Interval, is_interval_text
+from crondepot.timetable.several import Several
 from crondepot.timetable.table import Timetable
 from crondepot.timetable.zone import validate_zone
 
-__all__ = ["EndReason", "Schedule", "schedule"]
+__all__ = ["AnyTimetable", "EndReason", "Schedule", "schedule", "timetable_of"]
+
+# What a stored timetable text reads as: one cron, several (joined by " | "), or an interval
+# ("@every 90s from …"). All three answer fires_after / next_fires / fires_between alike.
+AnyTimetable = Timetable | Several | Interval
+
+
+def timetable_of(text: str, tz: str, *, hash_key: str | None = None) -> AnyTimetable:
+    """The timetable a stored ``cron`` text names; raises InvalidSchedule naming the field.
+
+    Every reader of a stored job's timetable comes here (through ``schedule``), so the
+    scheduler tick, the store, the ledger check, backfill and the previews read a list of
+    crons and an interval alike."""
+    if is_interval_text(text):
+        return Interval.from_text(text, tz)
+    if "|" in text:
+        return Several.from_text(text, tz, hash_key=hash_key)
+    return Timetable(text, tz, hash_key=hash_key)
 
 _TINY = timedelta(microseconds=1)
 
@@ -30,7 +50,7 @@ class Schedule:
 
     __slots__ = ("_at", "_end", "_start", "_table", "_zone", "tz")
 
-    def __init__(self, table: Timetable | None, tz: str, *, at: datetime | None = None,
+    def __init__(self, table: AnyTimetable | None, tz: str, *, at: datetime | None = None,
                  start_at: datetime | None = None, end_at: datetime | None = None) -> None:
         if (table is None) == (at is None):
             raise ValueError("a schedule has a timetable or an at instant, exactly one")
@@ -98,6 +118,6 @@ def schedule(cron: str | None, tz: str, *, hash_key: str | None = None,
              at: datetime | None = None, start_at: datetime | None = None,
              end_at: datetime | None = None) -> Schedule:
     """The Schedule of a job's fields; raises InvalidSchedule for a bad cron or zone."""
-    table = Timetable(cron, tz, hash_key=hash_key) if cron is not None else None
+    table = timetable_of(cron, tz, hash_key=hash_key) if cron is not None else None
     return Schedule(table, tz, at=at if table is None else None, start_at=start_at,
                     end_at=end_at)

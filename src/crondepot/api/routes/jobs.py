@@ -14,8 +14,10 @@ from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
 from crondepot.api.models import (
     BILL_DUE_ONCE,
+    BRANCH_HOURS_REMINDER,
     EMI_REMINDER,
     EMI_TWELVE_MONTH_ENDS,
+    PAYMENT_RECHECK_EVERY_4H,
     PYTHON_JOB,
     Job,
     JobDocument,
@@ -72,7 +74,11 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
                                                       "python_handler": PYTHON_JOB,
                                                       "bill_due_once": BILL_DUE_ONCE,
                                                       "emi_twelve_month_ends":
-                                                          EMI_TWELVE_MONTH_ENDS}))
+                                                          EMI_TWELVE_MONTH_ENDS,
+                                                      "payment_recheck_every_4h":
+                                                          PAYMENT_RECHECK_EVERY_4H,
+                                                      "weekdays_and_saturdays":
+                                                          BRANCH_HOURS_REMINDER}))
 def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
     spec = JobSpec.from_document(doc)
     job, created = create_job(conn, who.tenant_id, spec)

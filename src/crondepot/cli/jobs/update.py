@@ -28,7 +28,7 @@ from crondepot.job import fields as F
 from crondepot.job import store
 
 # flag -> document field, for the fields people change most; others go in --file
-_FLAGS = ("cron", "tz", "priority", "payload", "lease_seconds", "rate_limit", "catchup")
+_FLAGS = ("tz", "priority", "payload", "lease_seconds", "rate_limit", "catchup")
 
 
 def register(actions: Any, action: Any) -> None:
@@ -45,7 +45,14 @@ def register(actions: Any, action: Any) -> None:
                         metavar="N", help="change it only if it is still at version N "
                                           "(the API's If-Match); default: the version read "
                                           "just before the change")
-    parser.add_argument("--cron", help="the cron expression")
+    parser.add_argument("--cron", action="append", metavar="CRON",
+                        help="the cron expression; repeated, a list of them (several "
+                             "schedules, one run per instant); replaces every and anchor")
+    parser.add_argument("--every", metavar="INTERVAL",
+                        help="an interval like 90s, 15m, 4h or 1d instead of the cron "
+                             "(replaces cron; the anchor stays unless --anchor is given)")
+    parser.add_argument("--anchor", metavar="INSTANT",
+                        help="the RFC 3339 instant an interval counts from")
     parser.add_argument("--tz", metavar="ZONE", help="the IANA time zone, e.g. Asia/Kolkata")
     parser.add_argument("--priority", choices=F.PRIORITY.choices, help="urgent, normal or bulk")
     parser.add_argument("--payload", metavar="JSON", type=_json_object,
@@ -134,6 +141,24 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _timetable_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """--cron (once: a text, repeated: a list), --every and --anchor: a job has one
+    timetable, so a cron given drops the interval and an interval the cron."""
+    from crondepot.cli.jobs import InvalidDocument
+
+    if args.cron is not None and args.every is not None:
+        raise InvalidDocument("give --cron or --every, not both", field="every")
+    changes: dict[str, Any] = {}
+    if args.cron is not None:
+        changes = {"cron": args.cron[0] if len(args.cron) == 1 else list(args.cron),
+                   "every": None, "anchor": None}
+    if args.every is not None:
+        changes = {**changes, "every": args.every, "cron": None}
+    if args.anchor is not None:
+        changes["anchor"] = args.anchor
+    return changes
+
+
 def patch_of(args: argparse.Namespace) -> dict[str, Any]:
     """The merge patch: --file's fields, then the flags given."""
     from crondepot.cli.jobs import InvalidDocument, read_source
@@ -154,6 +179,7 @@ def patch_of(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, name)
         if value is not None:
             patch[name] = None if value is _NONE else value
+    patch.update(_timetable_flags(args))
     if not patch and not retry_flags(args):
         raise InvalidDocument("nothing to change: give --file or a field flag (--cron, "
                               "--tz, --priority, ...)", field="document")

@@ -115,6 +115,9 @@ CREATE TABLE public.jobs (
     paused_at timestamp with time zone,
     paused_by text,
     pause_after_failures integer,
+    crons jsonb,
+    every_s integer,
+    anchor_at timestamp with time zone,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
@@ -122,7 +125,10 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_check2 CHECK (((next_run_at IS NULL) = (next_nominal_at IS NULL))),
     CONSTRAINT jobs_check3 CHECK (((retry_cap_s <= (86400)::double precision) AND (retry_cap_s >= retry_base_s))),
     CONSTRAINT jobs_cron_or_at CHECK (((cron IS NULL) <> (at IS NULL))),
+    CONSTRAINT jobs_crons_check CHECK (((jsonb_typeof(crons) = 'array'::text) AND ((jsonb_array_length(crons) >= 1) AND (jsonb_array_length(crons) <= 20)))),
     CONSTRAINT jobs_ended_reason_check CHECK ((ended_reason = ANY (ARRAY['completed'::text, 'end_at'::text, 'max_runs'::text]))),
+    CONSTRAINT jobs_every_s_check CHECK (((every_s >= 1) AND (every_s <= 315360000))),
+    CONSTRAINT jobs_interval_text CHECK ((((every_s IS NULL) = (anchor_at IS NULL)) AND ((every_s IS NULL) OR starts_with(cron, '@every '::text)))),
     CONSTRAINT jobs_key_check CHECK (((length(key) >= 1) AND (length(key) <= 200))),
     CONSTRAINT jobs_labels_check CHECK ((jsonb_typeof(labels) = 'object'::text)),
     CONSTRAINT jobs_lease_seconds_check CHECK (((lease_seconds >= 5) AND (lease_seconds <= 43200))),
@@ -1166,6 +1172,47 @@ CREATE VIEW public.job_writes_3 WITH (security_invoker='true') AS
    FROM public.jobs;
 
 --
+-- Name: job_writes_4; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes_4 WITH (security_invoker='true') AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
+    pause_after_failures,
+    crons,
+    every_s,
+    anchor_at,
+    created_at
+   FROM public.jobs;
+
+--
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -1331,7 +1378,10 @@ CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
     pause_note,
     paused_at,
     paused_by,
-    pause_after_failures
+    pause_after_failures,
+    crons,
+    every_s,
+    anchor_at
    FROM public.jobs;
 
 --
@@ -1630,7 +1680,7 @@ CREATE TRIGGER handler_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.h
 -- Name: jobs jobs_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures, crons, every_s, anchor_at ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
 
 --
 -- Name: jobs jobs_audit_deleted; Type: TRIGGER; Schema: public; Owner: -
