@@ -6,8 +6,8 @@ sends them (``datetime.fromisoformat`` reads them). ``SCHEMAS`` names the OpenAP
 each one is; a test fails when a schema, or a property of one, has no counterpart here.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: TypedDict reads NotRequired only from evaluated
+# annotations (Python 3.11), and __optional_keys__ must say which keys may be absent.
 from typing import Any, Literal, NotRequired, TypedDict
 
 Priority = Literal["urgent", "normal", "bulk"]
