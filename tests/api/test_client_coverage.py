@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +190,16 @@ def test_a_problem_becomes_the_exception_of_its_type_else_its_status(
     raised = errors.error_for(status, problem, {})
     assert type(raised) is cls and raised.status == status
     assert raised.errors == [errors.FieldError("cron", "bad")]
+
+
+def test_the_client_loads_no_server_library() -> None:
+    """What a user's process imports: crondepot.Client brings neither psycopg nor FastAPI,
+    and ``import crondepot`` does not load the client until it is named."""
+    script = ("import sys, crondepot\n"
+              "before = 'crondepot.client' in sys.modules\n"
+              "crondepot.Client, crondepot.AsyncClient\n"
+              "print(before, sorted(m for m in ('psycopg', 'psycopg_pool', 'fastapi', "
+              "'starlette', 'crondepot.api', 'crondepot.db') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split(None, 1) == ["False", "[]\n"]
