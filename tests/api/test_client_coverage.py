@@ -203,3 +203,15 @@ def test_the_client_loads_no_server_library() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=True)
     assert done.stdout.split(None, 1) == ["False", "[]\n"]
+
+
+def test_every_method_is_called_by_the_client_tests() -> None:
+    """Each method of OPERATIONS, and each iterator, is exercised against the real API in
+    test_client.py (which runs it with both clients)."""
+    text = (Path(__file__).parent / "test_client.py").read_text()
+    sync = Client("http://unused", "t")
+    methods = set(OPERATIONS.values()) | {
+        f"{group}.{name}" for group, value in _groups(sync).items()
+        for name in _public(value) if name.startswith("iter")}
+    sync.close()
+    assert {m for m in methods if f".{m}(" not in text} == set()
