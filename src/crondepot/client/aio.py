@@ -27,6 +27,7 @@ from crondepot.client.errors import TransportError
 
 T = TypeVar("T")
 
+
 class Jobs:
     """Jobs: create, read, list, change, pause, resume, trigger, cancel, backfill, import."""
 
@@ -49,10 +50,10 @@ class Jobs:
         return await self._c.send(ops.jobs_get_by_key(key))
 
     async def list(self, *, cursor: str | None = None, limit: int | None = None,
-             priority: M.Priority | None = None, paused: bool | None = None,
-             active: bool | None = None, key_prefix: str | None = None,
-             unhealthy: bool | None = None,
-             labels: Mapping[str, str] | None = None) -> M.JobPage:
+                   priority: M.Priority | None = None, paused: bool | None = None,
+                   active: bool | None = None, key_prefix: str | None = None,
+                   unhealthy: bool | None = None,
+                   labels: Mapping[str, str] | None = None) -> M.JobPage:
         """One page of jobs, by id; ``next_cursor`` leads to the next (None on the last).
         ``labels``: jobs carrying every one of them."""
         return await self._c.send(ops.jobs_list(
@@ -90,7 +91,7 @@ class Jobs:
         return await self._c.send(ops.jobs_cancel(job_id))
 
     async def backfill(self, job_id: int, *, since: datetime, until: datetime | None = None,
-                 include_skipped: bool = False, dry_run: bool = False) -> M.BackfillResult:
+                       include_skipped: bool = False, dry_run: bool = False) -> M.BackfillResult:
         """Write the fires of [since, until) that have no row (at most 31 days and 10,000
         fires a call: call again from ``next_from`` while it is set). Idempotent by
         design: a fire never gets a second row."""
@@ -145,9 +146,9 @@ class Runs:
         self._c = client
 
     async def list(self, *, cursor: str | None = None, limit: int | None = None,
-             status: M.RunStatus | None = None, job_id: int | None = None,
-             error: str | None = None, since: datetime | None = None,
-             until: datetime | None = None) -> M.ListedRunPage:
+                   status: M.RunStatus | None = None, job_id: int | None = None,
+                   error: str | None = None, since: datetime | None = None,
+                   until: datetime | None = None) -> M.ListedRunPage:
         """One page of the tenant's runs, newest ended first."""
         return await self._c.send(ops.runs_list(cursor=cursor, limit=limit, status=status,
                                                 job_id=job_id, error=error, since=since,
@@ -162,7 +163,7 @@ class Runs:
             since=since, until=until))
 
     async def list_for_job(self, job_id: int, *, cursor: str | None = None,
-                     limit: int | None = None) -> M.RunPage:
+                           limit: int | None = None) -> M.RunPage:
         """One page of a job's runs, newest first; NotFound for another tenant's job."""
         return await self._c.send(ops.runs_list_for_job(job_id, cursor=cursor, limit=limit))
 
@@ -186,8 +187,8 @@ class DeadLetter:
         self._c = client
 
     async def list(self, *, cursor: str | None = None, limit: int | None = None,
-             job_id: int | None = None, error: str | None = None,
-             since: datetime | None = None, until: datetime | None = None) -> M.DeadRunList:
+                   job_id: int | None = None, error: str | None = None,
+                   since: datetime | None = None, until: datetime | None = None) -> M.DeadRunList:
         return await self._c.send(ops.dead_letter_list(cursor=cursor, limit=limit, job_id=job_id,
                                                        error=error, since=since, until=until))
 
@@ -199,9 +200,9 @@ class DeadLetter:
             until=until))
 
     async def replay(self, *, run_ids: Sequence[str] | None = None, job_id: int | None = None,
-               error: str | None = None, since: datetime | None = None,
-               until: datetime | None = None, limit: int | None = None,
-               dry_run: bool = False, ignore_deadline: bool = False) -> M.ReplayResult:
+                     error: str | None = None, since: datetime | None = None,
+                     until: datetime | None = None, limit: int | None = None,
+                     dry_run: bool = False, ignore_deadline: bool = False) -> M.ReplayResult:
         """Queue dead runs again (same run ids), at least one filter given. Retried only
         as a dry run (sent again, it would replay runs that died in between)."""
         return await self._c.send(ops.dead_letter_replay(
@@ -269,7 +270,7 @@ class Tokens:
         return await self._c.send(ops.tokens_revoke(token_id))
 
     async def rotate_signing_secret(self, *, overlap_seconds: int | None = None
-                              ) -> M.RotatedSecret:
+                                    ) -> M.RotatedSecret:
         """A new webhook signing secret (shown once); the old one signs during the
         overlap. Not retried."""
         return await self._c.send(ops.tokens_rotate_signing_secret(overlap_seconds=overlap_seconds))
@@ -282,7 +283,7 @@ class Audit:
         self._c = client
 
     async def list(self, *, cursor: str | None = None, limit: int | None = None,
-             subject: str | None = None, action: str | None = None) -> M.AuditPage:
+                   subject: str | None = None, action: str | None = None) -> M.AuditPage:
         return await self._c.send(ops.audit_list(cursor=cursor, limit=limit, subject=subject,
                                                  action=action))
 
@@ -307,7 +308,7 @@ class AsyncClient:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.policy = retry or RetryPolicy(retries=retries)
         self.http = httpx.AsyncClient(transport=transport,
-                                 **client_options(base_url, token, timeout))
+                                      **client_options(base_url, token, timeout))
         self.jobs = Jobs(self)
         self.bulk = Bulk(self)
         self.runs = Runs(self)
@@ -318,7 +319,7 @@ class AsyncClient:
         self.audit = Audit(self)
 
     async def verify(self, *, since: datetime | None = None,
-               until: datetime | None = None) -> M.LedgerReport:
+                     until: datetime | None = None) -> M.LedgerReport:
         """The ledger check of the tenant's jobs (default: the last 24 hours)."""
         return await self.send(ops.verify(since=since, until=until))
 
