@@ -160,6 +160,23 @@ def test_import_documents_from_an_iterable(api: Any, conn: psycopg.Connection[An
     assert snapshot(conn) == before
 
 
+def test_import_in_batches_numbers_lines_in_the_whole_iterable(api: Any) -> None:
+    bad = {"key": "imp:bad", "cron": "x"}
+    documents = [_doc("imp:0"), bad, _doc("imp:2"), bad, bad, bad, _doc("imp:6")]
+    # the second batch (lines 4-6) is refused whole by the API: counted, not raised
+    done = api.jobs.import_documents(iter(documents), batch_size=3)
+    assert (done["lines"], done["created"], done["existing"], done["failed"]) == (7, 3, 0, 4)
+    assert [e["line"] for e in done["errors"]] == [2, 4, 5, 6]
+    with pytest.raises(C.ValidationError) as caught:
+        api.jobs.import_documents([bad] * 4, batch_size=2)
+    assert [e.line for e in caught.value.errors] == [1, 2, 3, 4]
+    assert (caught.value.problem["lines"], caught.value.problem["failed"]) == (4, 4)
+    with pytest.raises(C.ValidationError):
+        api.jobs.import_documents([], batch_size=2)                 # no line at all
+    with pytest.raises(ValueError, match="batch_size"):
+        api.jobs.import_documents(documents, batch_size=0)
+
+
 def test_bulk_actions_by_filter(api: Any) -> None:
     for i in range(3):
         api.jobs.create(_doc(f"emi:{i}", labels={"bank": "42"}))

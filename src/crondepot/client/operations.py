@@ -13,12 +13,14 @@ is idempotent by design, as its builder says.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from itertools import islice
 from typing import Any, TypeVar, cast
 
 from crondepot.client import models as M
 from crondepot.client._http import Call, body, params, segment
+from crondepot.client.errors import ValidationError
 
 T = TypeVar("T")
 JSON_LINES = "application/x-ndjson"
@@ -113,6 +115,67 @@ def jobs_import(documents: Iterable[Mapping[str, Any]]) -> Call[M.ImportResult]:
         lines.append(json.dumps(document, separators=(",", ":")).encode())
     return Call("POST", "/v1/import", _as(M.ImportResult), content=b"\n".join(lines) + b"\n",
                 headers={"Content-Type": JSON_LINES}, idempotent=keyed and bool(lines))
+
+
+def jobs_import_batches(documents: Iterable[Mapping[str, Any]], batch_size: int | None
+                        ) -> Iterator[tuple[int, Call[M.ImportResult]]]:
+    """(documents before it, its call) of each batch of ``batch_size`` documents (None:
+    one batch of them all), read from ``documents`` only as each batch is sent."""
+    if batch_size is None:
+        yield 0, jobs_import(documents)
+        return
+    if batch_size < 1:
+        raise ValueError(f"expected batch_size to be at least 1, got {batch_size}")
+    items = iter(documents)
+    before = 0
+    while batch := list(islice(items, batch_size)):
+        yield before, jobs_import(batch)
+        before += len(batch)
+    if before == 0:
+        yield 0, jobs_import([])        # no document: the API's answer to an empty body
+
+
+class ImportTotals:
+    """The results of an import's batches as one: counts summed, each error's line
+    numbered in the whole iterable. A batch none of whose documents is valid (the API's
+    422 with ``lines``) counts as that many failed lines; only when no document of the
+    whole import was valid is the import refused, as the API refuses one body."""
+
+    def __init__(self) -> None:
+        self.total: M.ImportResult = {"lines": 0, "created": 0, "existing": 0, "failed": 0,
+                                      "errors": []}
+        self.last_refusal: ValidationError | None = None
+        self.batches = 0
+
+    def add(self, before: int, done: M.ImportResult) -> None:
+        self.batches += 1
+        for name in ("lines", "created", "existing", "failed"):
+            self.total[name] += done[name]
+        self.total["errors"].extend({**e, "line": e["line"] + before} for e in done["errors"])
+
+    def refused(self, before: int, refusal: ValidationError) -> None:
+        """Count a refused batch, or raise ``refusal`` if it is not an import's."""
+        if "lines" not in refusal.problem:
+            raise refusal
+        self.last_refusal = refusal
+        self.add(before, {"lines": refusal.problem["lines"], "created": 0, "existing": 0,
+                          "failed": refusal.problem.get("failed", 0),
+                          "errors": [{"line": e.line or 0, "field": e.field,
+                                      "message": e.message} for e in refusal.errors]})
+
+    def result(self) -> M.ImportResult:
+        """The whole import's result; the refusal when none of its documents was valid."""
+        if self.total["created"] + self.total["existing"] == 0 and \
+                self.last_refusal is not None:
+            if self.batches == 1:
+                raise self.last_refusal         # one body: the API's own answer
+            lines = self.total["lines"]
+            problem = {**self.last_refusal.problem, "lines": lines,
+                       "failed": self.total["failed"], "errors": self.total["errors"],
+                       "detail": f"none of the {lines} lines is a valid job document; "
+                                 "nothing was stored"}
+            raise ValidationError(problem, status=422, headers=self.last_refusal.headers)
+        return self.total
 
 
 # -- bulk --------------------------------------------------------------------------------

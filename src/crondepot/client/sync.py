@@ -22,7 +22,7 @@ from crondepot.client._http import (
     result,
     transport_error,
 )
-from crondepot.client.errors import TransportError
+from crondepot.client.errors import TransportError, ValidationError
 
 T = TypeVar("T")
 
@@ -98,12 +98,21 @@ class Jobs:
                                               include_skipped=include_skipped,
                                               dry_run=dry_run))
 
-    def import_documents(self, documents: Iterable[Mapping[str, Any]]) -> M.ImportResult:
-        """Import job documents as one NDJSON body (at most 64 MiB): valid ones are stored,
-        bad ones reported in ``errors`` by line (1 = the first document); ValidationError
-        when none is valid. Retried only when every document has a key (existing keys are
-        counted as ``existing`` and left as they are)."""
-        return self._c.send(ops.jobs_import(documents))
+    def import_documents(self, documents: Iterable[Mapping[str, Any]], *,
+                         batch_size: int | None = None) -> M.ImportResult:
+        """Import job documents as NDJSON: valid ones are stored, bad ones reported in
+        ``errors`` by line (1 = the first document); ValidationError when none is valid.
+        One body (at most 64 MiB) unless ``batch_size``: then a request per that many
+        documents, the iterable read only as each is sent, and the results summed. A batch
+        is retried only when every document in it has a key (existing keys are counted as
+        ``existing`` and left as they are, so the whole import may be run again)."""
+        totals = ops.ImportTotals()
+        for before, call in ops.jobs_import_batches(documents, batch_size):
+            try:
+                totals.add(before, self._c.send(call))
+            except ValidationError as refusal:
+                totals.refused(before, refusal)
+        return totals.result()
 
 
 class Bulk:
