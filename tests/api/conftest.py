@@ -13,6 +13,7 @@ from crondepot.api import ApiSettings, create_app
 from crondepot.db import Q, roles
 from crondepot.tenancy.tenants import hash_token, new_token
 from tests.support.api import EMI, bearer, granted_tenant
+from tests.support.client import Clients, serving
 
 
 @pytest.fixture
@@ -68,3 +69,26 @@ def job(client: TestClient, h: dict[str, str]) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     body: dict[str, Any] = response.json()
     return body
+
+
+@pytest.fixture
+def api_url(db_url: str, settings: ApiSettings) -> Iterator[str]:
+    """The app as it runs (runtime role), served over HTTP in a thread: its base URL."""
+    with serving(create_app(roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE),
+                            settings)) as url:
+        yield url
+
+
+@pytest.fixture(params=["sync", "async"])
+def clients(request: pytest.FixtureRequest, api_url: str) -> Iterator[Clients]:
+    """Makes crondepot.Client (``sync``) or AsyncClient (``async``, driven step by step)
+    for ``api_url``: each client test runs against both."""
+    made = Clients(request.param, api_url)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def api(clients: Clients, token: str) -> Any:
+    """A client of tenant bank42's admin token."""
+    return clients(token)
