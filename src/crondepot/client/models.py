@@ -25,7 +25,9 @@ class Job(TypedDict):
 
     id: int
     key: str | None
-    cron: NotRequired[str]
+    cron: NotRequired[str | list[str]]     # a list when the job has several crons
+    every: NotRequired[str]                 # an interval ("90s"), instead of cron or at
+    anchor: NotRequired[str]                # the interval's anchor instant
     at: NotRequired[str]
     tz: str
     priority: Priority
