@@ -310,3 +310,14 @@ def test_every_documented_request_example_is_accepted(client: TestClient,
                     job = response.json()
                 tried += 1
     assert tried >= 9
+
+
+def test_redoc_bundle_fetches_nothing_from_a_cdn(client: TestClient) -> None:
+    """/redoc's page names only the app's own URLs (above); its bundle, as served, no longer
+    draws the Redocly logo from cdn.redoc.ly."""
+    html = client.get("/redoc").text
+    (bundle_url,) = re.findall(r'<script src="([^"]+)"', html)
+    bundle = client.get(bundle_url)
+    assert bundle.status_code == 200 and len(bundle.content) > 100_000
+    assert "cdn.redoc.ly" not in bundle.text
+    assert not re.search(r"""['"(]https?://cdn\.""", bundle.text)
