@@ -89,7 +89,8 @@ def test_live_endpoint_renders_the_parts_and_refuses_without_a_session(
     assert re.search(r'limit-waiting">30<', body["parts"]["limits"])
     assert 'id="tile-ready"' in body["parts"]["tiles"]
     everything = client.get("/console/live").json()["parts"]
-    assert set(everything) == {"tiles", "limits", "system"}
+    assert set(everything) == {"tiles", "queues", "limits", "system"}
+    assert 'id="queue"' in everything["queues"] and "worker-1" in everything["queues"]
     assert "otherbank" not in str(everything)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -25,24 +25,36 @@ BURST = 50
 
 def nine_oclock_wave(conn: psycopg.Connection[Any], tenant_id: int, jobs: int) -> list[int]:
     """``jobs`` reminder jobs of ``tenant_id`` at 9:00 behind the shared 25/s limit, each
-    with one queued run that fell due a minute ago (fixed instants, not named after now's
-    second: the runs are 9:00 of 2026-01-05, due since then)."""
+    with one queued run of the latest 9:00 fire, due since then."""
     set_limit(conn, LIMIT, RATE, BURST)
     grant(conn, tenant_id, limits=[LIMIT])
     specs = [JobSpec.from_document({
         "key": f"reminder:{i}", "cron": "0 9 * * *", "tz": "UTC", "target": PYTHON_TARGET,
         "rate_limit": LIMIT, "labels": {"wave": "nine"}}) for i in range(jobs)]
     ids = [job.id for job in create_jobs(conn, tenant_id, specs)]
+    queue_fire(conn, ids, last_nine())
+    return ids
+
+
+def last_nine() -> int:
+    """The latest 09:00 UTC already past (unix seconds): the wave's fire. Whole hours, so
+    no run id is named after the current second (a trigger now never meets one)."""
+    now = datetime.now(UTC)
+    nine = now.replace(hour=9, minute=0, second=0, microsecond=0)
+    return int((nine if nine <= now else nine - timedelta(days=1)).timestamp())
+
+
+def queue_fire(conn: psycopg.Connection[Any], job_ids: list[int], nominal: int) -> None:
+    """A queued run of each job for the fire at ``nominal`` (unix seconds), due then."""
     conn.execute(
         """
         INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, status,
                           attempt, available_at, created_at)
-        SELECT j.id || ':1767603600', j.id, j.tenant_id, j.priority,
-               '2026-01-05T09:00:00Z', '2026-01-05T09:00:00Z', 'queued', 1,
-               '2026-01-05T09:00:00Z', now()
-        FROM jobs AS j WHERE j.id = ANY(%s)
-        """, (ids,))
-    return ids
+        SELECT j.id || ':' || %(nominal)s::bigint, j.id, j.tenant_id, j.priority,
+               to_timestamp(%(nominal)s), to_timestamp(%(nominal)s), 'queued', 1,
+               to_timestamp(%(nominal)s), now()
+        FROM jobs AS j WHERE j.id = ANY(%(ids)s)
+        """, {"ids": job_ids, "nominal": nominal})
 
 
 def bucket_row(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:

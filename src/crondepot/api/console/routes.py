@@ -106,7 +106,7 @@ NOTICES = {
     "retried": "Run queued again: same run id (the same idempotency key), fresh attempts.",
 }
 LIVE_SECONDS = 3           # the overview's and the panels' refresh (static/console.js)
-LIVE_PARTS = ("tiles", "limits", "system")
+LIVE_PARTS = ("tiles", "queues", "limits", "system")
 STATIC = {"console.css": "text/css; charset=utf-8",
           "console.js": "text/javascript; charset=utf-8"}
 
@@ -275,7 +275,7 @@ def limits(request: Request, conn: Conn) -> HTMLResponse:
 @router.get("/live")
 def live(request: Request, conn: Conn) -> JSONResponse:
     """The live parts of the overview and the limit panel, rendered by the same macros as
-    the page (``?parts=tiles,limits,system``; all by default): the page's script swaps
+    the page (``?parts=tiles,queues,limits,system``; all by default): the page's script swaps
     them in every LIVE_SECONDS. A lapsed session is a 401 here, not a redirect."""
     try:
         current = session(request, conn)
@@ -287,9 +287,14 @@ def live(request: Request, conn: Conn) -> JSONResponse:
     tenant = current.who.tenant_id
     macros = _env.get_template("_panels.html").module
     html: dict[str, str] = {}
-    if "tiles" in parts:
+    if "tiles" in parts or "queues" in parts:
         data = views.overview_tiles(conn, tenant)
-        html["tiles"] = str(macros.tiles(**data))        # type: ignore[attr-defined]
+        if "tiles" in parts:
+            html["tiles"] = str(macros.tiles(  # type: ignore[attr-defined]
+                data["stats"], data["states"], data["finished_last_hour"], data["workers"]))
+        if "queues" in parts:
+            html["queues"] = str(macros.queues(  # type: ignore[attr-defined]
+                data["stats"], data["states"], data["hour_ago"], data["workers"]))
     if "limits" in parts:
         html["limits"] = str(macros.limits_table(     # type: ignore[attr-defined]
             views.limit_panel(conn, tenant)))

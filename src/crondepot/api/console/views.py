@@ -89,7 +89,8 @@ def overview_tiles(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, A
     stats = reads.stats(conn, tenant_id)
     states = _states(conn, tenant_id, stats)
     workers = conn.cursor(row_factory=dict_row).execute(Q.live_workers).fetchall()
-    return {"stats": stats, "states": states, "workers": workers,
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="seconds")
+    return {"stats": stats, "states": states, "workers": workers, "hour_ago": hour_ago,
             "finished_last_hour": _finished(stats)}
 
 
