@@ -315,8 +315,10 @@ class ReplayRequest(_Doc):
         # ReDoc with the property's null alternative, a schema warning)
         "anyOf": [{"required": ["run_ids"],
                    "properties": {"run_ids": {"not": {"type": "null"}, "minItems": 1}}},
-                  *({"required": [name], "properties": {name: {"not": {"type": "null"}}}}
-                    for name in ("job_id", "error", "since", "until"))]})
+                  {"required": ["job_id"], "properties": {"job_id": {"not": {"type": "null"}}}},
+                  {"required": ["error"], "properties": {"error": {"not": {"type": "null"}}}},
+                  {"required": ["since"], "properties": {"since": {"not": {"type": "null"}}}},
+                  {"required": ["until"], "properties": {"until": {"not": {"type": "null"}}}}]})
 
     @field_validator("job_id", "limit", mode="before")
     @classmethod
