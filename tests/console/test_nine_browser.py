@@ -100,7 +100,7 @@ def test_the_nine_oclock_panels_in_chromium(
     with processes(db_url):
         _until(browser, lambda d: "scheduler-2" in _text(d, "#schedulers"), "schedulers")
         assert "node-a" in _text(browser, "#leader")
-        assert "0 unaccounted" in _text(browser, "#ledger")
+        assert "clean" in _text(browser, "#ledger")
         assert browser.find_element(By.TAG_NAME, "body").get_attribute(
             "data-not-reloaded") == "yes"
         _shot(browser, shots, "02-overview-live")

@@ -12,7 +12,15 @@ from fastapi.testclient import TestClient
 
 from crondepot.limits.holds import hold
 from tests.support.console import World, add_job, csrf_of, login
-from tests.support.nine import BURST, LIMIT, bucket_row, nine_oclock_wave, processes
+from tests.support.nine import (
+    BURST,
+    LIMIT,
+    bucket_row,
+    last_nine,
+    nine_oclock_wave,
+    processes,
+    queue_fire,
+)
 
 OPERATOR = "op_" + "s3cret-operator-token-of-the-test" * 2
 
@@ -72,7 +80,8 @@ def test_status_panel_names_schedulers_leader_workers_and_the_ledger_check(
         assert "node-a" in leader and "ago" in leader
         assert "worker-1" in html[html.index('id="workers-alive"'):]
         ledger = html[html.index('id="ledger"'):]
-        assert "0 unaccounted, 0 duplicated" in ledger and "checked" in ledger
+        assert "clean: every fire since" in ledger and "checked" in ledger
+        assert "fires since" not in ledger.replace("every fire since", "")  # no counts
     assert "none connected" in client.get("/console").text     # they are gone
 
 
@@ -125,7 +134,7 @@ def operator_login(client: TestClient, token: str = OPERATOR) -> Any:
 
 
 def test_operator_sees_every_tenant_side_by_side_read_only(
-        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+        client: TestClient, world: World, conn: psycopg.Connection[Any], db_url: str) -> None:
     client.app.state.console_operator_token = OPERATOR  # type: ignore[attr-defined]
     nine_oclock_wave(conn, world.tenant_id, 50)
     done = operator_login(client)
@@ -134,13 +143,15 @@ def test_operator_sees_every_tenant_side_by_side_read_only(
     assert "crondepot_console_operator=" in cookie and "HttpOnly" in cookie
     assert "Path=/console/operator" in cookie and "samesite=strict" in cookie.lower()
     assert OPERATOR not in cookie
-    html = client.get("/console/operator").text
+    with processes(db_url):
+        html = client.get("/console/operator").text
     tenants = html[html.index('id="tenants"'):]
     assert 'data-tenant="bank42"' in tenants and 'data-tenant="otherbank"' in tenants
     assert re.search(r'data-tenant="bank42"><td><strong>bank42</strong></td>'
                      r'<td class="num">51<', tenants)   # 50 of the wave and the world's one
     assert re.search(r'limit-waiting">50<', row_of(html, LIMIT))
     assert "read-only" in html and "<form" in html and html.count("<form") == 1   # logout
+    assert "0 unaccounted, 0 duplicated" in html and "node-a" in html   # the full check
     live = client.get("/console/operator/live").json()["parts"]
     assert set(live) == {"tenants", "limits", "system"} and "otherbank" in live["tenants"]
     # the operator cookie opens no tenant's pages
@@ -175,3 +186,17 @@ def test_without_an_operator_token_the_view_does_not_exist(
         refused = operator_login(client, token or OPERATOR)
         assert refused.status_code == 401 and "unknown or revoked" in refused.text
         assert client.get("/console/operator").status_code == 404
+
+
+def test_a_limit_with_no_bucket_says_its_runs_fail_and_a_granted_one_shows_idle(
+        client: TestClient, world: World, conn: psycopg.Connection[Any]) -> None:
+    nine_oclock_wave(conn, world.tenant_id, 0)           # the bucket, granted, no runs
+    typo = add_job(conn, world.tenant_id, key="bank42:typo", cron="0 9 * * *",
+                   rate_limit="sms-gatewya")
+    queue_fire(conn, [typo], last_nine())
+    login(client, world.admin)
+    html = client.get("/console/limits").text
+    assert "no such bucket" in row_of(html, "sms-gatewya")
+    assert re.search(r'limit-waiting">1<', row_of(html, "sms-gatewya"))
+    idle = row_of(html, LIMIT)
+    assert re.search(r'limit-waiting">0<', idle) and ">~0.00 s<" in idle

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import time
@@ -36,6 +37,8 @@ from crondepot.api.problems import RateLimited
 from crondepot.db import Q
 from crondepot.tenancy import scope
 
+log = logging.getLogger("crondepot.api")
+
 TOKEN_ENV = "CRONDEPOT_CONSOLE_OPERATOR_TOKEN"
 COOKIE = "crondepot_console_operator"
 PATH = "/console/operator"
@@ -50,6 +53,9 @@ def configured_token(request: Request) -> str | None:
 
 def token_from_env(env: dict[str, str] | None = None) -> str | None:
     value = (dict(os.environ) if env is None else env).get(TOKEN_ENV, "").strip()
+    if value and len(value) < MIN_TOKEN_CHARS:
+        log.warning("%s is shorter than %d characters: the console's operator view is off",
+                    TOKEN_ENV, MIN_TOKEN_CHARS)
     return value or None
 
 

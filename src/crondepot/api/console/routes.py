@@ -344,7 +344,8 @@ def operator_live(request: Request, conn: Conn) -> JSONResponse:
                     views.tenants_side_by_side(conn))),
                 "limits": str(macros.limits_table(     # type: ignore[attr-defined]
                     views.limit_panel(conn, None), with_tenant=True)),
-                "system": str(macros.system(views.system_status(conn)))}  # type: ignore[attr-defined]
+                "system": str(macros.system(  # type: ignore[attr-defined]
+                    views.system_status(conn), full=True))}
     return _live_json(html)
 
 

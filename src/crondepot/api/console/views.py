@@ -215,8 +215,8 @@ class LimitRow:
 
 
 def limit_panel(conn: psycopg.Connection[Any], tenant_id: int | None) -> list[LimitRow]:
-    """The rate limits the tenant's active jobs name (every tenant's for None), with the
-    bucket's tokens now (read, never taken) and the runs waiting behind each."""
+    """The rate limits a tenant may use or its queued runs name (every tenant's for None),
+    with the bucket's tokens now (read, never taken) and the runs waiting behind each."""
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(Q.console_limit_panel, {
             "tenant_id": tenant_id, "hold": HOLD_SECONDS + SLACK_SECONDS}).fetchall()

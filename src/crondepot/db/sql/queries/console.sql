@@ -1,27 +1,32 @@
 -- The web console's "why is 9:00 late?" panels (crondepot/api/console/views.py).
 
 -- name: console_limit_panel
--- Per tenant (one, or every tenant for NULL) and per rate limit its active jobs name: the
--- bucket's rate, burst and tokens now, and the tenant's queued runs of that limit that are
--- due (ready now, or held and due) and held. Tokens are read as take_tokens
--- (ratelimit.sql) would compute them, without taking any and without writing the row:
--- min(burst less what a worker may hold, tokens + rate × seconds since the refill). A name
--- with no bucket (a typo: its runs fail, UnknownLimit) has NULL rate.
-WITH used AS (
-    SELECT DISTINCT tenant_id, rate_limit AS name
-    FROM jobs
-    WHERE (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s::bigint)
-      AND active AND rate_limit IS NOT NULL
-), queued AS (
+-- Per tenant (one, or every tenant for NULL) and per rate limit it may use (its own buckets,
+-- the shared ones granted to it) or that its queued runs' jobs name: the bucket's rate,
+-- burst and tokens now, and the tenant's queued runs of that limit that are due (ready now,
+-- or held and due). Tokens are read as take_tokens (ratelimit.sql) would compute them,
+-- without taking any and without writing the row: min(burst less what a worker may hold,
+-- tokens + rate × seconds since the refill). A name with no bucket (its runs fail,
+-- UnknownLimit) has NULL rate. Reads the queued runs and the small grant and bucket tables,
+-- never the whole jobs table: it is polled every few seconds.
+WITH queued AS (
     SELECT r.tenant_id, j.rate_limit AS name,
            count(*) FILTER (WHERE coalesce(r.held_available_at, r.available_at) <= now())
-               AS waiting,
-           count(*) FILTER (WHERE r.available_at = 'infinity') AS moved_out
+               AS waiting
     FROM runs AS r
     JOIN jobs AS j ON j.id = r.job_id
     WHERE (%(tenant_id)s::bigint IS NULL OR r.tenant_id = %(tenant_id)s::bigint)
       AND r.status = 'queued' AND j.rate_limit IS NOT NULL
     GROUP BY 1, 2
+), used AS (
+    SELECT tenant_id, name FROM queued
+    UNION
+    SELECT tenant_id, limit_name FROM limit_grants
+    WHERE %(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s::bigint
+    UNION
+    SELECT tenant_id, name FROM rate_limits
+    WHERE tenant_id IS NOT NULL
+      AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s::bigint)
 )
 SELECT t.name AS tenant, u.tenant_id, u.name, b.rate_per_second, b.burst,
        least(greatest(1, b.burst - b.rate_per_second * %(hold)s::float8),
