@@ -150,6 +150,7 @@ def test_operator_sees_every_tenant_side_by_side_read_only(
     assert re.search(r'data-tenant="bank42"><td><strong>bank42</strong></td>'
                      r'<td class="num">51<', tenants)   # 50 of the wave and the world's one
     assert re.search(r'limit-waiting">50<', row_of(html, LIMIT))
+    assert re.search(r'data-tenant="otherbank">.*?tenant-held">0<', tenants)
     assert "read-only" in html and "<form" in html and html.count("<form") == 1   # logout
     assert "0 unaccounted, 0 duplicated" in html and "node-a" in html   # the full check
     live = client.get("/console/operator/live").json()["parts"]
@@ -177,6 +178,29 @@ def test_a_tenant_never_sees_the_operator_view(client: TestClient, world: World)
     for forged in ("9999999999.nonce.deadbeef", "", "a.b", "1.2.3.4"):
         client.cookies.set("crondepot_console_operator", forged, path="/console/operator")
         assert client.get("/console/operator").status_code == 404, forged
+
+
+def test_an_operator_session_ends_when_it_expires_or_the_secret_changes(
+        client: TestClient, world: World) -> None:
+    from crondepot.api.console import operator
+
+    client.app.state.console_operator_token = OPERATOR  # type: ignore[attr-defined]
+    assert operator_login(client).status_code == 303
+    assert client.get("/console/operator").status_code == 200
+    client.app.state.console_operator_token = OPERATOR + "-rotated"  # type: ignore[attr-defined]
+    assert client.get("/console/operator").status_code == 404
+    # a cookie signed with the right key but expired
+    client.app.state.console_operator_token = OPERATOR  # type: ignore[attr-defined]
+    body = "1000000000.nonce"
+    client.cookies.clear()
+    client.cookies.set(operator.COOKIE, f"{body}.{operator._sign(OPERATOR, body)}",
+                       path="/console/operator")
+    assert client.get("/console/operator").status_code == 404
+    body = "9999999999.nonce"          # the same cookie unexpired is one: the expiry refused it
+    client.cookies.clear()
+    client.cookies.set(operator.COOKIE, f"{body}.{operator._sign(OPERATOR, body)}",
+                       path="/console/operator")
+    assert client.get("/console/operator").status_code == 200
 
 
 def test_without_an_operator_token_the_view_does_not_exist(

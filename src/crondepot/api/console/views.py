@@ -22,6 +22,7 @@ from crondepot.job import targets
 from crondepot.job.health import job_health, list_unhealthy_jobs, unhealthy_among
 from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
 from crondepot.limits.buckets import HOLD_SECONDS, SLACK_SECONDS
+from crondepot.limits.holds import list_holds
 from crondepot.runs import reads
 from crondepot.runs.deadletter import DeadFilter, DeadRun, list_dead
 from crondepot.scheduler.ledger import latest_check
@@ -102,7 +103,11 @@ def _finished(stats: dict[str, Any]) -> int:
 
 def tenants_side_by_side(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
     """The operator's view: each tenant's queue, oldest ready run, start lag, running runs
-    and dead letter (a connection that sees every tenant, console/operator.py)."""
+    and dead letter, and the queued runs its holds keep (a connection that sees every
+    tenant, console/operator.py)."""
+    held: dict[str, int] = {}
+    for h in list_holds(conn, None):
+        held[h.tenant] = held.get(h.tenant, 0) + h.queued
     rows = []
     for tenant_id, name in conn.execute(Q.console_tenants).fetchall():
         stats = reads.stats(conn, tenant_id)
@@ -111,6 +116,7 @@ def tenants_side_by_side(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
                   if q["oldest_ready_seconds"] is not None]
         rows.append({"id": tenant_id, "name": name, "stats": stats, "running": states["running"],
                      "ready": sum(q["ready"] for q in stats["queue"].values()),
+                     "held": held.get(name, 0),
                      "waiting": sum(q["waiting"] for q in stats["queue"].values()),
                      "oldest_ready_seconds": max(oldest) if oldest else None})
     return rows
