@@ -325,13 +325,15 @@ class ReplayRequest(_Doc):
     model_config = ConfigDict(extra="forbid", json_schema_extra={
         "examples": [{"error": "TimeoutError", "since": "2025-01-05T03:30:00Z",
                       "dry_run": True}],
-        # the route's rule "at least one filter", as a schema can say it
+        # the route's rule "at least one filter", as a schema can say it: present and not
+        # null (each property's own schema says its type; a type here would be merged by
+        # ReDoc with the property's null alternative, a schema warning)
         "anyOf": [{"required": ["run_ids"],
-                   "properties": {"run_ids": {"type": "array", "minItems": 1}}},
-                  {"required": ["job_id"], "properties": {"job_id": {"type": "integer"}}},
-                  {"required": ["error"], "properties": {"error": {"type": "string"}}},
-                  {"required": ["since"], "properties": {"since": {"type": "string"}}},
-                  {"required": ["until"], "properties": {"until": {"type": "string"}}}]})
+                   "properties": {"run_ids": {"not": {"type": "null"}, "minItems": 1}}},
+                  {"required": ["job_id"], "properties": {"job_id": {"not": {"type": "null"}}}},
+                  {"required": ["error"], "properties": {"error": {"not": {"type": "null"}}}},
+                  {"required": ["since"], "properties": {"since": {"not": {"type": "null"}}}},
+                  {"required": ["until"], "properties": {"until": {"not": {"type": "null"}}}}]})
 
     @field_validator("job_id", "limit", mode="before")
     @classmethod

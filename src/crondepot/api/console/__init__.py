@@ -6,13 +6,15 @@ functions as the API and the CLI.
 
 from fastapi import FastAPI
 
-from crondepot.api.console import bulk
+from crondepot.api.console import bulk, operator
 from crondepot.api.console.routes import install as _install_pages
 from crondepot.api.console.routes import router
 
 
 def install(app: FastAPI) -> None:
     """Mount the console: the bulk form first (``/console/jobs/bulk`` is not a job id)."""
+    # The operator's read-only view across tenants exists only with this secret set.
+    app.state.console_operator_token = operator.token_from_env()
     app.include_router(bulk.router)
     _install_pages(app)
 

@@ -8,6 +8,8 @@ an unknown one; a read-only token sees everything and is refused every change (4
 
 from __future__ import annotations
 
+import hmac
+import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,11 +20,12 @@ from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from crondepot.api import throttle
 from crondepot.api.auth import Conn
-from crondepot.api.console import views
+from crondepot.api.console import operator, views
 from crondepot.api.console.session import (
     LOGIN_COOKIE,
     PATH,
@@ -88,6 +91,7 @@ Form = Annotated[dict[str, list[str]], Depends(form_fields)]
 REPLAY_LIMIT = 10_000
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "connect-src 'self'; "
                                "img-src 'self' data:; form-action 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -101,6 +105,8 @@ NOTICES = {
     "already": "A run for this second already exists: nothing new was queued.",
     "retried": "Run queued again: same run id (the same idempotency key), fresh attempts.",
 }
+LIVE_SECONDS = 3           # the overview's and the panels' refresh (static/console.js)
+LIVE_PARTS = ("tiles", "queues", "limits", "system")
 STATIC = {"console.css": "text/css; charset=utf-8",
           "console.js": "text/javascript; charset=utf-8"}
 
@@ -129,11 +135,17 @@ def _secs(value: float | timedelta | None) -> str:
     return f"{sign}{seconds / 86400:.1f} d"
 
 
+def _pretty(value: Any) -> str:
+    """Indented JSON as text (autoescaped by the template like any text: a payload's
+    "<script>" shows as written, never runs)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
 _env = Environment(loader=PackageLoader("crondepot.api.console", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True),
                    trim_blocks=True, lstrip_blocks=True)
-_env.filters.update(dt=_dt, local=_local, secs=_secs)
-_env.globals.update(PATH=PATH, PRIORITIES=PRIORITIES)
+_env.filters.update(dt=_dt, local=_local, secs=_secs, pretty=_pretty)
+_env.globals.update(PATH=PATH, PRIORITIES=PRIORITIES, LIVE_SECONDS=LIVE_SECONDS)
 
 
 def render(request: Request, template: str, context: dict[str, Any], *,
@@ -200,6 +212,16 @@ def login(request: Request, conn: Conn, form: Form) -> Response:
     check_login_nonce(request, form)
     token = first(form, "token").strip()
     try:
+        throttle.refuse_if_throttled(request)
+    except RateLimited as exc:
+        raise ConsoleError(429, "Slow down", exc.detail, headers=exc.headers) from None
+    if token and operator.is_operator_token(request, token):
+        # the operator's read-only view across tenants (console/operator.py)
+        to_operator = redirect(operator.PATH)
+        operator.set_operator_cookie(to_operator, request)
+        to_operator.delete_cookie(LOGIN_COOKIE, path=f"{PATH}/login")
+        return to_operator
+    try:
         if not token:
             raise Unauthorized("paste a token")
         who = check_token(request, conn, token)
@@ -234,7 +256,110 @@ def overview(request: Request, conn: Conn) -> HTMLResponse:
     current = session(request, conn)
     data = views.overview(conn, current.who.tenant_id)
     return render_page(request, current, "overview.html", nav="overview",
-                 holds=list_holds(conn, current.who.tenant_id), **data)
+                       holds=list_holds(conn, current.who.tenant_id),
+                       limits=views.limit_panel(conn, current.who.tenant_id),
+                       sys=views.system_status(conn), live_src=f"{PATH}/live", **data)
+
+
+@router.get("/limits")
+def limits(request: Request, conn: Conn) -> HTMLResponse:
+    """The rate-limit panel: per limit the tenant's jobs use, the bucket (rate, burst,
+    tokens now), the runs waiting behind it, its hold and a drain estimate; and the
+    schedulers, maintenance leader, workers and ledger check."""
+    current = session(request, conn)
+    return render_page(request, current, "limits.html", nav="limits",
+                       limits=views.limit_panel(conn, current.who.tenant_id),
+                       sys=views.system_status(conn), live_src=f"{PATH}/live")
+
+
+@router.get("/live")
+def live(request: Request, conn: Conn) -> JSONResponse:
+    """The live parts of the overview and the limit panel, rendered by the same macros as
+    the page (``?parts=tiles,queues,limits,system``; all by default): the page's script swaps
+    them in every LIVE_SECONDS. A lapsed session is a 401 here, not a redirect."""
+    try:
+        current = session(request, conn)
+    except ConsoleError as exc:
+        return JSONResponse({"error": exc.title}, status_code=exc.status,
+                            headers={**SECURITY_HEADERS, **exc.headers})
+    asked = [p for p in request.query_params.get("parts", "").split(",") if p in LIVE_PARTS]
+    parts = asked or list(LIVE_PARTS)
+    tenant = current.who.tenant_id
+    macros = _env.get_template("_panels.html").module
+    html: dict[str, str] = {}
+    if "tiles" in parts or "queues" in parts:
+        data = views.overview_tiles(conn, tenant)
+        if "tiles" in parts:
+            html["tiles"] = str(macros.tiles(  # type: ignore[attr-defined]
+                data["stats"], data["states"], data["finished_last_hour"], data["workers"]))
+        if "queues" in parts:
+            html["queues"] = str(macros.queues(  # type: ignore[attr-defined]
+                data["stats"], data["states"], data["hour_ago"], data["workers"]))
+    if "limits" in parts:
+        html["limits"] = str(macros.limits_table(     # type: ignore[attr-defined]
+            views.limit_panel(conn, tenant)))
+    if "system" in parts:
+        html["system"] = str(macros.system(views.system_status(conn)))  # type: ignore[attr-defined]
+    return _live_json(html)
+
+
+def _live_json(html: dict[str, str]) -> JSONResponse:
+    return JSONResponse({"at": datetime.now(UTC).isoformat(timespec="seconds"), "parts": html},
+                        headers={**SECURITY_HEADERS, "Cache-Control": "no-store"})
+
+
+# ----- the operator's view across tenants (console/operator.py) ---------------------------
+
+
+def _operator(request: Request, conn: Any) -> None:
+    """Admit an operator request; anything else (a tenant's session included) is a 404."""
+    if not operator.is_operator(request):
+        raise ConsoleError(404, "Not found", "no such page")
+    try:
+        operator.admit(request, conn)
+    except RateLimited as exc:
+        raise ConsoleError(429, "Slow down", exc.detail, headers=exc.headers) from None
+
+
+@router.get("/operator")
+def operator_view(request: Request, conn: Conn) -> HTMLResponse:
+    """Every tenant's queues, limits and lag side by side, and the processes; read-only."""
+    _operator(request, conn)
+    with operator.read_only(conn):
+        context = {"tenants": views.tenants_side_by_side(conn),
+                   "limits": views.limit_panel(conn, None), "sys": views.system_status(conn)}
+    return render(request, "operator.html", {
+        "s": None, "operator_csrf": operator.csrf(request), "nav": "operator",
+        "live_src": f"{operator.PATH}/live", **context})
+
+
+@router.get("/operator/live")
+def operator_live(request: Request, conn: Conn) -> JSONResponse:
+    if not operator.is_operator(request):
+        return JSONResponse({"error": "Not found"}, status_code=404, headers=SECURITY_HEADERS)
+    _operator(request, conn)
+    macros = _env.get_template("_panels.html").module
+    with operator.read_only(conn):
+        html = {"tenants": str(macros.tenants_table(   # type: ignore[attr-defined]
+                    views.tenants_side_by_side(conn))),
+                "limits": str(macros.limits_table(     # type: ignore[attr-defined]
+                    views.limit_panel(conn, None), with_tenant=True)),
+                "system": str(macros.system(  # type: ignore[attr-defined]
+                    views.system_status(conn), full=True))}
+    return _live_json(html)
+
+
+@router.post("/operator/logout")
+def operator_logout(request: Request, form: Form) -> Response:
+    if not operator.is_operator(request):
+        raise ConsoleError(404, "Not found", "no such page")
+    sent = first(form, "csrf")
+    if not sent or not hmac.compare_digest(sent.encode(), operator.csrf(request).encode()):
+        raise ConsoleError(403, "Forbidden", "the form's CSRF token is missing or does not "
+                           "match; reload the page and try again")
+    response = redirect(f"{PATH}/login")
+    operator.clear_operator_cookie(response)
+    return response
 
 
 def _bulk_notice(query: Any) -> str | None:

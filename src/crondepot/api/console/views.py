@@ -21,8 +21,11 @@ from crondepot.db import Q
 from crondepot.job import targets
 from crondepot.job.health import job_health, list_unhealthy_jobs, unhealthy_among
 from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
+from crondepot.limits.buckets import HOLD_SECONDS, SLACK_SECONDS
+from crondepot.limits.holds import list_holds
 from crondepot.runs import reads
 from crondepot.runs.deadletter import DeadFilter, DeadRun, list_dead
+from crondepot.scheduler.ledger import latest_check
 from crondepot.timetable import Fire
 
 NOTES = {
@@ -71,14 +74,57 @@ def _fire(fire: Fire) -> FireView:
     return FireView(at=fire.at, local=fire.local, note=fire.note)
 
 
-def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
-    stats = reads.stats(conn, tenant_id)
-    states = dict.fromkeys(RUN_STATES, 0)
+def _states(conn: psycopg.Connection[Any], tenant_id: int,
+            stats: dict[str, Any]) -> dict[str, int]:
+    states: dict[str, int] = dict.fromkeys(RUN_STATES, 0)
     for status, count in conn.execute(Q.console_runs_by_state, {"tenant_id": tenant_id}):
         states[status] = states.get(status, 0) + count
     # the outcomes as `crondepot status` counts them, so that each count's link to the runs
     # page (status, since an hour ago) lists exactly the runs counted
     states.update(stats["finished_last_hour"])
+    return states
+
+
+def overview_tiles(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
+    """What the overview's tiles show, without the charts (the live refresh's read)."""
+    stats = reads.stats(conn, tenant_id)
+    states = _states(conn, tenant_id, stats)
+    workers = conn.cursor(row_factory=dict_row).execute(Q.live_workers).fetchall()
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="seconds")
+    return {"stats": stats, "states": states, "workers": workers, "hour_ago": hour_ago,
+            "finished_last_hour": _finished(stats)}
+
+
+def _finished(stats: dict[str, Any]) -> int:
+    """Runs that ended succeeded, failed or dead in the last hour (the tile's count)."""
+    return sum(n for s, n in stats["finished_last_hour"].items()
+               if s in ("succeeded", "failed", "dead"))
+
+
+def tenants_side_by_side(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    """The operator's view: each tenant's queue, oldest ready run, start lag, running runs
+    and dead letter, and the queued runs its holds keep (a connection that sees every
+    tenant, console/operator.py)."""
+    held: dict[str, int] = {}
+    for h in list_holds(conn, None):
+        held[h.tenant] = held.get(h.tenant, 0) + h.queued
+    rows = []
+    for tenant_id, name in conn.execute(Q.console_tenants).fetchall():
+        stats = reads.stats(conn, tenant_id)
+        states = _states(conn, tenant_id, stats)
+        oldest = [q["oldest_ready_seconds"] for q in stats["queue"].values()
+                  if q["oldest_ready_seconds"] is not None]
+        rows.append({"id": tenant_id, "name": name, "stats": stats, "running": states["running"],
+                     "ready": sum(q["ready"] for q in stats["queue"].values()),
+                     "held": held.get(name, 0),
+                     "waiting": sum(q["waiting"] for q in stats["queue"].values()),
+                     "oldest_ready_seconds": max(oldest) if oldest else None})
+    return rows
+
+
+def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
+    stats = reads.stats(conn, tenant_id)
+    states = _states(conn, tenant_id, stats)
     minutes = conn.execute(Q.console_minutes, {"tenant_id": tenant_id}).fetchall()
     labels = [row[0].astimezone(UTC).strftime("%H:%M") for row in minutes]
     throughput = charts.stacked_bars(
@@ -94,7 +140,7 @@ def overview(conn: psycopg.Connection[Any], tenant_id: int) -> dict[str, Any]:
     return {"stats": stats, "states": states, "throughput": throughput, "lag": lag,
             "hour_ago": hour_ago,
             "workers": workers,
-            "finished_last_hour": sum(row[1] + row[2] for row in minutes)}
+            "finished_last_hour": _finished(stats)}
 
 
 def jobs_page(conn: psycopg.Connection[Any], tenant_id: int, where: JobFilter, *,
@@ -140,3 +186,63 @@ def target_summary(target: dict[str, Any]) -> str:
 
 def dead_letter(conn: psycopg.Connection[Any], where: DeadFilter) -> list[DeadRun]:
     return list_dead(conn, where)
+
+
+# ----- the 9:00 panels: rate limits, the schedulers and the maintenance leader --------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitRow:
+    """One rate limit a tenant's jobs use, as the panel shows it."""
+
+    tenant: str
+    tenant_id: int
+    name: str
+    rate_per_second: float | None     # None: no bucket of that name (its runs fail)
+    burst: int | None
+    tokens: float | None
+    shared: bool
+    waiting: int                      # queued runs of the limit that are due (held or not)
+    held: bool                        # a hold (limits pause) names it: none are claimed
+
+    @property
+    def drain_seconds(self) -> float | None:
+        """waiting / rate: an estimate (it assumes the workers keep up and the bucket is
+        this tenant's alone); None when held or when there is no bucket."""
+        if self.held or not self.rate_per_second:
+            return None
+        return self.waiting / self.rate_per_second
+
+    def document(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "name": self.name, "rate_per_second": self.rate_per_second,
+                "burst": self.burst, "tokens": None if self.tokens is None
+                else round(self.tokens, 2), "shared": self.shared, "waiting": self.waiting,
+                "held": self.held, "drain_estimate_seconds": self.drain_seconds}
+
+
+def limit_panel(conn: psycopg.Connection[Any], tenant_id: int | None) -> list[LimitRow]:
+    """The rate limits a tenant may use or its queued runs name (every tenant's for None),
+    with the bucket's tokens now (read, never taken) and the runs waiting behind each."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(Q.console_limit_panel, {
+            "tenant_id": tenant_id, "hold": HOLD_SECONDS + SLACK_SECONDS}).fetchall()
+    return [LimitRow(**row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Process:
+    kind: str                          # "scheduler" or "maintenance leader"
+    name: str
+    sessions: int
+    last_active_seconds: float | None
+
+
+def system_status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The schedulers, the maintenance leader and the workers alive, and the latest ledger
+    check: what ``crondepot status`` and the metrics read, for the console."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        processes = [Process(**row) for row in cur.execute(Q.console_processes)]
+        workers = cur.execute(Q.live_workers).fetchall()
+    return {"schedulers": [p for p in processes if p.kind == "scheduler"],
+            "leader": next((p for p in processes if p.kind == "maintenance leader"), None),
+            "workers": workers, "ledger": latest_check(conn)}
