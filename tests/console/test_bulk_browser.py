@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 from crondepot.job.store import get_job
 from tests.console.test_browser import (  # noqa: F401  (fixtures)
@@ -30,6 +31,9 @@ def test_bulk_pause_asks_to_confirm_in_a_real_browser(
     browser.get(f"{console_url}/jobs")
     _wait(browser, "input[name=label]").send_keys("bank=42")
     browser.find_element(By.CSS_SELECTOR, "form.filters button[type=submit]").click()
+    # The unfiltered page has a bulk form too: wait for the filtered page itself (its URL
+    # names the label), not for an element both pages show.
+    WebDriverWait(browser, 15).until(lambda b: "label=bank" in b.current_url)
     _wait(browser, "#bulk-form")
     assert len(browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")) == 3
     browser.find_element(By.ID, "bulk-count").click()
