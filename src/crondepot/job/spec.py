@@ -48,6 +48,7 @@ from crondepot.job.fields import (
     Field,
 )
 from crondepot.timetable import Schedule, Timetable, schedule, uses_hash, validate_zone
+from crondepot.timetable.calendar import business_days
 
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
 # through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
@@ -97,6 +98,8 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)
     alert_after_failures: int | None = None
     pause_after_failures: int | None = None
+    # {"exclude", "on_excluded", "business_days"}, every member given; None: no calendar
+    calendar: dict[str, str] | None = None
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -194,6 +197,7 @@ def _parse(doc: Any) -> JobSpec:
         else _int(doc, F.ALERT_AFTER_FAILURES),
         pause_after_failures=None if doc.get("pause_after_failures") is None
         else _int(doc, F.PAUSE_AFTER_FAILURES),
+        calendar=_calendar(doc.get("calendar")),
     )
     _check_window(spec)
     _check_schedule(spec)
@@ -394,6 +398,27 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
     if priority == "urgent":
         return 0, key  # urgent runs are never spread: they exist to be on time
     return seconds, key
+
+
+def _calendar(value: Any) -> dict[str, str] | None:
+    """The calendar object with every member given; that the calendar exists is the store's
+    check (job/calendars.py), this one is the document's alone."""
+    if value is None:
+        return None
+    calendar = an_object(value, "calendar")
+    no_extra(calendar, frozenset(f.name for f in F.CALENDAR_FIELDS), "calendar")
+    name = calendar.get("exclude")
+    if not isinstance(name, str) or not matches(name, F.CALENDAR_EXCLUDE):
+        raise InvalidJob("expected calendar.exclude to be a calendar's name (1-63 lowercase "
+                         "letters, digits or '-', not beginning or ending with '-', like "
+                         f"in-bank-holidays), got {json.dumps(name)}", field="calendar.exclude")
+    days = calendar.get("business_days", F.CALENDAR_BUSINESS_DAYS.default)
+    try:
+        business_days(days)
+    except InvalidSchedule as exc:
+        raise InvalidJob(str(exc), field="calendar.business_days") from None
+    return {"exclude": name, "on_excluded": _choice(calendar, F.CALENDAR_ON_EXCLUDED),
+            "business_days": days.strip().lower()}
 
 
 def _retry(doc: dict[str, Any]) -> tuple[int, float, float]:
