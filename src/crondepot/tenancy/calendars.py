@@ -221,7 +221,7 @@ def parse_ics(text: str | bytes) -> list[date]:
 
     try:
         calendar = icalendar.Calendar.from_ical(text)
-    except ValueError as exc:
+    except (ValueError, KeyError, IndexError, TypeError) as exc:   # its parser's refusals
         raise InvalidCalendar(f"not an iCalendar file: {exc}", field="file") from None
     dates: list[date] = []
     for event in calendar.walk("VEVENT"):
