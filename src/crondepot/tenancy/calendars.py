@@ -114,9 +114,10 @@ def _date(value: object, field: str) -> date:
 # -- the store -----------------------------------------------------------------------------
 
 def set_calendar(conn: psycopg.Connection[Any], tenant_id: int, name: str,
-                 dates: Sequence[date]) -> Calendar:
+                 dates: Sequence[date], *, now: datetime | None = None) -> Calendar:
     """Create or replace the tenant's calendar ``name``; its live jobs plan their next fires
-    with the new dates at the next tick. Unchanged dates change nothing (same version)."""
+    with the new dates at the next tick (due from ``now``, the database's by default).
+    Unchanged dates change nothing (same version)."""
     check_name(name)
     with conn.transaction():
         with conn.cursor(row_factory=class_row(Calendar)) as cur:
@@ -124,7 +125,7 @@ def set_calendar(conn: psycopg.Connection[Any], tenant_id: int, name: str,
                                                    "dates": list(dates)}).fetchone()
         if written is None:
             return get_calendar(conn, tenant_id, name)
-        conn.execute(Q.nudge_calendar_jobs, {"tenant_id": tenant_id, "name": name, "now": None})
+        conn.execute(Q.nudge_calendar_jobs, {"tenant_id": tenant_id, "name": name, "now": now})
         conn.execute(Q.notify_jobs_changed)
     return written
 
