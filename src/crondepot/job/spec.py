@@ -141,6 +141,19 @@ class JobSpec:
         return (f"{attempts}; waits up to {shown} s (random from 0, cap "
                 f"{self.retry_cap_s:g} s)")
 
+    @property
+    def calendar_text(self) -> str | None:
+        """The calendar rule in one line, for people: "in-bank-holidays: a fire on one of
+        its dates moves to the business day before (business days mon-fri)"."""
+        if self.calendar is None:
+            return None
+        what = {"skip": "is skipped",
+                "next_business_day": "moves to the next business day",
+                "previous_business_day": "moves to the business day before"}
+        return (f"{self.calendar['exclude']}: a fire on one of its dates "
+                f"{what[self.calendar['on_excluded']]} (business days "
+                f"{self.calendar['business_days']})")
+
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""
         return self.key if self.key is not None else str(job_id)
