@@ -71,3 +71,22 @@ def test_a_calendar_a_live_job_uses_is_not_deleted(cli: Cli) -> None:
     unknown = cli("jobs", "add", "--tenant", "bank42", json.dumps(
         {**doc, "key": "emi2", "calendar": {"exclude": "no-such"}}))
     assert unknown.code == 2 and "calendar.exclude" in unknown.err
+
+
+def test_next_previews_which_fires_a_calendar_skips_or_moves(cli: Cli) -> None:
+    _tenant(cli, "bank42")
+    assert cli("calendars", "set", "in-bank-holidays", "--tenant", "bank42", "--dates",
+               "2027-01-05").code == 0
+    base = ("next", "0 9 5 * *", "--tz", "Asia/Kolkata", "--after", "2026-12-10T00:00:00Z",
+            "-n", "2", "--calendar", "in-bank-holidays", "--tenant", "bank42")
+    moved = cli(*base, "--on-excluded", "previous_business_day", "--json")
+    assert moved.code == 0, moved.err
+    assert moved.json() == [
+        {"at": "2027-01-05T03:30:00Z", "due_at": "2027-01-04T03:30:00Z", "calendar": "moved"},
+        {"at": "2027-02-05T03:30:00Z", "due_at": "2027-02-05T03:30:00Z", "calendar": None}]
+    skipped = cli(*base)
+    assert skipped.code == 0 and "2027-01-05 excluded, skipped" in skipped.out
+    unknown = cli("next", "0 9 5 * *", "--calendar", "nope", "--tenant", "bank42")
+    assert unknown.code == 2 and "no calendar named 'nope'" in unknown.err
+    no_tenant = cli("next", "0 9 5 * *", "--calendar", "in-bank-holidays")
+    assert no_tenant.code == 2 and "--tenant" in no_tenant.err

@@ -8,9 +8,11 @@ replaces the calendar's dates whole, from ``--dates`` or from ``--file``: an iCa
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from crondepot.base.errors import CrondepotError
 from crondepot.cli.shared.options import add_database, add_json, operator_connection
 from crondepot.cli.shared.output import fail, print_json
 from crondepot.cli.shared.tenant import add_tenant, tenant_id
@@ -24,6 +26,7 @@ from crondepot.tenancy.calendars import (
     parse_file,
     set_calendar,
 )
+from crondepot.timetable.calendar import ON_EXCLUDED, Rule, business_days
 
 
 def register(commands: Any) -> None:
@@ -108,3 +111,48 @@ def run_delete(args: argparse.Namespace) -> int:
     else:
         print(f"{args.name}: deleted")
     return 0
+
+
+# -- crondepot next --calendar: what the calendar does to each fire of a preview ------------
+
+def add_preview_options(parser: argparse.ArgumentParser) -> None:
+    """``next``'s calendar options (the database only read when --calendar is given)."""
+    parser.add_argument("--calendar", metavar="NAME", default=None,
+                        help="show which fires this calendar of --tenant skips or moves")
+    add_tenant(parser, required=False, help_text="the tenant whose calendar --calendar names")
+    parser.add_argument("--on-excluded", choices=ON_EXCLUDED, default="skip",
+                        help="what a fire on a calendar date does (default skip)")
+    parser.add_argument("--business-days", default="mon-fri",
+                        help="where a moved fire may land (default mon-fri)")
+    add_database(parser)
+
+
+def preview_rule(args: argparse.Namespace) -> Rule | None:
+    """The rule ``--calendar`` asks for, its dates read from the database; None without it."""
+    if args.calendar is None:
+        return None
+    if args.tenant is None:
+        raise CrondepotError("--calendar needs --tenant (or CRONDEPOT_TENANT)")
+    days = business_days(args.business_days, field="--business-days")
+    with operator_connection(args) as conn:
+        calendar = get_calendar(conn, tenant_id(conn, args.tenant), args.calendar)
+    return Rule(dates=frozenset(calendar.dates), on_excluded=args.on_excluded,
+                business_days=days, tz=args.tz)
+
+
+def preview_note(rule: Rule, at: datetime) -> tuple[str | None, datetime | None]:
+    """(what the calendar does to the fire at ``at``, for people; its due time, None if
+    skipped)."""
+    shift = rule.shift(at)
+    if not shift.moved:
+        return None, at
+    local = at.astimezone(rule_zone(rule)).date().isoformat()
+    if shift.at is None:
+        return f"calendar: {local} excluded, skipped", None
+    moved = shift.at.astimezone(rule_zone(rule)).replace(tzinfo=None).isoformat()
+    return f"calendar: {local} excluded, due {moved} local", shift.at
+
+
+def rule_zone(rule: Rule) -> Any:
+    from zoneinfo import ZoneInfo
+    return ZoneInfo(rule.tz)

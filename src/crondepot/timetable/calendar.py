@@ -18,7 +18,8 @@ from typing import Literal
 from crondepot.base.errors import InvalidSchedule
 from crondepot.timetable.zone import Kind, place, validate_zone
 
-__all__ = ["DAY_NAMES", "MAX_SEARCH_DAYS", "OnExcluded", "Rule", "Shift", "business_days"]
+__all__ = ["DAY_NAMES", "MAX_SEARCH_DAYS", "ON_EXCLUDED", "OnExcluded", "Rule", "Shift",
+           "business_days"]
 
 OnExcluded = Literal["skip", "next_business_day", "previous_business_day"]
 ON_EXCLUDED: tuple[OnExcluded, ...] = ("skip", "next_business_day", "previous_business_day")
