@@ -524,11 +524,11 @@ class LimitList(_Doc):
 
 
 class CalendarDocument(_Doc):
-    """A tenant's exclusion calendar, replaced whole: its dates (YYYY-MM-DD, at most 10,000;
+    """A tenant's exclusion calendar, replaced whole: its dates (YYYY-MM-DD, at most 3,650;
     repeats and order do not matter). ``PUT`` also takes an iCalendar file
     (``Content-Type: text/calendar``): its all-day events' dates."""
 
-    dates: list[str] = Field(max_length=10_000, examples=[["2026-12-25", "2027-01-26"]],
+    dates: list[str] = Field(max_length=3650, examples=[["2026-12-25", "2027-01-26"]],
                              json_schema_extra={"items": {
                                  "type": "string", "format": "date",
                                  "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}})
