@@ -5,6 +5,7 @@ calendar live jobs use cannot be deleted (409)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -163,3 +164,33 @@ def test_a_calendar_change_makes_its_jobs_due_for_a_new_plan(
                          "WHERE id = %s", (job["id"],)).fetchone()
     assert after is not None and after[0] <= after[2]      # due: the next tick plans it
     assert after[1].isoformat() == job["next_nominal_at"].replace("Z", "+00:00")
+
+
+def test_a_patch_or_an_import_naming_an_unknown_calendar_is_refused(
+        client: TestClient, h: dict[str, str], conn: psycopg.Connection[Any]) -> None:
+    assert _put(client, h, ["2027-01-05"]).status_code == 201
+    job = client.post("/v1/jobs", json=EMI, headers=h).json()
+    etag = {**h, "If-Match": f'"{job["version"]}"',
+            "Content-Type": "application/merge-patch+json"}
+    before = snapshot(conn)
+    refused = client.patch(f"/v1/jobs/{job['id']}", json={"calendar": {"exclude": "nope"}},
+                           headers=etag)
+    assert refused.status_code == 422
+    assert refused.json()["errors"][0]["field"] == "calendar.exclude"
+    assert snapshot(conn) == before
+    moved = client.patch(f"/v1/jobs/{job['id']}", json={"calendar": CALENDAR}, headers=etag)
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["calendar"]["exclude"] == "in-bank-holidays"
+    again = {**etag, "If-Match": f'"{moved.json()["version"]}"'}
+    cleared = client.patch(f"/v1/jobs/{job['id']}", json={"calendar": None}, headers=again)
+    assert cleared.status_code == 200 and cleared.json()["calendar"] is None
+    lines = [{**EMI, "key": "a", "calendar": {"exclude": "nope"}},
+             {**EMI, "key": "b", "calendar": CALENDAR}]
+    body = "".join(json.dumps(line) + "\n" for line in lines)
+    imported = client.post("/v1/import", content=body,
+                           headers={**h, "Content-Type": "application/x-ndjson"})
+    assert imported.status_code == 200, imported.text
+    result = imported.json()
+    assert result["created"] == 1 and result["failed"] == 1
+    assert result["errors"][0]["line"] == 1
+    assert result["errors"][0]["field"] == "calendar.exclude"
