@@ -152,17 +152,18 @@ def list_calendars(conn: psycopg.Connection[Any], tenant_id: int) -> list[Calend
 def delete_calendar(conn: psycopg.Connection[Any], tenant_id: int, name: str) -> None:
     """Delete a calendar no live job names; raises CalendarInUse (with some of the jobs)
     or CalendarNotFound."""
+    params = {"tenant_id": tenant_id, "name": name}
     with conn.transaction():
-        if conn.execute(Q.delete_calendar, {"tenant_id": tenant_id, "name": name}).fetchone():
+        if conn.execute(Q.lock_calendar, params).fetchone() is None:
+            raise CalendarNotFound(f"no calendar named {name!r}")
+        users = [row[0] for row in conn.execute(Q.calendar_users, {**params, "limit": 5})]
+        if not users:
+            conn.execute(Q.delete_calendar, params)
             return
-        users = [row[0] for row in conn.execute(Q.calendar_users, {
-            "tenant_id": tenant_id, "name": name, "limit": 5})]
-    if users:
-        shown = ", ".join(str(u) for u in users)
-        raise CalendarInUse(f"calendar {name!r} is used by live jobs (ids {shown}"
-                            f"{', …' if len(users) == 5 else ''}); change or cancel them "
-                            "first", job_ids=users)
-    raise CalendarNotFound(f"no calendar named {name!r}")
+    shown = ", ".join(str(u) for u in users)
+    raise CalendarInUse(f"calendar {name!r} is used by live jobs (ids {shown}"
+                        f"{', …' if len(users) == 5 else ''}); change or cancel them first",
+                        job_ids=users)
 
 
 def refuse_unknown(conn: psycopg.Connection[Any], tenant_id: int,

@@ -21,15 +21,18 @@ FROM calendars
 WHERE tenant_id = %(tenant_id)s::bigint
 ORDER BY name;
 
+-- name: lock_calendar
+-- The calendar row locked for its delete: a job write naming it holds it FOR SHARE
+-- (known_calendars) until it commits, so the delete's look for users, a statement after
+-- this one, sees that job.
+SELECT name FROM calendars
+WHERE tenant_id = %(tenant_id)s::bigint AND name = %(name)s::text
+FOR UPDATE;
+
 -- name: delete_calendar
--- Deleted only while no live job (active, paused or not) names it; the jobs_calendar index
--- finds them. Returns the name when deleted.
-DELETE FROM calendars AS c
-WHERE c.tenant_id = %(tenant_id)s::bigint AND c.name = %(name)s::text
-  AND NOT EXISTS (SELECT FROM jobs AS j
-                  WHERE j.tenant_id = c.tenant_id AND j.calendar ->> 'exclude' = c.name
-                    AND j.calendar IS NOT NULL AND j.active)
-RETURNING name;
+-- A locked calendar no live job names (calendar_users found none).
+DELETE FROM calendars
+WHERE tenant_id = %(tenant_id)s::bigint AND name = %(name)s::text;
 
 -- name: calendar_users
 -- The live jobs that name a calendar (at most a few, for a refusal's message).
@@ -40,9 +43,12 @@ ORDER BY id
 LIMIT %(limit)s::integer;
 
 -- name: known_calendars
--- Which of these names the tenant has calendars for (a job naming one is checked).
+-- Which of these names the tenant has calendars for (a job naming one is checked). FOR
+-- SHARE until the job write commits: a delete of the calendar waits for it (lock_calendar).
 SELECT name FROM calendars
-WHERE tenant_id = %(tenant_id)s::bigint AND name = ANY (%(names)s::text[]);
+WHERE tenant_id = %(tenant_id)s::bigint AND name = ANY (%(names)s::text[])
+ORDER BY name
+FOR SHARE;
 
 -- name: nudge_calendar_jobs
 -- A calendar changed: its live unpaused jobs are due now, so the next tick plans their next
