@@ -55,7 +55,9 @@ _UNSTATABLE = {(422, "validation", "cron"), (422, "validation", "tz"),
                (422, "validation", "target.url"), (422, "validation", "payload"),
                (422, "validation", "at"), (422, "validation", "start_at"),
                (422, "validation", "end_at"), (422, "validation", "max_runs"),
-               (422, "validation", "retry.cap_s")}
+               (422, "validation", "retry.cap_s"),
+               # a calendar the tenant has (state, like a grant)
+               (422, "validation", "calendar.exclude")}
 EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
     "POST /v1/jobs": {(422, "not-granted", None), (422, "quota-exceeded", None),
                       *_UNSTATABLE},
@@ -77,6 +79,9 @@ EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
     "POST /v1/dead-letter/replay": {(422, "validation", "since"), (422, "validation", "job_id")},
     "GET /v1/runs": {(422, "validation", "cursor"), (422, "validation", "since")},
     "POST /v1/jobs/{job_id}/backfill": {(422, "validation", "from"), (422, "validation", "to")},
+    # a date that exists and lies in 2000-2199 (a pattern says only YYYY-MM-DD); an
+    # iCalendar body that parses and has an all-day event
+    "PUT /v1/calendars/{name}": {(422, "validation", "dates"), (422, "validation", "file")},
 }
 
 
@@ -90,6 +95,8 @@ def _reason(response: Any) -> tuple[int, str, str | None]:
     field = errors[0].get("field") if body.get("type", "").endswith("/validation") else None
     if isinstance(field, str) and field.startswith("payload."):
         field = "payload"
+    if isinstance(field, str) and field.startswith("dates["):
+        field = "dates"
     return response.status_code, slug, field
 
 

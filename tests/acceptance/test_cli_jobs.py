@@ -62,7 +62,8 @@ class Cli:
         command, rest = args[0], list(args[1:])
         # --db goes after the sub-command (it belongs to each action's parser)
         argv = [command, *rest[:1], "--db", self.db_url, *rest[1:]] \
-            if command in ("tenants", "jobs", "runs") else [command, "--db", self.db_url, *rest]
+            if command in ("tenants", "jobs", "runs", "calendars") \
+            else [command, "--db", self.db_url, *rest]
         if stdin is not None:
             self.monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
         self.capsys.readouterr()

@@ -133,6 +133,18 @@ def test_job_page_shows_the_retry_curve(client: TestClient, world: World,
     assert 'id="retry-curve">3 attempts; waits up to 1, 2 s (random from 0, cap 2 s)' in html
 
 
+def test_job_page_shows_the_calendar(client: TestClient, world: World,
+                                     conn: psycopg.Connection[Any]) -> None:
+    login(client, world.admin)
+    assert 'id="calendar"' not in client.get(f"/console/jobs/{world.daily}").text
+    conn.execute("""UPDATE jobs SET calendar = '{"exclude": "in-bank-holidays", "on_excluded":
+                 "previous_business_day", "business_days": "mon-fri"}' WHERE id = %s""",
+                 (world.daily,))
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert ('id="calendar">in-bank-holidays: a fire on one of its dates moves to the business '
+            'day before (business days mon-fri)') in html
+
+
 def test_run_page(client: TestClient, world: World) -> None:
     login(client, world.admin)
     html = client.get(f"/console/runs/{world.dead[0]}").text

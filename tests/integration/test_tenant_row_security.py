@@ -49,6 +49,8 @@ def _fill(conn: psycopg.Connection[Any], name: str) -> int:
     conn.execute("INSERT INTO rate_limits (name, rate_per_second, burst, tokens) "
                  "VALUES (%s, 1, 1, 1)", (f"{name}-shared",))
     grant_limit(conn, tenant_id, f"{name}-shared")   # limit_grants
+    conn.execute("INSERT INTO calendars (tenant_id, name, dates) VALUES (%s, %s, "
+                 "'{2026-12-25}')", (tenant_id, f"{name}-holidays"))
     conn.execute("SELECT set_config('crondepot.actor', '', false)")
     return tenant_id
 

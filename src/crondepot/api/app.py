@@ -25,6 +25,7 @@ from crondepot.api.routes import (
     audit,
     backfill,
     bulk,
+    calendars,
     deadletter,
     holds,
     imports,
@@ -153,7 +154,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
     problems.install(app)
     for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,
                    service,
-                   ratelimits, tokens):
+                   ratelimits, calendars, tokens):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     scrape.install(app, metrics_access or scrape.MetricsAccess())

@@ -540,6 +540,30 @@ class LimitList(_Doc):
     items: list[Limit]
 
 
+class CalendarDocument(_Doc):
+    """A tenant's exclusion calendar, replaced whole: its dates (YYYY-MM-DD, at most 3,650;
+    repeats and order do not matter). ``PUT`` also takes an iCalendar file
+    (``Content-Type: text/calendar``): its all-day events' dates."""
+
+    dates: list[str] = Field(max_length=3650, examples=[["2026-12-25", "2027-01-26"]],
+                             json_schema_extra={"items": {
+                                 "type": "string", "format": "date",
+                                 "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}})
+
+
+class Calendar(_Doc):
+    name: str = Field(examples=["in-bank-holidays"])
+    dates: list[str] = Field(examples=[["2026-12-25", "2027-01-26"]])
+    count: int
+    version: int = Field(description="grows with every change of the dates")
+    created_at: str
+    updated_at: str
+
+
+class CalendarList(_Doc):
+    items: list[Calendar]
+
+
 # tokens.check_label's rule: no control character, not only spaces (and, as for every
 # string, no lone surrogate: a range of them is not a portable regex)
 _LABEL_CHAR = "[^\\u0000-\\u001f\\u007f]"

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from crondepot.api import auth
-from crondepot.api.models import DOCUMENTED, LimitDocument, Problem
+from crondepot.api.models import DOCUMENTED, CalendarDocument, LimitDocument, Problem
 from crondepot.api.problems import MEDIA_TYPE, api_routes
 from crondepot.base.jsontext import NO_NUL
 
@@ -160,7 +160,8 @@ def finish(app: FastAPI, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _add_models(schemas: dict[str, Any]) -> None:
-    models: tuple[type[BaseModel], ...] = (*DOCUMENTED, LimitDocument, Problem)
+    models: tuple[type[BaseModel], ...] = (*DOCUMENTED, LimitDocument, CalendarDocument,
+                                           Problem)
     _, defs = models_json_schema([(m, "validation") for m in models], ref_template=REF)
     for name, schema in defs.get("$defs", {}).items():
         schemas.setdefault(name, schema)

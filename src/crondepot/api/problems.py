@@ -39,6 +39,7 @@ from crondepot.db.migrations import MigrationError
 from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
 from crondepot.limits.buckets import LimitNotFound, LimitNotOwned
 from crondepot.runs.deadletter import RunNotRetryable, RunPastDeadline
+from crondepot.tenancy.calendars import CalendarInUse, CalendarNotFound, InvalidCalendar
 from crondepot.tenancy.grants import NotGranted
 from crondepot.tenancy.quotas import QuotaExceeded, UrgentNotAllowed
 from crondepot.tenancy.tokens import InvalidToken, TokenConflict, TokenNotFound
@@ -137,6 +138,9 @@ _DOMAIN: tuple[tuple[type[BaseException], _Kind], ...] = (
     (InvalidSchedule, _Kind(422, "validation", "Invalid schedule")),
     (JobNotFound, _Kind(404, "not-found", "Not found")),
     (LimitNotFound, _Kind(404, "not-found", "Not found")),
+    (CalendarNotFound, _Kind(404, "not-found", "Not found")),
+    (InvalidCalendar, _Kind(422, "validation", "Invalid calendar")),
+    (CalendarInUse, _Kind(409, "calendar-in-use", "Calendar used by live jobs")),
     (LimitNotOwned, _Kind(403, "limit-not-owned", "A shared rate limit is the operator's")),
     (InvalidToken, _Kind(422, "validation", "Invalid token request")),
     (InvalidOverlap, _Kind(422, "validation", "Invalid overlap")),
@@ -197,6 +201,10 @@ def _domain_extra(exc: BaseException) -> dict[str, Any]:
                            for field, message in exc.problems]}
     if isinstance(exc, InvalidSchedule | InvalidToken | InvalidOverlap):
         return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
+    if isinstance(exc, InvalidCalendar):
+        return {"errors": [{"field": exc.field, "message": str(exc)}]}
+    if isinstance(exc, CalendarInUse):
+        return {"job_ids": exc.job_ids}
     if isinstance(exc, KeyConflict):
         return {"key": exc.key}
     if isinstance(exc, RunNotRetryable):

@@ -29,9 +29,10 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 # Why a run is ``skipped``. The scheduler's plan writes the first five (catch-up cut the
 # fire, its misfire rule said too late, its job was paused); ``deadline_passed`` is the
-# queue's: a queued run whose misfire deadline passed before a worker could call it.
+# queue's: a queued run whose misfire deadline passed before a worker could call it;
+# ``calendar``: the fire's local date is in its job's exclusion calendar (on_excluded: skip).
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
-                     "misfire_local_deadline", "paused", "deadline_passed"]
+                     "misfire_local_deadline", "paused", "deadline_passed", "calendar"]
 SKIP_REASONS: tuple[SkipReason, ...] = get_args(SkipReason)
 
 # Why a job ended by itself (jobs.ended_reason): its one ``at`` run is written, its window
@@ -58,6 +59,8 @@ TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 
 # Names a job refers to, matched whole (``fullmatch``): a shared rate limit's and a Python
 # handler's. The job document, the grants, the buckets and the holds check the same two.
+# A calendar's name: a short slug ("in-bank-holidays"), as the calendars table's CHECK.
+CALENDAR_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 LIMIT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 HANDLER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
 

@@ -24,7 +24,7 @@ from crondepot.cli.shared.output import fail
 _COMMANDS = {"up": "up", "migrate": "migrate", "scheduler": "scheduler", "worker": "worker",
              "api": "api", "tenants": "tenants", "jobs": "jobs", "runs": "runs",
              "import": "import_", "status": "status", "dlq": "dlq", "limits": "limits",
-             "hosts": "hosts", "next": "next", "verify": "verify",
+             "calendars": "calendars", "hosts": "hosts", "next": "next", "verify": "verify",
              "backfill": "backfill", "prune": "prune", "db": "db"}
 
 

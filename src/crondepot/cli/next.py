@@ -1,6 +1,7 @@
-"""``crondepot next CRON... | --every N [--anchor T]  --tz ZONE [--start-at T] [--end-at T]``:
-preview a timetable (``L`` and ``D#n`` included; several crons as one job's list; an
-interval), inside a job's window if given, with the fires DST moved or merged."""
+"""``crondepot next CRON... | --every N [--anchor T]  --tz ZONE [--start-at T] [--end-at T]
+[--calendar NAME --tenant T]``: preview a timetable (``L`` and ``D#n`` included; several
+crons as one job's list; an interval), inside a job's window if given, with the fires DST
+moved or merged, and those a holiday calendar skips or moves."""
 
 from __future__ import annotations
 
@@ -59,7 +60,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--end-at", type=_instant, default=None,
                         help="ISO-8601 instant: no fire after it (a job's end_at)")
     parser.add_argument("--json", action="store_true",
-                        help="print a JSON list of ISO-8601 UTC instants")
+                        help="print a JSON list of ISO-8601 UTC instants (with --calendar, "
+                             "objects: at, due_at, calendar)")
+    from crondepot.cli.calendars import add_preview_options
+    add_preview_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -70,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidSchedule("--end-at must be after --start-at", field="end_at")
     window = Schedule(timetable, args.tz, start_at=args.start_at, end_at=args.end_at)
     fires = _take(window, after, args.count)
+    if args.calendar is not None:
+        return _with_calendar(args, fires)
     if args.json:
         print_json([_iso_utc(f.at) for f in fires])
         return 0
@@ -107,6 +113,20 @@ def _timetable(args: argparse.Namespace, after: datetime) -> AnyTimetable:
                               field="cron")
     tables = [Timetable(cron, args.tz, hash_key=args.key) for cron in args.cron]
     return tables[0] if len(tables) == 1 else Several(tables)
+def _with_calendar(args: argparse.Namespace, fires: list[Fire]) -> int:
+    """The preview with what ``--calendar`` does to each fire (docs/schedules.md)."""
+    from crondepot.cli.calendars import preview_note, preview_rule
+    rule = preview_rule(args)
+    assert rule is not None
+    notes = [preview_note(rule, f.at) for f in fires]
+    if args.json:
+        print_json([{"at": _iso_utc(f.at), "due_at": due and _iso_utc(due),
+                     "calendar": None if text is None else "skipped" if due is None
+                     else "moved"} for f, (text, due) in zip(fires, notes, strict=True)])
+        return 0
+    for fire, (text, _) in zip(fires, notes, strict=True):
+        print(f"{fire.local.isoformat()}  {_iso_utc(fire.at)}" + (f"  # {text}" if text else ""))
+    return 0
 
 
 def _take(timetable: Schedule, after: datetime, count: int) -> list[Fire]:

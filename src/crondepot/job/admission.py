@@ -1,8 +1,10 @@
 """Admission: whether a tenant may write these jobs, checked in the writing transaction.
 
-Two rules, after the document itself was validated (``JobSpec.from_document``, pure):
+Three rules, after the document itself was validated (``JobSpec.from_document``, pure):
 grants (``crondepot.tenancy.grants``: the handler and the rate limit a job names must be usable by
-its tenant) and quotas (``crondepot.tenancy.quotas``: the operator's caps). The store's entry points
+its tenant), calendars (a job's ``calendar.exclude`` names one of its tenant's,
+``crondepot.tenancy.calendars``) and quotas (``crondepot.tenancy.quotas``: the operator's
+caps). The store's entry points
 for tenants, ``create_job``, ``update_job`` and ``import_batch`` (the API and the CLI go
 through them), call these before they write; ``create_jobs`` itself is the plain batch
 writer for the operator's own code (seeds, the demo, benchmarks) and checks neither, but
@@ -24,7 +26,7 @@ from crondepot.base.errors import InvalidJob
 from crondepot.db import Q
 from crondepot.db.clock import database_now
 from crondepot.job.spec import JobSpec
-from crondepot.tenancy import grants, quotas
+from crondepot.tenancy import calendars, grants, quotas
 
 
 def admit(conn: psycopg.Connection[Any], tenant_id: int,
@@ -34,6 +36,7 @@ def admit(conn: psycopg.Connection[Any], tenant_id: int,
     quota = quotas.lock(conn, tenant_id)
     uses = grants.tenant_uses(conn, tenant_id)
     results: list[InvalidJob | None] = [grants.refusal(spec, uses) for spec in specs]
+    _refuse_unknown_calendars(conn, tenant_id, specs, results)
     _refuse_passed(conn, specs, results)
     if not quota.caps_anything:
         return results
@@ -52,10 +55,25 @@ def admit_change(conn: psycopg.Connection[Any], tenant_id: int, before: JobSpec,
     """Raise why ``before`` may not become ``after`` (a PATCH): the new document as a whole
     must name only what the tenant may use, and a job becoming urgent must fit the quotas."""
     refused: InvalidJob | None = grants.refusal(after, grants.tenant_uses(conn, tenant_id))
+    if refused is None:
+        results: list[InvalidJob | None] = [None]
+        _refuse_unknown_calendars(conn, tenant_id, [after], results)
+        refused = results[0]
     if refused is None and quotas.needs_lock(before, after):
         refused = quotas.admit_change(quotas.lock(conn, tenant_id), before, after)
     if refused is not None:
         raise refused
+
+
+def _refuse_unknown_calendars(conn: psycopg.Connection[Any], tenant_id: int,
+                              specs: Sequence[JobSpec], results: list[InvalidJob | None]) -> None:
+    """A job naming a calendar the tenant does not have (another tenant's included)."""
+    names = [spec.calendar["exclude"] if spec.calendar is not None and results[i] is None
+             else None for i, spec in enumerate(specs)]
+    refusals = calendars.refuse_unknown(conn, tenant_id, names)
+    for i, name in enumerate(names):
+        if name is not None and name in refusals:
+            results[i] = refusals[name]
 
 
 def _existing_keys(conn: psycopg.Connection[Any], tenant_id: int,

@@ -31,6 +31,7 @@ from crondepot.job.spec import labels as checked_labels
 from crondepot.job.store import (
     FirstFires,
     StoredJob,
+    calendar_rules,
     count_skipped,
     end_if_done,
     first_run,
@@ -164,7 +165,8 @@ def _change(conn: psycopg.Connection[Any], tenant_id: int, action: Action,
             jobs: list[StoredJob], now: datetime) -> list[PlannedRun]:
     """One batch: the owed fires of every job in one insert, then one update."""
     memo: FirstFires = {}       # first fires after this batch's instant, per timetable
-    owed = [(job, owed_runs(job, now)) for job in jobs]
+    rules = calendar_rules(conn, tenant_id, jobs)
+    owed = [(job, owed_runs(job, now, rules.get(job.id))) for job in jobs]
     insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)
                        for job, runs in owed if runs], now)
     for job, runs in owed:      # max_runs counts settled fires as the tick's (few jobs)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from crondepot.base.vocab import LIMIT_NAME, PRIORITIES
+from crondepot.base.vocab import CALENDAR_NAME, LIMIT_NAME, PRIORITIES
 from crondepot.timetable.interval import EVERY as EVERY_TEXT
 from crondepot.timetable.several import MAX_CRONS as MAX_CRONS
 
@@ -180,6 +180,12 @@ PAUSE_AFTER_FAILURES = Field(
                 "succeed (the count alert_after_failures reads), within a few seconds, with "
                 "a note saying so; its resume starts the count again; null: never")
 
+CALENDAR = Field(path="calendar", type="object", nullable=True,
+                 description="an exclusion calendar of the tenant's (crondepot calendars set): "
+                             "a fire whose local date is in it is skipped (reason calendar) or "
+                             "moved to the nearest business day after or before, at the same "
+                             "local time, keeping its run id; null: none")
+
 LABELS = Field(path="labels", type="object", default={}, nullable=True,
                description="names for filters and bulk actions, like {\"bank\": \"42\"}: "
                            "at most 16; a key is 1-63 letters, digits, '_', '.', '-' or '/', "
@@ -217,7 +223,8 @@ MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullabl
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
                                RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
-                               ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES, EVERY, ANCHOR)
+                               ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES, EVERY, ANCHOR,
+                               CALENDAR)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
 ONE_OF: tuple[str, ...] = ("cron", "every", "at")
@@ -267,3 +274,24 @@ RETRY_CAP_S = Field(path="retry.cap_s", type="number", above=0, high=86_400, def
                     description="the longest wait after any attempt; at least base_s "
                                 "(checked in code)")
 RETRY_FIELDS: tuple[Field, ...] = (RETRY_MAX_ATTEMPTS, RETRY_BASE_S, RETRY_CAP_S)
+
+# --- calendar ----------------------------------------------------------------------------
+
+CALENDAR_EXCLUDE = Field(path="calendar.exclude", type="string", pattern=CALENDAR_NAME,
+                         max_length=63,
+                         description="the name of one of the tenant's calendars (a slug like "
+                                     "in-bank-holidays); it must exist")
+CALENDAR_ON_EXCLUDED = Field(
+    path="calendar.on_excluded", type="string",
+    choices=("skip", "next_business_day", "previous_business_day"), default="skip",
+    description="a fire on a calendar date: skipped, or due on the nearest business day "
+                "after (or before) it at the same local time; only calendar dates move a fire")
+_DAY = "(mon|tue|wed|thu|fri|sat|sun)"
+BUSINESS_DAYS = re.compile(f"{_DAY}(-{_DAY})?(,{_DAY}(-{_DAY})?)*")
+CALENDAR_BUSINESS_DAYS = Field(
+    path="calendar.business_days", type="string", max_length=64, default="mon-fri",
+    pattern=BUSINESS_DAYS,
+    description="the weekdays a fire may move to: a range (mon-fri, sun-thu) or a comma list "
+                "(mon,wed,fri) of mon tue wed thu fri sat sun (checked in code)")
+CALENDAR_FIELDS: tuple[Field, ...] = (CALENDAR_EXCLUDE, CALENDAR_ON_EXCLUDED,
+                                      CALENDAR_BUSINESS_DAYS)

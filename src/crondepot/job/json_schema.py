@@ -79,6 +79,11 @@ def field_schema(field: Field) -> JsonSchema:
     elif field is F.RETRY:
         schema = _object(F.RETRY_FIELDS, (), title="Retry")
         schema["examples"] = [{"max_attempts": 4, "base_s": 60, "cap_s": 1800}]
+    elif field is F.CALENDAR:
+        schema = _object(F.CALENDAR_FIELDS, ("exclude",), title="Calendar")
+        schema["examples"] = [{"exclude": "in-bank-holidays",
+                               "on_excluded": "previous_business_day",
+                               "business_days": "mon-fri"}]
     elif field is F.LABELS:
         schema = {"type": "object", "maxProperties": F.MAX_LABELS,
                   "propertyNames": {"pattern": f"^(?:{F.LABEL_KEY.pattern})$"},

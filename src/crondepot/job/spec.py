@@ -58,6 +58,7 @@ from crondepot.timetable import (
     uses_hash,
     validate_zone,
 )
+from crondepot.timetable.calendar import business_days
 
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
 # through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
@@ -114,6 +115,8 @@ class JobSpec:
     every_s: int | None = None             # an interval's seconds (cron is its text)
     anchor_at: datetime | None = None      # an interval's anchor; None until the store sets
                                            # the creation instant
+    # {"exclude", "on_excluded", "business_days"}, every member given; None: no calendar
+    calendar: dict[str, str] | None = None
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -166,6 +169,18 @@ class JobSpec:
             return self
         at = anchor.astimezone(UTC).replace(microsecond=0)
         return replace(self, anchor_at=at, cron=interval_text(self.every_s, at))
+    @property
+    def calendar_text(self) -> str | None:
+        """The calendar rule in one line, for people: "in-bank-holidays: a fire on one of
+        its dates moves to the business day before (business days mon-fri)"."""
+        if self.calendar is None:
+            return None
+        what = {"skip": "is skipped",
+                "next_business_day": "moves to the next business day",
+                "previous_business_day": "moves to the business day before"}
+        return (f"{self.calendar['exclude']}: a fire on one of its dates "
+                f"{what[self.calendar['on_excluded']]} (business days "
+                f"{self.calendar['business_days']})")
 
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""
@@ -274,6 +289,7 @@ _PARTS: tuple[tuple[str, Any], ...] = (
     ("labels", lambda d, t: labels(d.get("labels"))),
     ("alert_after_failures", lambda d, t: _optional_int(d, F.ALERT_AFTER_FAILURES)),
     ("pause_after_failures", lambda d, t: _optional_int(d, F.PAUSE_AFTER_FAILURES)),
+    ("calendar", lambda d, t: _calendar(d.get("calendar"))),
 )
 
 
@@ -293,6 +309,7 @@ def _assemble(parts: dict[str, Any]) -> JobSpec:
         alert_after_failures=parts["alert_after_failures"],
         pause_after_failures=parts["pause_after_failures"],
         crons=when.crons, every_s=when.every_s, anchor_at=when.anchor_at,
+        calendar=parts["calendar"],
     )
 
 
@@ -570,6 +587,27 @@ def _spread(value: Any, priority: str) -> tuple[int, str | None]:
     if priority == "urgent":
         return 0, key  # urgent runs are never spread: they exist to be on time
     return seconds, key
+
+
+def _calendar(value: Any) -> dict[str, str] | None:
+    """The calendar object with every member given; that the calendar exists is the store's
+    check (job/calendars.py), this one is the document's alone."""
+    if value is None:
+        return None
+    calendar = an_object(value, "calendar")
+    no_extra(calendar, frozenset(f.name for f in F.CALENDAR_FIELDS), "calendar")
+    name = calendar.get("exclude")
+    if not isinstance(name, str) or not matches(name, F.CALENDAR_EXCLUDE):
+        raise InvalidJob("expected calendar.exclude to be a calendar's name (1-63 lowercase "
+                         "letters, digits or '-', not beginning or ending with '-', like "
+                         f"in-bank-holidays), got {json.dumps(name)}", field="calendar.exclude")
+    days = calendar.get("business_days", F.CALENDAR_BUSINESS_DAYS.default)
+    try:
+        business_days(days)
+    except InvalidSchedule as exc:
+        raise InvalidJob(str(exc), field="calendar.business_days") from None
+    return {"exclude": name, "on_excluded": _choice(calendar, F.CALENDAR_ON_EXCLUDED),
+            "business_days": days.strip().lower()}
 
 
 def _retry(doc: dict[str, Any]) -> tuple[int, float, float]:

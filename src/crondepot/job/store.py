@@ -38,7 +38,9 @@ from crondepot.job.spec import DOCUMENT_FIELDS, JobSpec, Misfire
 from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
 from crondepot.scheduler.tick import insert_runs
+from crondepot.tenancy.calendars import TickCalendars
 from crondepot.timetable import every_text, run_id, spread_offset, uses_hash
+from crondepot.timetable.calendar import Rule, business_days
 
 log = logging.getLogger("crondepot.jobs")
 
@@ -97,11 +99,20 @@ def first_run(spec: JobSpec, job_id: int, now: datetime,
             memo[key] = nominal
     if nominal is None:
         return None, None
-    fires = [nominal]
-    offset = 0
-    if spec.spread_seconds:
-        offset = spread_offset(spec.spread_key or spec.hash_key(job_id), spec.spread_seconds)
-    return fires[0], fires[0] + timedelta(seconds=offset)
+    due = nominal + spread_of(spec, job_id)
+    if spec.calendar is not None and spec.calendar["on_excluded"] == "previous_business_day":
+        # A holiday may move a fire to before its nominal time: due now, so the next tick
+        # plans the job with its calendar's dates (scheduler/plan.py) and sets the right time.
+        due = min(due, now)
+    return nominal, due
+
+
+def spread_of(spec: JobSpec, job_id: int) -> timedelta:
+    """The job's stable delay after each nominal time (its spread)."""
+    if not spec.spread_seconds:
+        return timedelta(0)
+    return timedelta(seconds=spread_offset(spec.spread_key or spec.hash_key(job_id),
+                                           spec.spread_seconds))
 
 
 def create_jobs(conn: psycopg.Connection[Any], tenant_id: int, specs: Sequence[JobSpec], *,
@@ -152,7 +163,7 @@ COPY_AT_LEAST = 100
 def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             firsts: list[tuple[datetime | None, datetime | None]],
             now: datetime) -> list[list[Any]]:
-    """Every column of job_writes_4 (columns.WRITES, in its order) as the list of its values
+    """Every column of job_writes_5 (columns.WRITES, in its order) as the list of its values
     for ``specs``: a column of the document is read from each spec, the others are the
     writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
     count = len(specs)
@@ -485,18 +496,19 @@ def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
     job's catch-up and misfire rules, with its due time as it was (spread included, even if
     still ahead); or ``skipped``/``paused`` for a paused job. The caller then moves the job
     on from ``now``. Returns the runs written (a repeated run id is left as it was)."""
-    runs = owed_runs(job, now)
+    runs = owed_runs(job, now, calendar_rules(conn, tenant_id, [job]).get(job.id))
     if runs:
         insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
         conn.execute(Q.count_fires, {"id": job.id, "fires": len(runs)})
     return runs
 
 
-def owed_runs(job: StoredJob, now: datetime) -> list[PlannedRun]:
-    """The runs ``_settle`` writes for ``job`` (bulk actions write many jobs' at once)."""
+def owed_runs(job: StoredJob, now: datetime, calendar: Rule | None = None) -> list[PlannedRun]:
+    """The runs ``_settle`` writes for ``job`` (bulk actions write many jobs' at once), by
+    its calendar rule (``calendar_rules``) if it names a calendar."""
     if job.next_nominal_at is None or job.next_run_at is None or job.next_nominal_at > now:
         return []
-    due_job = _due_job(job)
+    due_job = _due_job(job, calendar)
     try:
         timetable = job.spec.timetable(job.id)
     except InvalidSchedule as exc:
@@ -560,14 +572,38 @@ def _fires_through(timetable: Any, first: datetime, until: datetime) -> list[Any
     return [*timetable.fires_between(first - timedelta(microseconds=1), until, 10**9)]
 
 
-def _due_job(job: StoredJob) -> DueJob:
+def _due_job(job: StoredJob, calendar: Rule | None = None) -> DueJob:
+    # The spread is the spec's: next_run_at may be earlier than nominal + spread (a fire a
+    # calendar moved to the business day before).
     assert job.next_nominal_at is not None and job.next_run_at is not None
     spec = job.spec
     return DueJob(id=job.id, next_nominal_at=job.next_nominal_at,
-                  spread_offset=job.next_run_at - job.next_nominal_at, catchup=spec.catchup,
+                  spread_offset=spread_of(spec, job.id), catchup=spec.catchup,
                   max_catchup=spec.max_catchup, misfire_policy=spec.misfire.policy,
                   misfire_seconds=spec.misfire.seconds, misfire_until=spec.misfire.until,
-                  tz=spec.tz)
+                  tz=spec.tz, calendar=calendar)
+
+
+_CALENDARS = TickCalendars()
+
+
+def calendar_rules(conn: psycopg.Connection[Any], tenant_id: int,
+                   jobs: Sequence[StoredJob]) -> dict[int, Rule]:
+    """The calendar rule of each of ``jobs`` that names a calendar (one query for all)."""
+    named = [job for job in jobs if job.spec.calendar is not None]
+    if not named:
+        return {}
+    dates = _CALENDARS.load(conn, ((tenant_id, j.spec.calendar["exclude"])  # type: ignore[index]
+                                   for j in named))
+    rules: dict[int, Rule] = {}
+    for job in named:
+        field = job.spec.calendar
+        assert field is not None
+        rules[job.id] = Rule(dates=dates.get((tenant_id, field["exclude"]), frozenset()),
+                             on_excluded=field["on_excluded"],  # type: ignore[arg-type]
+                             business_days=business_days(field["business_days"]),
+                             tz=job.spec.tz)
+    return rules
 
 
 def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,

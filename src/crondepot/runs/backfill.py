@@ -14,9 +14,15 @@ and writes a run for each fire that has no row:
   tick's reason (``misfire_deadline``/``misfire_local_deadline``), so the row exists but
   nothing is sent that the job's rule says must not be.
 
+A job's exclusion calendar applies as in the tick (scheduler/plan.py): a fire on a calendar
+date is written ``skipped`` (reason ``calendar``) for ``skip``, or due at its moved time
+(now, if that has passed) and judged from it for the business-day moves; its run id is the
+nominal one either way.
+
 With ``include_skipped``, fires whose row is ``skipped`` (a pause, a catch-up bound, …) are
 queued again: the same row and run id, a fresh attempt budget, as a dead-letter replay does;
-one past its misfire deadline stays skipped. A fire whose row is in any other state is left
+one past its misfire deadline stays skipped, and so does one its calendar skips. A fire
+whose row is in any other state is left
 as it is.
 
 Fires from the job's ``next_nominal_at`` on are the scheduler's (a paused job, a scheduler
@@ -45,12 +51,13 @@ from crondepot.base.errors import CrondepotError
 from crondepot.base.vocab import SkipReason
 from crondepot.db import Q
 from crondepot.db.clock import database_now
-from crondepot.job.store import StoredJob, lock_job
+from crondepot.job.store import StoredJob, calendar_rules, lock_job
 from crondepot.runs.retention import DEFAULT_RETENTION
 from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, misfire_deadline
 from crondepot.tenancy.audit import record_summary
 from crondepot.timetable import Schedule, run_id, schedule, spread_offset, uses_hash
+from crondepot.timetable.calendar import Rule
 
 MAX_RANGE = timedelta(days=31)     # as crondepot verify
 # Finished runs are pruned by age (the workers' --retention, 30 days by default): a pruned
@@ -159,15 +166,16 @@ def backfill(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
         if not dry_run:
             _write(conn, tenant_id, job, db_now, planned, result, include_skipped)
     if result.written_skipped and not dry_run:      # counted once committed, as the tick
-        metrics.labelled(metrics.runs_skipped, _skip_reason(job)).inc(
-            len(result.written_skipped))
+        for rid in result.written_skipped:
+            reason = planned[rid].reason
+            assert reason is not None
+            metrics.labelled(metrics.runs_skipped, reason).inc()
     return result
 
 
-def _skip_reason(job: StoredJob) -> SkipReason:
+def _skip_reason(policy: str) -> SkipReason:
     """The tick's reason for a fire written past the job's misfire deadline."""
-    return ("misfire_deadline" if job.spec.misfire.policy == "skip_after"
-            else "misfire_local_deadline")
+    return "misfire_deadline" if policy == "skip_after" else "misfire_local_deadline"
 
 
 def _fires(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, since: datetime,
@@ -199,7 +207,7 @@ def _fires(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, since:
     return sorted(found)[:limit]
 
 
-def _due_job(job: StoredJob) -> DueJob:
+def _due_job(job: StoredJob, calendar: Rule | None) -> DueJob:
     spec = job.spec
     offset = 0
     if spec.spread_seconds:
@@ -208,48 +216,68 @@ def _due_job(job: StoredJob) -> DueJob:
                   spread_offset=timedelta(seconds=offset), catchup=spec.catchup,
                   max_catchup=spec.max_catchup, misfire_policy=spec.misfire.policy,
                   misfire_seconds=spec.misfire.seconds, misfire_until=spec.misfire.until,
-                  tz=spec.tz)
+                  tz=spec.tz, calendar=calendar)
 
 
-Planned = dict[str, tuple[datetime, datetime | None]]   # run id: (nominal, deadline)
+@dataclass(frozen=True, slots=True)
+class _Fire:
+    nominal: datetime
+    due: datetime                   # nominal + spread, or where the calendar moved it
+    deadline: datetime | None
+    reason: SkipReason | None       # written skipped, and why
+
+
+Planned = dict[str, _Fire]      # by run id
 
 
 def _judge(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
            fires: list[datetime], now: datetime, include_skipped: bool,
            result: Backfill) -> Planned:
-    """Sort each fire: written (queued or skipped past its deadline), requeued, held, or
-    left as it is; the fires to write or requeue, with their deadlines."""
+    """Sort each fire: written (queued or skipped past its deadline or by its calendar),
+    requeued, held, or left as it is; the fires to write or requeue, with their deadlines."""
     planned: Planned = {}
     ids = [run_id(job.id, at) for at in fires]
     existing = dict(conn.execute(Q.backfill_existing_runs, {
         "run_ids": ids, "job_id": job.id, "tenant_id": tenant_id}).fetchall())
-    due_job = _due_job(job)
+    due_job = _due_job(job, calendar_rules(conn, tenant_id, [job]).get(job.id))
     for at, rid in zip(fires, ids, strict=True):
-        deadline = misfire_deadline(due_job, at, at + due_job.spread_offset)
-        past = deadline is not None and now > deadline
+        fire = _fire(due_job, at, now)
         status = existing.get(rid)
         if status is None:
-            (result.written_skipped if past else result.written).append(rid)
-            planned[rid] = (at, deadline)
-        elif status == "skipped" and include_skipped:
-            (result.held_past_deadline if past else result.requeued).append(rid)
-            planned[rid] = (at, deadline)
+            (result.written_skipped if fire.reason else result.written).append(rid)
+            planned[rid] = fire
+        elif status == "skipped" and include_skipped and fire.reason != "calendar":
+            (result.held_past_deadline if fire.reason else result.requeued).append(rid)
+            planned[rid] = fire
         else:
             result.had_row += 1
     return planned
 
 
+def _fire(job: DueJob, at: datetime, now: datetime) -> _Fire:
+    """One fire as the tick would write it now (scheduler/plan.py's rules)."""
+    base: datetime | None = at
+    if job.calendar is not None:
+        base = job.calendar.shift(at).at
+    if base is None:
+        return _Fire(nominal=at, due=at + job.spread_offset, deadline=None, reason="calendar")
+    due = base + job.spread_offset
+    deadline = misfire_deadline(job, base, due)
+    past = deadline is not None and now > deadline
+    return _Fire(nominal=at, due=due, deadline=deadline,
+                 reason=_skip_reason(job.misfire_policy) if past else None)
+
+
 def _write(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, now: datetime,
            planned: Planned, result: Backfill, include_skipped: bool) -> None:
-    reason = _skip_reason(job)
     new = [*result.written, *result.written_skipped]
-    skipped = set(result.written_skipped)
     if new:
         rows = conn.execute(Q.backfill_insert_runs, {
             "job_id": job.id, "tenant_id": tenant_id, "priority": job.spec.priority,
-            "now": now, "run_ids": new, "nominal_ats": [planned[r][0] for r in new],
-            "skip_reasons": [reason if r in skipped else None for r in new],
-            "deadline_ats": [planned[r][1] for r in new]}).fetchall()
+            "now": now, "run_ids": new, "nominal_ats": [planned[r].nominal for r in new],
+            "due_ats": [planned[r].due for r in new],
+            "skip_reasons": [planned[r].reason for r in new],
+            "deadline_ats": [planned[r].deadline for r in new]}).fetchall()
         inserted = {rid for rid, _ in rows}
         lost = [r for r in new if r not in inserted]   # written by someone else meanwhile
         result.written = [r for r in result.written if r in inserted]
@@ -258,7 +286,7 @@ def _write(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob, now: d
     if result.requeued:
         rows = conn.execute(Q.backfill_requeue_skipped, {
             "job_id": job.id, "tenant_id": tenant_id, "now": now, "run_ids": result.requeued,
-            "deadline_ats": [planned[r][1] for r in result.requeued]}).fetchall()
+            "deadline_ats": [planned[r].deadline for r in result.requeued]}).fetchall()
         requeued = {rid for (rid,) in rows}
         result.had_row += len(result.requeued) - len(requeued)
         result.requeued = [r for r in result.requeued if r in requeued]

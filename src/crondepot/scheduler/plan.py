@@ -21,6 +21,14 @@ Rules:
   has had); every fire counts, a skipped one too. The plan says when the job ends:
   ``max_runs`` once that many are written, else the schedule's own reason (``completed``
   for an ``at`` job, ``end_at`` for a closed window) when no fire follows.
+- ``calendar`` (timetable/calendar.py; the dates passed in by the caller): a fire whose local
+  date is in the job's calendar is written ``skipped`` (reason ``calendar``) or keeps its run
+  id and nominal time with a due time on the nearest business day after or before. A fire
+  is written once its *write time* has passed: its nominal time plus spread, or its moved
+  due time when earlier (previous_business_day). Fires are written in nominal order, so one
+  moved earlier brings the fires before it along (each with its own due time, still ahead:
+  "written ahead", never cut by the catch-up rules); ``next_run_at`` is the earliest write
+  time of the fires left, looked for up to the first business day after the next fire.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from zoneinfo import ZoneInfo
 
 from crondepot.base.vocab import EndReason, SkipReason
 from crondepot.timetable import run_id
+from crondepot.timetable.calendar import Rule
 from crondepot.timetable.zone import place
 
 
@@ -49,6 +58,7 @@ class DueJob:
     misfire_seconds: int | None
     misfire_until: time | None
     tz: str
+    calendar: Rule | None = None     # the exclusion calendar's rule, its dates included
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,25 +91,109 @@ def plan(job: DueJob, now: datetime, next_fire: NextFire, *, owed: bool = False,
     to fires after it, so the fires before it are settled first (docs/ledger.md), with their due
     times as they were.
     """
-    # a nominal time at or before this is due (owed: has passed)
+    timing = _Timing(job, owed)
+    nominals, nominal = _due_nominals(job, now, next_fire, timing, remaining)
+    # The catch-up rules cut missed fires: those due by their nominal time (a fire a holiday
+    # moved earlier, and those written along with it, are not missed).
     cutoff = now if owed else now - job.spread_offset
-    nominals: list[datetime] = []
-    nominal: datetime | None = job.next_nominal_at
-    while nominal is not None and nominal <= cutoff and (
-            remaining is None or len(nominals) < remaining):
-        nominals.append(nominal)
-        nominal = next_fire(nominal)
-    keep = _kept_count(job, len(nominals))
-    runs = [_cut(job, n, "catchup_bound" if job.catchup == "all" else "catchup_latest")
-            for n in nominals[: len(nominals) - keep]]
-    runs += [_judge(job, n, now) for n in nominals[len(nominals) - keep:]]
+    due = [n for n in nominals if n <= cutoff]
+    keep = _kept_count(job, len(due))
+    cut = set(due[: len(due) - keep])
+    reason: SkipReason = "catchup_bound" if job.catchup == "all" else "catchup_latest"
+    runs = [_cut(job, n, reason) if n in cut else _judge(job, n, now, timing)
+            for n in nominals]
     ended: EndReason | None = None
     if remaining is not None and len(nominals) >= remaining:
         ended, nominal = "max_runs", None
     elif nominal is None:
         ended = end_reason
-    next_run_at = nominal + job.spread_offset if nominal is not None else None
+    left = None if remaining is None else remaining - len(nominals)
+    next_run_at = _next_run_at(job, nominal, next_fire, timing, left)
     return Plan(runs=runs, next_nominal_at=nominal, next_run_at=next_run_at, ended=ended)
+
+
+class _Timing:
+    """When each fire is due and when it must be written, by the job's calendar rule."""
+
+    def __init__(self, job: DueJob, owed: bool) -> None:
+        self.job, self.owed = job, owed
+        self._shift: dict[datetime, datetime | None] = {}
+
+    def shifted(self, nominal: datetime) -> datetime | None:
+        """The instant (before spread) the fire is due at; None: the calendar skips it."""
+        rule = self.job.calendar
+        if rule is None or not rule.dates:
+            return nominal
+        if nominal not in self._shift:
+            self._shift[nominal] = rule.shift(nominal).at
+        return self._shift[nominal]
+
+    def due(self, nominal: datetime) -> datetime:
+        return (self.shifted(nominal) or nominal) + self.job.spread_offset
+
+    def write_time(self, nominal: datetime, owed: bool | None = None) -> datetime:
+        """The instant from which the fire is written: its nominal time (owed) or due time
+        as without a calendar, or its moved due time if that is earlier."""
+        owed = self.owed if owed is None else owed
+        if owed:
+            # A change settles the fires before it, by nominal time only: a fire after it
+            # is the new document's, even one a holiday moved before it.
+            return nominal
+        return min(nominal + self.job.spread_offset, self.due(nominal))
+
+    def looks_ahead(self) -> bool:
+        rule = self.job.calendar
+        return (not self.owed and rule is not None and rule.moves_earlier
+                and bool(rule.dates))
+
+
+# A fire moved earlier is looked for among at most this many fires after the next one (a
+# minutely cron over a week of holidays has more: its later moved fires are written late).
+LOOKAHEAD_FIRES = 2000
+
+
+def _due_nominals(job: DueJob, now: datetime, next_fire: NextFire, timing: _Timing,
+                  remaining: int | None) -> tuple[list[datetime], datetime | None]:
+    """(the fires to write, the next fire not written)."""
+    nominals: list[datetime] = []
+    pending: list[datetime] = []       # looked at, not due; written if a later one is
+    horizon = None
+    nominal: datetime | None = job.next_nominal_at
+    while nominal is not None and (
+            remaining is None or len(nominals) + len(pending) < remaining):
+        if timing.write_time(nominal) <= now:
+            nominals += [*pending, nominal]
+            pending, horizon = [], None
+        elif not timing.looks_ahead():
+            break
+        else:
+            assert job.calendar is not None
+            horizon = horizon or job.calendar.latest_mover(nominal)
+            if job.calendar.local_date(nominal) > horizon or len(pending) >= LOOKAHEAD_FIRES:
+                break
+            pending.append(nominal)
+        nominal = next_fire(nominal)
+    return nominals, pending[0] if pending else nominal
+
+
+def _next_run_at(job: DueJob, nominal: datetime | None, next_fire: NextFire,
+                 timing: _Timing, left: int | None) -> datetime | None:
+    """When the job is due again: the earliest write time of the fires left (the next one's,
+    or a later one's moved earlier than it; of the ``left`` fires max_runs still allows)."""
+    if nominal is None:
+        return None
+    first = timing.write_time(nominal, owed=False)
+    rule = job.calendar
+    if rule is None or not rule.moves_earlier or not rule.dates:
+        return first
+    horizon = rule.latest_mover(nominal)
+    later = next_fire(nominal)
+    for _ in range(min(LOOKAHEAD_FIRES, LOOKAHEAD_FIRES if left is None else left - 1)):
+        if later is None or rule.local_date(later) > horizon:
+            break
+        first = min(first, timing.write_time(later, owed=False))
+        later = next_fire(later)
+    return first
 
 
 def _kept_count(job: DueJob, missed: int) -> int:
@@ -113,9 +207,12 @@ def _cut(job: DueJob, nominal: datetime, reason: SkipReason) -> PlannedRun:
                       due_at=nominal + job.spread_offset, skip_reason=reason)
 
 
-def _judge(job: DueJob, nominal: datetime, now: datetime) -> PlannedRun:
-    due = nominal + job.spread_offset
-    deadline = misfire_deadline(job, nominal, due)
+def _judge(job: DueJob, nominal: datetime, now: datetime, timing: _Timing) -> PlannedRun:
+    base = timing.shifted(nominal)
+    if base is None:
+        return _cut(job, nominal, "calendar")
+    due = base + job.spread_offset
+    deadline = misfire_deadline(job, base, due)
     reason: SkipReason | None = None
     if deadline is not None and now > deadline:
         reason = ("misfire_deadline" if job.misfire_policy == "skip_after"
@@ -126,7 +223,9 @@ def _judge(job: DueJob, nominal: datetime, now: datetime) -> PlannedRun:
 
 def misfire_deadline(job: DueJob, nominal: datetime, due: datetime) -> datetime | None:
     """The last instant the run of ``nominal`` may start, by the job's misfire rule (None:
-    ``run_late``, no deadline). Written with the run: the claim and each retry check it."""
+    ``run_late``, no deadline). Written with the run: the claim and each retry check it.
+    A fire the calendar moved is judged from where it moved to (``nominal`` is then the
+    moved instant): a 20:00 local deadline is the moved day's."""
     if job.misfire_policy == "skip_after":
         assert job.misfire_seconds is not None
         return due + timedelta(seconds=job.misfire_seconds)

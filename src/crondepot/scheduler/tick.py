@@ -23,7 +23,9 @@ from psycopg.rows import namedtuple_row
 from crondepot.base.errors import InvalidSchedule
 from crondepot.db import Q
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
+from crondepot.tenancy.calendars import TickCalendars
 from crondepot.timetable import Schedule, is_interval_text, schedule, spread_offset, uses_hash
+from crondepot.timetable.calendar import Rule, business_days
 from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
@@ -82,6 +84,8 @@ class FireMemo:
 
     def __init__(self) -> None:
         self._next: dict[tuple[Schedule, datetime], datetime | None] = {}
+        # The claimed jobs' calendar rules, per (tenant, calendar field, zone): set by the tick.
+        self.rules: dict[tuple[Any, ...], Rule] = {}
         # Whole plans, per group of jobs that share timetable, due time and rules: only
         # the run ids differ between them.
         self.plans: dict[tuple[Any, ...], tuple[Plan, list[int]]] = {}
@@ -94,6 +98,10 @@ class FireMemo:
                 self._next[key] = fires[0] if fires else None
             return self._next[key]
         return lookup
+
+
+# The calendars' dates, kept across ticks by (tenant, name, version).
+_CALENDARS = TickCalendars()
 
 
 def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = None) -> TickResult:
@@ -113,6 +121,7 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
             return result
         result.claimed, result.full, result.now = len(rows), len(rows) >= batch, rows[0].now
         assert result.now is not None
+        _load_rules(conn, rows, memo)
         plans: list[tuple[Any, Plan]] = []
         for row in rows:
             try:
@@ -136,6 +145,36 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
     return result
 
 
+def _load_rules(conn: psycopg.Connection[Any], rows: list[Any], memo: FireMemo) -> None:
+    """The calendar rules of the claimed jobs that name a calendar: their dates in one query.
+    A calendar gone meanwhile (deleted while no live job named it, then named again by an
+    edit that raced the delete) excludes nothing."""
+    named = [row for row in rows if row.calendar is not None]
+    if not named:
+        return
+    dates = _CALENDARS.load(conn, ((r.tenant_id, r.calendar["exclude"]) for r in named))
+    for row in named:
+        key = _rule_key(row)
+        if key not in memo.rules:
+            field = row.calendar
+            memo.rules[key] = Rule(
+                dates=dates.get((row.tenant_id, field["exclude"]), frozenset()),
+                on_excluded=field.get("on_excluded", "skip"),
+                business_days=_business_days(field.get("business_days", "mon-fri")),
+                tz=row.tz)
+
+
+@lru_cache(maxsize=256)
+def _business_days(text: str) -> frozenset[int]:
+    return business_days(text)
+
+
+def _rule_key(row: Any) -> tuple[Any, ...]:
+    field = row.calendar
+    return (row.tenant_id, field["exclude"], field.get("on_excluded"),
+            field.get("business_days"), row.tz)
+
+
 def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
     hash_key = row.key if row.key is not None else str(row.id)
     offset = (spread_offset(row.spread_key or hash_key, row.spread_seconds)
@@ -146,15 +185,17 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
                           hash_key if row.cron is not None and uses_hash(row.cron) else "",
                           row.at, row.start_at, row.end_at)
     remaining = None if row.max_runs is None else max(row.max_runs - row.fire_count, 0)
+    rule = memo.rules[_rule_key(row)] if row.calendar is not None else None
     group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
-             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining)
+             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining, rule)
     shared = memo.plans.get(group)
     if shared is None:
         job = DueJob(
             id=row.id, next_nominal_at=row.next_nominal_at,
             spread_offset=timedelta(seconds=offset), catchup=row.catchup,
             max_catchup=row.max_catchup, misfire_policy=row.misfire_policy,
-            misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz)
+            misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz,
+            calendar=rule)
         first = plan(job, now, memo.next_fire(timetable), remaining=remaining,
                      end_reason=timetable.end_reason)
         memo.plans[group] = shared = (first, [unix_seconds(r.nominal_at) for r in first.runs])

@@ -139,7 +139,11 @@ def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
                                    "misfire": {"policy": "skip_after", "seconds": 3600}},
                   # the whole curve is replaced: members left out take their defaults
                   "gentler_retries": {"retry": {"max_attempts": 8, "base_s": 120,
-                                                "cap_s": 3600}}},
+                                                "cap_s": 3600}},
+                  # the tenant's calendar (PUT /v1/calendars/in-bank-holidays) must exist
+                  "day_before_bank_holidays": {"calendar": {
+                      "exclude": "in-bank-holidays", "on_excluded": "previous_business_day",
+                      "business_days": "mon-fri"}}},
                   media_type="application/merge-patch+json"))
 def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
           if_match: Annotated[str | None, Header(description="the job's version, from its "

@@ -266,6 +266,8 @@ def run_show(args: argparse.Namespace) -> int:
     if spec.spread_seconds:
         lines.append(("spread", f"over {spec.spread_seconds} s"
                                 + (f" on key {spec.spread_key!r}" if spec.spread_key else "")))
+    if spec.calendar_text:
+        lines.append(("calendar", spec.calendar_text))
     if spec.rate_limit:
         lines.append(("rate limit", spec.rate_limit))
     if spec.labels:

@@ -34,6 +34,24 @@ BEGIN
 END $$;
 
 --
+-- Name: crondepot_audit_calendars(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_calendars() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO audit_log (tenant_id, actor, action, subject, before, after)
+    VALUES (coalesce(NEW.tenant_id, OLD.tenant_id), crondepot_audit_actor(),
+            CASE WHEN TG_OP = 'DELETE' THEN 'calendar.delete' ELSE 'calendar.set' END,
+            'calendar ' || coalesce(NEW.name, OLD.name),
+            CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END,
+            CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END);
+    RETURN NULL;
+END $$;
+
+--
 -- Name: crondepot_audit_grants(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -118,6 +136,7 @@ CREATE TABLE public.jobs (
     crons jsonb,
     every_s integer,
     anchor_at timestamp with time zone,
+    calendar jsonb,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
@@ -957,6 +976,21 @@ ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: calendars; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.calendars (
+    tenant_id bigint NOT NULL,
+    name text NOT NULL,
+    dates date[] NOT NULL,
+    version integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT calendars_dates_check CHECK ((cardinality(dates) <= 10000)),
+    CONSTRAINT calendars_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'::text))
+);
+
+--
 -- Name: console_sessions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1213,6 +1247,48 @@ CREATE VIEW public.job_writes_4 WITH (security_invoker='true') AS
    FROM public.jobs;
 
 --
+-- Name: job_writes_5; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes_5 WITH (security_invoker='true') AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
+    pause_after_failures,
+    crons,
+    every_s,
+    anchor_at,
+    calendar,
+    created_at
+   FROM public.jobs;
+
+--
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -1381,7 +1457,8 @@ CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
     pause_after_failures,
     crons,
     every_s,
-    anchor_at
+    anchor_at,
+    calendar
    FROM public.jobs;
 
 --
@@ -1432,6 +1509,13 @@ ALTER TABLE ONLY public.api_tokens
 
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
+
+--
+-- Name: calendars calendars_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.calendars
+    ADD CONSTRAINT calendars_pkey PRIMARY KEY (tenant_id, name);
 
 --
 -- Name: console_sessions console_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1569,6 +1653,12 @@ CREATE INDEX job_timetables_until ON public.job_timetables USING btree (until);
 CREATE INDEX jobs_at ON public.jobs USING btree (at) WHERE (at IS NOT NULL);
 
 --
+-- Name: jobs_calendar; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_calendar ON public.jobs USING btree (tenant_id, ((calendar ->> 'exclude'::text))) WHERE ((calendar IS NOT NULL) AND active);
+
+--
 -- Name: jobs_due; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1671,6 +1761,12 @@ CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON public.audit_log FOR EAC
 CREATE TRIGGER audit_log_no_update BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_append_only();
 
 --
+-- Name: calendars calendars_audit; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER calendars_audit AFTER INSERT OR DELETE OR UPDATE ON public.calendars FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_calendars();
+
+--
 -- Name: handler_grants handler_grants_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1680,7 +1776,7 @@ CREATE TRIGGER handler_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.h
 -- Name: jobs jobs_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures, crons, every_s, anchor_at ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures, crons, every_s, anchor_at, calendar ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
 
 --
 -- Name: jobs jobs_audit_deleted; Type: TRIGGER; Schema: public; Owner: -
@@ -1756,6 +1852,13 @@ ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE;
 
 --
+-- Name: calendars calendars_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.calendars
+    ADD CONSTRAINT calendars_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+--
 -- Name: console_sessions console_sessions_token_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1815,6 +1918,12 @@ ALTER TABLE public.api_tokens ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: calendars; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.calendars ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: rate_limits granted_shared_rows; Type: POLICY; Schema: public; Owner: -
@@ -1883,6 +1992,12 @@ CREATE POLICY tenant_rows ON public.api_tokens USING ((( SELECT (current_setting
 --
 
 CREATE POLICY tenant_rows ON public.audit_log USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: calendars tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.calendars USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
 
 --
 -- Name: handler_grants tenant_rows; Type: POLICY; Schema: public; Owner: -

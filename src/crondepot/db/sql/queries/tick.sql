@@ -9,7 +9,8 @@
 -- row-level security policy, docs/operations.md) and reads every job instead of jobs_due.
 SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
        j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
-       j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count, t.now
+       j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count,
+       j.calendar, t.now
 FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now OFFSET 0) AS t,
      LATERAL (
          SELECT * FROM jobs
