@@ -55,7 +55,7 @@ _UNSTATABLE = {(422, "validation", "cron"), (422, "validation", "tz"),
                (422, "validation", "target.url"), (422, "validation", "payload"),
                (422, "validation", "at"), (422, "validation", "start_at"),
                (422, "validation", "end_at"), (422, "validation", "max_runs"),
-               (422, "validation", "retry.cap_s")}
+               (422, "validation", "retry.cap_s"), (422, "validation", "delivery_window.to")}
 EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
     "POST /v1/jobs": {(422, "not-granted", None), (422, "quota-exceeded", None),
                       *_UNSTATABLE},

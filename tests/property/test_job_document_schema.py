@@ -57,6 +57,9 @@ BEYOND_SCHEMA: dict[str, st.SearchStrategy[Any]] = {
     # retry.cap_s is at least retry.base_s (a rule across two fields): drawn apart
     "retry.base_s": st.floats(0.001, 60) | st.integers(1, 60),
     "retry.cap_s": st.floats(60, 86_400) | st.integers(60, 86_400),
+    # a delivery window's to differs from its from (a rule across two fields): drawn apart
+    "delivery_window.from": st.from_regex(r"(0[0-9]|1[01]):[0-5][0-9]", fullmatch=True),
+    "delivery_window.to": st.from_regex(r"(1[2-9]|2[0-3]):[0-5][0-9]", fullmatch=True),
 }
 
 _ANNOTATIONS = {"title", "description", "default", "examples", "deprecated"}

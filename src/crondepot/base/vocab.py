@@ -29,7 +29,8 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # fire, its misfire rule said too late, its job was paused); ``deadline_passed`` is the
 # queue's: a queued run whose misfire deadline passed before a worker could call it.
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
-                     "misfire_local_deadline", "paused", "deadline_passed"]
+                     "misfire_local_deadline", "paused", "deadline_passed",
+                     "delivery_window"]
 SKIP_REASONS: tuple[SkipReason, ...] = get_args(SkipReason)
 
 # Why a job ended by itself (jobs.ended_reason): its one ``at`` run is written, its window

@@ -78,6 +78,11 @@ def field_schema(field: Field) -> JsonSchema:
     elif field is F.RETRY:
         schema = _object(F.RETRY_FIELDS, (), title="Retry")
         schema["examples"] = [{"max_attempts": 4, "base_s": 60, "cap_s": 1800}]
+    elif field is F.DELIVERY_WINDOW:
+        window = _object(F.WINDOW_FIELDS, ("from", "to"), title="DeliveryWindow")
+        window["examples"] = [{"from": "09:00", "to": "21:00", "days": "mon-sat",
+                               "outside": "defer"}]
+        schema = {"anyOf": [window, {"const": "none"}]}
     elif field is F.LABELS:
         schema = {"type": "object", "maxProperties": F.MAX_LABELS,
                   "propertyNames": {"pattern": f"^(?:{F.LABEL_KEY.pattern})$"},

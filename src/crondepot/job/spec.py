@@ -48,6 +48,7 @@ from crondepot.job.fields import (
     Field,
 )
 from crondepot.timetable import Schedule, Timetable, schedule, uses_hash, validate_zone
+from crondepot.timetable.delivery import OPT_OUT, InvalidWindow, parse_window
 
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
 # through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
@@ -97,6 +98,9 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)
     alert_after_failures: int | None = None
     pause_after_failures: int | None = None
+    # the window as the document gives it, normalised: an object, "none" (no window, not
+    # even the tenant's), or None (the tenant's default)
+    delivery_window: dict[str, Any] | str | None = None
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -194,6 +198,7 @@ def _parse(doc: Any) -> JobSpec:
         else _int(doc, F.ALERT_AFTER_FAILURES),
         pause_after_failures=None if doc.get("pause_after_failures") is None
         else _int(doc, F.PAUSE_AFTER_FAILURES),
+        delivery_window=_delivery_window(doc.get("delivery_window")),
     )
     _check_window(spec)
     _check_schedule(spec)
@@ -417,6 +422,18 @@ def _retry(doc: dict[str, Any]) -> tuple[int, float, float]:
         raise InvalidJob(f"expected retry.cap_s to be a number ≥ retry.base_s ({base:g}), "
                          f"got {got}", field="retry.cap_s")
     return max_attempts, base, cap
+
+
+def _delivery_window(value: Any) -> dict[str, Any] | str | None:
+    """The window object normalised (timetable/delivery.py reads it), "none", or None."""
+    if value is None:
+        return None
+    if value == OPT_OUT:
+        return OPT_OUT
+    try:
+        return parse_window(value).document()
+    except InvalidWindow as exc:
+        raise InvalidJob(str(exc), field=exc.field) from None
 
 
 def _rate_limit(value: Any) -> str | None:

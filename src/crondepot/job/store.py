@@ -39,6 +39,7 @@ from crondepot.runtime import metrics
 from crondepot.scheduler.plan import DueJob, PlannedRun, plan
 from crondepot.scheduler.tick import insert_runs
 from crondepot.timetable import run_id, spread_offset, uses_hash
+from crondepot.timetable.delivery import resolve
 
 log = logging.getLogger("crondepot.jobs")
 
@@ -150,7 +151,7 @@ COPY_AT_LEAST = 100
 def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             firsts: list[tuple[datetime | None, datetime | None]],
             now: datetime) -> list[list[Any]]:
-    """Every column of job_writes_3 (columns.WRITES, in its order) as the list of its values
+    """Every column of job_writes_7 (columns.WRITES, in its order) as the list of its values
     for ``specs``: a column of the document is read from each spec, the others are the
     writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
     count = len(specs)
@@ -468,18 +469,20 @@ def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
     job's catch-up and misfire rules, with its due time as it was (spread included, even if
     still ahead); or ``skipped``/``paused`` for a paused job. The caller then moves the job
     on from ``now``. Returns the runs written (a repeated run id is left as it was)."""
-    runs = owed_runs(job, now)
+    runs = owed_runs(job, now, tenant_window(conn, tenant_id)
+                     if job.spec.delivery_window is None else None)
     if runs:
         insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
         conn.execute(Q.count_fires, {"id": job.id, "fires": len(runs)})
     return runs
 
 
-def owed_runs(job: StoredJob, now: datetime) -> list[PlannedRun]:
-    """The runs ``_settle`` writes for ``job`` (bulk actions write many jobs' at once)."""
+def owed_runs(job: StoredJob, now: datetime, tenant_window: Any = None) -> list[PlannedRun]:
+    """The runs ``_settle`` writes for ``job`` (bulk actions write many jobs' at once);
+    ``tenant_window``: the tenant's default delivery window as stored (``tenant_window``)."""
     if job.next_nominal_at is None or job.next_run_at is None or job.next_nominal_at > now:
         return []
-    due_job = _due_job(job)
+    due_job = _due_job(job, tenant_window)
     try:
         timetable = job.spec.timetable(job.id)
     except InvalidSchedule as exc:
@@ -502,6 +505,12 @@ def owed_runs(job: StoredJob, now: datetime) -> list[PlannedRun]:
     else:
         runs = plan(due_job, now, next_fire, owed=True, remaining=job.remaining).runs
     return runs
+
+
+def tenant_window(conn: psycopg.Connection[Any], tenant_id: int) -> Any:
+    """The tenant's default delivery window as stored (jsonb), None without one."""
+    row = conn.execute(Q.tenant_delivery_window, {"tenant_id": tenant_id}).fetchone()
+    return None if row is None else row[0]
 
 
 def _refuse_no_fire(spec: JobSpec, nominal: datetime | None, fires: int) -> None:
@@ -543,14 +552,14 @@ def _fires_through(timetable: Any, first: datetime, until: datetime) -> list[Any
     return [*timetable.fires_between(first - timedelta(microseconds=1), until, 10**9)]
 
 
-def _due_job(job: StoredJob) -> DueJob:
+def _due_job(job: StoredJob, tenant_window: Any = None) -> DueJob:
     assert job.next_nominal_at is not None and job.next_run_at is not None
     spec = job.spec
     return DueJob(id=job.id, next_nominal_at=job.next_nominal_at,
                   spread_offset=job.next_run_at - job.next_nominal_at, catchup=spec.catchup,
                   max_catchup=spec.max_catchup, misfire_policy=spec.misfire.policy,
                   misfire_seconds=spec.misfire.seconds, misfire_until=spec.misfire.until,
-                  tz=spec.tz)
+                  tz=spec.tz, window=resolve(spec.delivery_window, tenant_window))
 
 
 def cancel_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,

@@ -18,7 +18,13 @@ Rules:
   (reason ``misfire_local_deadline``). A run written in time carries that deadline
   (``deadline_at``): the worker's claim and each retry check it again.
 - ``max_runs``: a job writes at most ``remaining`` more fires (max_runs minus the fires it
-  has had); every fire counts, a skipped one too. The plan says when the job ends:
+  has had); every fire counts, a skipped one too.
+- ``window`` (a delivery window, timetable/delivery.py): a kept run whose due time falls
+  outside it is, with ``outside: defer``, queued with its due time moved to the window's
+  next opening (its run id stays the nominal time); with ``skip``, written ``skipped`` with
+  reason ``delivery_window``. The misfire deadline is the fire's own, from its nominal due
+  time; a deferred run whose deadline comes before the opening is written skipped with the
+  misfire reason (it could never be sent in time). The plan says when the job ends:
   ``max_runs`` once that many are written, else the schedule's own reason (``completed``
   for an ``at`` job, ``end_at`` for a closed window) when no fire follows.
 """
@@ -33,6 +39,7 @@ from zoneinfo import ZoneInfo
 
 from crondepot.base.vocab import EndReason, SkipReason
 from crondepot.timetable import run_id
+from crondepot.timetable.delivery import DeliveryWindow
 from crondepot.timetable.zone import place
 
 
@@ -49,6 +56,7 @@ class DueJob:
     misfire_seconds: int | None
     misfire_until: time | None
     tz: str
+    window: DeliveryWindow | None = None   # the delivery window in force (job's or tenant's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,9 +123,18 @@ def _cut(job: DueJob, nominal: datetime, reason: SkipReason) -> PlannedRun:
 
 def _judge(job: DueJob, nominal: datetime, now: datetime) -> PlannedRun:
     due = nominal + job.spread_offset
+    # the deadline is the one the fire has without a window: from its nominal due time
     deadline = misfire_deadline(job, nominal, due)
     reason: SkipReason | None = None
-    if deadline is not None and now > deadline:
+    opening = job.window.opening(due, job.tz) if job.window is not None else None
+    if opening is not None:
+        if job.window is not None and job.window.outside == "skip":
+            reason = "delivery_window"
+        else:
+            due = opening     # deferred: queued now, claimed when the window opens
+    if reason is None and deadline is not None and (
+            now > deadline or (opening is not None and deadline < due)):
+        # past its deadline, or its deadline comes before the window opens
         reason = ("misfire_deadline" if job.misfire_policy == "skip_after"
                   else "misfire_local_deadline")
     return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,

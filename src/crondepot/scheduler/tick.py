@@ -24,6 +24,7 @@ from crondepot.base.errors import InvalidSchedule
 from crondepot.db import Q
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
 from crondepot.timetable import Schedule, schedule, spread_offset, uses_hash
+from crondepot.timetable.delivery import resolve
 from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
@@ -133,15 +134,17 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
                            hash_key if row.cron is not None and uses_hash(row.cron) else "",
                            row.at, row.start_at, row.end_at)
     remaining = None if row.max_runs is None else max(row.max_runs - row.fire_count, 0)
+    window = resolve(row.delivery_window, None)    # the query chose job's or tenant's
     group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
-             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining)
+             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining, window)
     shared = memo.plans.get(group)
     if shared is None:
         job = DueJob(
             id=row.id, next_nominal_at=row.next_nominal_at,
             spread_offset=timedelta(seconds=offset), catchup=row.catchup,
             max_catchup=row.max_catchup, misfire_policy=row.misfire_policy,
-            misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz)
+            misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz,
+            window=window)
         first = plan(job, now, memo.next_fire(timetable), remaining=remaining,
                      end_reason=timetable.end_reason)
         memo.plans[group] = shared = (first, [unix_seconds(r.nominal_at) for r in first.runs])

@@ -7,9 +7,14 @@
 -- OFFSET 0 keeps "now" a value of its own (a parameter of the scan): pulled up into the
 -- scan's WHERE as coalesce(...), PostgreSQL counts it as leaky (it may not run before the
 -- row-level security policy, docs/operations.md) and reads every job instead of jobs_due.
+-- The delivery window in force is the job's own, else its tenant's default (one primary-key
+-- probe of tenants a job, only for a job without its own).
 SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
        j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
-       j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count, t.now
+       j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count, t.now,
+       coalesce(j.delivery_window,
+                (SELECT d.delivery_window FROM tenants AS d WHERE d.id = j.tenant_id))
+           AS delivery_window
 FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now OFFSET 0) AS t,
      LATERAL (
          SELECT * FROM jobs
