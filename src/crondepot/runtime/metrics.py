@@ -69,6 +69,11 @@ runs_created = Counter(
 runs_skipped = Counter(
     "crondepot_runs_skipped_total", "Runs written as skipped, by reason.", ["reason"]
 )
+runs_deferred = Counter(
+    "crondepot_runs_deferred_total",
+    "Claimed runs given back to the queue because their delivery window was closed.",
+    ["by"],
+)
 enqueue_delay = Histogram(
     "crondepot_scheduler_enqueue_delay_seconds",
     "From a run's due time to the commit that queued it.",

@@ -41,7 +41,7 @@ from crondepot.db import ALL_TENANTS, Q, bounded, connect, idle_check
 from crondepot.job.guard import AddressGuard
 from crondepot.limits.buckets import RateLimiter
 from crondepot.maintenance import Maintainer, MaintenanceConfig
-from crondepot.queue import LostLease, WeightedOrder, claim_runs, release_run
+from crondepot.queue import LostLease, WeightedOrder, claim_runs, claimed_windows, release_run
 from crondepot.queue.lease import (
     DEFAULT_MAX_LEASE_SECONDS,
     Deadline,
@@ -239,6 +239,8 @@ class Worker(Stoppable):
         with self._pool.connection() as conn:
             runs = claim_runs(conn, owner=self.config.name, urgent_only=free_urgent,
                               shares=self._order.take(free_general) if free_general else {})
+            # the delivery windows of the claimed runs' jobs, checked before each call
+            windows = claimed_windows(conn, runs) if runs else {}
         if not runs:
             return 0, *seen
         # Urgent runs fill the urgent-only slots first; everything else takes general slots.
@@ -249,7 +251,8 @@ class Worker(Stoppable):
                 free_urgent -= 1
                 slot = "urgent"
             deadline = Deadline.from_lease(run.lease_expires_at, run.db_now, sent_at)
-            claimed.append((Attempt(run=run, deadline=deadline), slot))
+            claimed.append((Attempt(run=run, deadline=deadline, claimed_at=sent_at,
+                                    window=windows.get(run.job_id)), slot))
         metrics.claim_size.observe(len(claimed))
         # One lock and one gauge update for the whole claim, then one task per run.
         shortest = min(attempt.run.lease_seconds for attempt, _ in claimed)
