@@ -5,6 +5,8 @@ option named) without a change."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -77,3 +79,35 @@ def test_bad_input_exits_2_naming_the_option_and_changes_nothing(
     code, _, err = cli(capsys, db_url, "bank42", "--from", "09:00", "--to", "21:00",
                        "--outside", "later")
     assert code == 2 and "--outside" in err
+
+
+def _next(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "crondepot", "next", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_next_shows_where_the_window_defers_or_skips_each_fire() -> None:
+    # a 21:30 reminder in Kolkata against the SMS window: Saturday's and Sunday's wait
+    # until Monday 09:00, Monday's until Tuesday 09:00
+    result = _next("30 21 * * *", "--tz", "Asia/Kolkata", "--after", "2026-12-05T00:00:00Z",
+                   "-n", "3", "--window", "09:00-21:00", "--window-days", "mon-sat")
+    assert result.returncode == 0, result.stderr
+    assert [line.split("# ")[1] for line in result.stdout.splitlines()] == [
+        "delivery window: deferred to 2026-12-07T09:00:00+05:30",
+        "delivery window: deferred to 2026-12-07T09:00:00+05:30",
+        "delivery window: deferred to 2026-12-08T09:00:00+05:30"]
+    skipped = _next("0 10 * * *", "--tz", "Asia/Kolkata", "--after", "2026-12-05T00:00:00Z",
+                    "-n", "2", "--window", "09:00-21:00", "--window-days", "mon-sat",
+                    "--outside", "skip", "--json")
+    assert json.loads(skipped.stdout) == [
+        {"at": "2026-12-05T04:30:00Z", "due_at": "2026-12-05T04:30:00Z", "skip_reason": None},
+        {"at": "2026-12-06T04:30:00Z", "due_at": None, "skip_reason": "delivery_window"}]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--window", "09:00-09:00"], "equals"), (["--window", "9-21"], "HH:MM"),
+    (["--window", "09:00-21:00", "--window-days", "funday"], "--window-days"),
+    (["--window-days", "mon"], "needs --window")])
+def test_next_refuses_a_bad_window(args: list[str], needle: str) -> None:
+    result = _next("0 9 * * *", *args)
+    assert result.returncode == 2 and needle in result.stderr, result.stderr

@@ -133,6 +133,18 @@ def test_job_page_shows_the_retry_curve(client: TestClient, world: World,
     assert 'id="retry-curve">3 attempts; waits up to 1, 2 s (random from 0, cap 2 s)' in html
 
 
+def test_job_page_shows_the_delivery_window(client: TestClient, world: World,
+                                            conn: psycopg.Connection[Any]) -> None:
+    login(client, world.admin)
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert 'id="delivery-window">the tenant&#39;s default (if it has one)' in html
+    conn.execute("UPDATE jobs SET delivery_window = %s WHERE id = %s",
+                 ('{"from": "09:00", "to": "21:00", "days": "mon-sat", "outside": "defer"}',
+                  world.daily))
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert 'id="delivery-window">09:00-21:00 mon-sat, outside: defer' in html
+
+
 def test_run_page(client: TestClient, world: World) -> None:
     login(client, world.admin)
     html = client.get(f"/console/runs/{world.dead[0]}").text

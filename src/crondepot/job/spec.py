@@ -123,6 +123,16 @@ class JobSpec:
         return ", ".join(parts)
 
     @property
+    def delivery_window_text(self) -> str:
+        """The delivery window in one line, for people: "09:00-21:00 mon-sat, outside:
+        defer", or whose it is when the job has none of its own."""
+        if self.delivery_window is None:
+            return "the tenant's default (if it has one)"
+        if self.delivery_window == OPT_OUT:
+            return "none (not even the tenant's default)"
+        return parse_window(self.delivery_window).text
+
+    @property
     def retry_waits(self) -> list[float]:
         """The longest wait after each failed attempt that is retried (the last attempt
         is not): min(cap, base·2^(n-1)) for n = 1 … max_attempts - 1 (queue/retry.py
