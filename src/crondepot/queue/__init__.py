@@ -6,7 +6,13 @@ records what happened. Every write that follows a claim is conditional on the le
 
 from __future__ import annotations
 
-from crondepot.queue.claim import ClaimedRun, WeightedOrder, claim_runs, claimed_windows
+from crondepot.queue.claim import (
+    ClaimedRun,
+    WeightedOrder,
+    WindowedTenants,
+    claim_runs,
+    claimed_windows,
+)
 from crondepot.queue.lease import extend_acquired_leases, reap_abandoned_runs
 from crondepot.queue.outcome import (
     LostLease,
@@ -27,6 +33,7 @@ __all__ = [
     "LostLease",
     "Success",
     "WeightedOrder",
+    "WindowedTenants",
     "claim_runs",
     "claimed_windows",
     "defer_queued_run",

@@ -1581,6 +1581,12 @@ CREATE INDEX jobs_failing ON public.jobs USING btree (tenant_id, id) WHERE (fail
 CREATE INDEX jobs_labels ON public.jobs USING gin (labels jsonb_path_ops);
 
 --
+-- Name: jobs_windowed; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_windowed ON public.jobs USING btree (tenant_id) WHERE ((delivery_window IS NOT NULL) AND (delivery_window <> '"none"'::jsonb));
+
+--
 -- Name: run_attempts_run; Type: INDEX; Schema: public; Owner: -
 --
 

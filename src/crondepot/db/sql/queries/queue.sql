@@ -133,6 +133,17 @@ JOIN tenants AS t ON t.id = j.tenant_id,
 WHERE j.id = ANY(%(job_ids)s::bigint[])
   AND w.window IS NOT NULL AND w.window <> '"none"'::jsonb;
 
+-- name: windowed_tenants
+-- Which of these tenants have a delivery window anywhere: a default, or a job with its own
+-- (the partial index jobs_windowed). The worker keeps the answer a few seconds per tenant.
+SELECT t.id
+FROM tenants AS t
+WHERE t.id = ANY(%(tenant_ids)s::bigint[])
+  AND (t.delivery_window IS NOT NULL
+       OR EXISTS (SELECT FROM jobs AS j
+                  WHERE j.tenant_id = t.id AND j.delivery_window IS NOT NULL
+                    AND j.delivery_window <> '"none"'::jsonb));
+
 -- name: defer_run
 -- A claimed run found outside its delivery window before the call: given back to the queue,
 -- due at the window's next opening, as release_run gives one back at shutdown: the attempt
