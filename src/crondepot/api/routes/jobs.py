@@ -15,6 +15,7 @@ from crondepot.api.body import json_body
 from crondepot.api.models import (
     BILL_DUE_ONCE,
     EMI_REMINDER,
+    EMI_SMS_IN_HOURS,
     EMI_TWELVE_MONTH_ENDS,
     PYTHON_JOB,
     Job,
@@ -72,7 +73,8 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
                                                       "python_handler": PYTHON_JOB,
                                                       "bill_due_once": BILL_DUE_ONCE,
                                                       "emi_twelve_month_ends":
-                                                          EMI_TWELVE_MONTH_ENDS}))
+                                                          EMI_TWELVE_MONTH_ENDS,
+                                                      "emi_sms_in_hours": EMI_SMS_IN_HOURS}))
 def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
     spec = JobSpec.from_document(doc)
     job, created = create_job(conn, who.tenant_id, spec)
@@ -133,7 +135,10 @@ def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
                                    "misfire": {"policy": "skip_after", "seconds": 3600}},
                   # the whole curve is replaced: members left out take their defaults
                   "gentler_retries": {"retry": {"max_attempts": 8, "base_s": 120,
-                                                "cap_s": 3600}}},
+                                                "cap_s": 3600}},
+                  # "none": no window, not even the tenant's default; null: the default
+                  "sms_hours_only": {"delivery_window": {"from": "09:00", "to": "21:00",
+                                                         "days": "mon-sat"}}},
                   media_type="application/merge-patch+json"))
 def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
           if_match: Annotated[str | None, Header(description="the job's version, from its "
