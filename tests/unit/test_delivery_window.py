@@ -140,6 +140,7 @@ def test_defer_queues_the_fire_at_the_next_opening_with_its_nominal_run_id() -> 
     assert run.skip_reason is None
     assert run.run_id == f"7:{int(nominal.timestamp())}"
     assert run.nominal_at == nominal and run.due_at == _ist(2026, 12, 8, 9, 0)
+    assert run.deferred
     # the job itself moves on by its timetable, not by the window
     assert result.next_nominal_at == _ist(2026, 12, 8, 21, 30)
 
@@ -165,7 +166,7 @@ def test_a_deadline_before_the_opening_ends_the_fire_skipped_by_the_misfire_rule
     # "never after 23:00": the 21:30 reminder cannot wait for 09:00 tomorrow
     job = _job(SMS, misfire_policy="skip_after_local_time", misfire_until=time(23, 0))
     (run,) = plan(job, _ist(2026, 12, 7, 21, 31), _next).runs
-    assert run.skip_reason == "misfire_local_deadline"
+    assert run.skip_reason == "misfire_local_deadline" and not run.deferred
     hours = _job(SMS, misfire_policy="skip_after", misfire_seconds=6 * 3600)
     assert plan(hours, _ist(2026, 12, 7, 21, 31), _next).runs[0].skip_reason == \
         "misfire_deadline"
@@ -181,3 +182,4 @@ def test_a_deadline_after_the_opening_is_kept_from_the_nominal_time() -> None:
 def test_without_a_window_nothing_moves() -> None:
     (run,) = plan(_job(None), _ist(2026, 12, 7, 21, 31), _next).runs
     assert run.skip_reason is None and run.due_at == _ist(2026, 12, 7, 21, 30)
+    assert not run.deferred

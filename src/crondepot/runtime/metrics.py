@@ -71,7 +71,8 @@ runs_skipped = Counter(
 )
 runs_deferred = Counter(
     "crondepot_runs_deferred_total",
-    "Claimed runs given back to the queue because their delivery window was closed.",
+    "Runs deferred to their delivery window's next opening: queued so by the scheduler, "
+    "or given back by a worker that claimed them while the window was closed.",
     ["by"],
 )
 enqueue_delay = Histogram(

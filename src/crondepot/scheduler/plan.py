@@ -66,6 +66,7 @@ class PlannedRun:
     due_at: datetime
     skip_reason: SkipReason | None   # None: queued for the workers
     deadline_at: datetime | None = None   # the misfire deadline; None: run however late
+    deferred: bool = False   # its due time is its delivery window's next opening
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,18 +128,20 @@ def _judge(job: DueJob, nominal: datetime, now: datetime) -> PlannedRun:
     deadline = misfire_deadline(job, nominal, due)
     reason: SkipReason | None = None
     opening = job.window.opening(due, job.tz) if job.window is not None else None
+    deferred = False
     if opening is not None:
         if job.window is not None and job.window.outside == "skip":
             reason = "delivery_window"
         else:
-            due = opening     # deferred: queued now, claimed when the window opens
+            due, deferred = opening, True   # queued now, claimed when the window opens
     if reason is None and deadline is not None and (
             now > deadline or (opening is not None and deadline < due)):
         # past its deadline, or its deadline comes before the window opens
         reason = ("misfire_deadline" if job.misfire_policy == "skip_after"
                   else "misfire_local_deadline")
     return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,
-                      skip_reason=reason, deadline_at=deadline)
+                      skip_reason=reason, deadline_at=deadline,
+                      deferred=deferred and reason is None)
 
 
 def misfire_deadline(job: DueJob, nominal: datetime, due: datetime) -> datetime | None:

@@ -152,7 +152,7 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
     template, seconds = shared
     return Plan(runs=[PlannedRun(run_id=format_run_id(row.id, s), nominal_at=r.nominal_at,
                                  due_at=r.due_at, skip_reason=r.skip_reason,
-                                 deadline_at=r.deadline_at)
+                                 deadline_at=r.deadline_at, deferred=r.deferred)
                       for r, s in zip(template.runs, seconds, strict=True)],
                 next_nominal_at=template.next_nominal_at, next_run_at=template.next_run_at,
                 ended=template.ended)
