@@ -8,7 +8,8 @@ The order matters:
    run that waited long is checked against its misfire deadline again, and recorded
    skipped if it passed meanwhile: "never after noon" holds for a slow rate limit too);
 3. refuse to start the call if our lease deadline has passed (we may no longer own the run:
-   another worker may be calling it right now);
+   another worker may be calling it right now); give the run back, due at the next opening,
+   if its job's delivery window is closed now (before the rate-limit wait and after it);
 4. call the target through its kind's ``Target`` (worker/targets/: http, python), passing
    the run id as the idempotency key (and, to a handler, the tenant's name);
 5. record the outcome, fenced by the lease token; a refused write is counted and logged.
@@ -119,6 +120,10 @@ class Executor:
             log.warning("grants unavailable, run not started: %s", exc, extra=_fields(run))
             return "not-started"
         refused: PermanentError | None = run_refusal(run.target, run.rate_limit, uses)
+        # before a rate-limit token is taken for a run that cannot go now, and again after
+        # the wait, which may have run past closing
+        if refused is None and attempt.window is not None and self._outside_window(attempt):
+            return "done"
         try:
             if refused is None and not self._ready_to_call(attempt):
                 return "not-started"
