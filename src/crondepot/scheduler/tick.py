@@ -1,7 +1,8 @@
 """One tick of a scheduler copy: claim due jobs, write their runs, advance them — one commit.
 
 A tick is three statements whatever the batch size (claim, insert runs, advance jobs) plus a
-notify and a planner setting, inside one transaction. If the process dies anywhere before
+notify, a planner setting and the batch's tenants' default delivery windows, inside one
+transaction. If the process dies anywhere before
 the commit, the database rolls everything back and the job rows' locks vanish with the
 session: another copy claims the same jobs and writes the same run ids. If it dies after,
 the runs exist and ``next_run_at`` has moved. There is no state in between, and no per-row
@@ -101,10 +102,12 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
             return result
         result.claimed, result.full, result.now = len(rows), len(rows) >= batch, rows[0].now
         assert result.now is not None
+        defaults = _tenant_windows(conn, rows)
         plans: list[tuple[Any, Plan]] = []
         for row in rows:
             try:
-                plans.append((row, _plan_row(row, result.now, memo)))
+                plans.append((row, _plan_row(row, result.now, memo,
+                                             defaults.get(row.tenant_id))))
             except InvalidSchedule as exc:
                 result.unreadable.append(row.id)
                 log.warning("job %s (tenant %s): its stored timetable cannot be read, put off "
@@ -124,7 +127,16 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
     return result
 
 
-def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
+def _tenant_windows(conn: psycopg.Connection[Any], rows: list[Any]) -> dict[int, Any]:
+    """The default delivery windows (as stored) of the tenants of the claimed jobs that have
+    no window of their own: one statement a tick, none when every job has its own."""
+    tenants = sorted({row.tenant_id for row in rows if row.delivery_window is None})
+    if not tenants:
+        return {}
+    return dict(conn.execute(Q.tenant_delivery_windows, {"tenant_ids": tenants}).fetchall())
+
+
+def _plan_row(row: Any, now: datetime, memo: FireMemo, tenant_window: Any = None) -> Plan:
     hash_key = row.key if row.key is not None else str(row.id)
     offset = (spread_offset(row.spread_key or hash_key, row.spread_seconds)
               if row.spread_seconds else 0)
@@ -134,7 +146,7 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
                            hash_key if row.cron is not None and uses_hash(row.cron) else "",
                            row.at, row.start_at, row.end_at)
     remaining = None if row.max_runs is None else max(row.max_runs - row.fire_count, 0)
-    window = resolve(row.delivery_window, None)    # the query chose job's or tenant's
+    window = resolve(row.delivery_window, tenant_window)    # the job's, else the tenant's
     group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
              row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining, window)
     shared = memo.plans.get(group)
