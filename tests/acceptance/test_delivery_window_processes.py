@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
+from crondepot.scheduler.ledger import verify
 from crondepot.timetable.delivery import parse_window
 from crondepot_testkit.processes import Proc, wait_until
 from tests.support.jobs import CALLS_TABLE, add_job, tenant
@@ -81,6 +82,9 @@ def test_a_closed_window_defers_fires_and_the_worker_gives_back_a_late_claim(
                 proc.stop()
         fire, late = row(fire_id), row(late_id)
         calls = conn.execute("SELECT count(*) FROM test_calls").fetchone()
+        # the ledger: every fire of the job has its row, the deferred ones included
+        report = verify(conn, tenant_id=t, since=nominal)
+    assert report.clean, report.document()
     # the fire: queued with its nominal run id, due at the opening, not leased
     assert fire[0] == "queued" and fire[1] == opening and fire[2] == opening
     assert fire[3] == 0 and fire[4] is None and fire[5] == nominal
