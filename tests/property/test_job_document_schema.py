@@ -200,7 +200,7 @@ INEXPRESSIBLE = {
     "cron-dom-32w", "cron-dom-l-40", "cron-dow-8l", "cron-dow-w", "cron-31w-in-30-day-months",
     "tz-unknown",
     "tz-offset", "payload-17k", "payload-33-levels", "payload-33-arrays",
-    "retry-cap-below-base",
+    "retry-cap-below-base", "window-from-equals-to",
 }
 
 
