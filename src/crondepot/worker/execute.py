@@ -80,8 +80,9 @@ class Attempt:
     claimed_at: float = 0.0       # monotonic time the claim was sent (run.db_now is its answer)
 
     def db_now(self) -> datetime:
-        """The database's clock now, from the claim's answer: never ahead of it (the claim
-        was sent before the database read its now), so a window is not judged early."""
+        """The database's clock now, from the claim's answer: ahead of it by at most the
+        claim's way there (timed from the send), so a run is held back a few milliseconds
+        early at a window's closing, never sent after it."""
         return self.run.db_now + timedelta(seconds=time.monotonic() - self.claimed_at)
 
 
