@@ -94,6 +94,8 @@ def test_days_written_back_as_runs() -> None:
     ({"from": "09:00", "to": "09:00"}, "delivery_window.to"),
     ({"from": "09:00", "to": "21:00", "days": "funday"}, "delivery_window.days"),
     ({"from": "09:00", "to": "21:00", "days": "mon-"}, "delivery_window.days"),
+    ({"from": "09:00", "to": "21:00", "days": None}, "delivery_window.days"),
+    ({"from": "09:00", "to": "21:00", "outside": None}, "delivery_window.outside"),
     ({"from": "09:00", "to": "21:00", "outside": "later"}, "delivery_window.outside"),
     ({"from": "09:00", "to": "21:00", "until": "x"}, "delivery_window.until"),
     ({"to": "21:00"}, "delivery_window.from"),

@@ -156,8 +156,9 @@ def parse_window(value: Any, path: str = "delivery_window") -> DeliveryWindow:
         raise InvalidWindow(f"{path}.to equals {path}.from ({start:%H:%M}): a window must "
                             "have a length (from after to is an overnight window)",
                             field=f"{path}.to")
-    days = ALL_DAYS if value.get("days") is None else parse_days(value["days"],
-                                                                   f"{path}.days")
+    # days absent: every day; present, it must be days (null too is refused, as the
+    # published schema refuses it)
+    days = parse_days(value["days"], f"{path}.days") if "days" in value else ALL_DAYS
     outside = value.get("outside", "defer")
     if outside not in OUTSIDE:
         raise InvalidWindow(f"expected {path}.outside to be one of defer, skip, got "
