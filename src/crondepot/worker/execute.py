@@ -348,10 +348,15 @@ def _retry_in_window(conn: Any, run: ClaimedRun, window: tuple[DeliveryWindow, s
     """A retry due outside the job's delivery window waits for its next opening. The
     database's now: the retry's own statement has just read it (one more round trip only
     for runs with a window)."""
-    (now,) = conn.execute(Q.db_now, {"now": None}).fetchone()
-    opening = window[0].opening(now + timedelta(seconds=delay), window[1])
-    if opening is not None:
-        defer_queued_run(conn, run.run_id, opening)
+    try:
+        (now,) = conn.execute(Q.db_now, {"now": None}).fetchone()
+        opening = window[0].opening(now + timedelta(seconds=delay), window[1])
+        if opening is not None:
+            defer_queued_run(conn, run.run_id, opening)
+    except psycopg.Error as exc:
+        # the retry is recorded: writing it again would find the lease gone. Unmoved, the
+        # run is given back to the opening by the worker that claims it (the guard).
+        log.warning("retry not moved to its delivery window: %s", exc, extra=_fields(run))
 
 
 def _count_attempt(run: ClaimedRun, kind: str, code: Any, took: float) -> None:
