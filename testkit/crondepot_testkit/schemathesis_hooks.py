@@ -60,7 +60,8 @@ _UNSTATABLE = {(422, "validation", "cron"), (422, "validation", "tz"),
                (422, "validation", "calendar.exclude"),
                # an interval of at most 3650 days: a bound on the count times its unit's
                # seconds, which a pattern cannot say; an anchor in RFC 3339 with an offset
-               (422, "validation", "every"), (422, "validation", "anchor")}
+               (422, "validation", "every"), (422, "validation", "anchor"),
+               (422, "validation", "delivery_window.to")}
 EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
     "POST /v1/jobs": {(422, "not-granted", None), (422, "quota-exceeded", None),
                       *_UNSTATABLE},

@@ -145,6 +145,26 @@ def test_job_page_shows_the_calendar(client: TestClient, world: World,
             'day before (business days mon-fri)') in html
 
 
+def test_job_page_shows_the_delivery_window(client: TestClient, world: World,
+                                            conn: psycopg.Connection[Any]) -> None:
+    login(client, world.admin)
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert 'id="delivery-window">none (the tenant has no default)' in html
+    assert "delivery window" not in table(html, "timetable")   # no column without one
+    conn.execute("UPDATE tenants SET delivery_window = %s",
+                 ('{"from": "09:00", "to": "21:00", "outside": "skip"}',))
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert ('id="delivery-window">the tenant\'s default: 09:00-21:00 every day, '
+            'outside: skip') in html
+    conn.execute("UPDATE jobs SET delivery_window = %s WHERE id = %s",
+                 ('{"from": "09:00", "to": "09:01", "outside": "defer"}', world.daily))
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert 'id="delivery-window">09:00-09:01 every day, outside: defer' in html
+    # the next fires say where the window puts them (a minute's window: most wait)
+    timetable = table(html, "timetable")
+    assert "<th>delivery window</th>" in timetable and "deferred to" in timetable
+
+
 def test_run_page(client: TestClient, world: World) -> None:
     login(client, world.admin)
     html = client.get(f"/console/runs/{world.dead[0]}").text

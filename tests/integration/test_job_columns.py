@@ -21,7 +21,10 @@ def _spec(n: int) -> JobSpec:
         "target": {"type": "http", "url": "https://hooks.example.com/x", "dedupes": True},
         "payload": {"n": n}, "misfire": {"policy": "skip_after_local_time", "until": "20:00"},
         "catchup": "latest", "max_catchup": 7, "spread": {"seconds": 60, "key": f"s{n}"},
-        "max_attempts": 3, "lease_seconds": 30, "rate_limit": "sms-gateway"})
+        "max_attempts": 3, "lease_seconds": 30, "rate_limit": "sms-gateway",
+        # a window of its own, none at all, or the tenant's: the three stored shapes
+        "delivery_window": [{"from": "09:00", "to": "21:00", "days": "mon-sat"}, "none",
+                            None][n % 3]})
 
 
 @pytest.mark.parametrize("count", [1, COPY_AT_LEAST])     # insert_jobs, then the COPY path
@@ -75,6 +78,24 @@ def test_the_release_before_the_retry_curve_still_inserts_through_job_writes(
     row = conn.execute("SELECT max_attempts, retry_base_s, retry_cap_s FROM jobs "
                        "WHERE id = 9002").fetchone()
     assert row == (4, 30.0, 600.0)
+
+
+def test_the_release_before_delivery_windows_still_inserts_through_job_writes_3(
+        conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    # job_writes_3 (migration 0023, 31 columns) is the previous release's insert view: its
+    # jobs follow their tenant's default window (delivery_window null).
+    old = [name for (name,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'job_writes_3' "
+        "ORDER BY ordinal_position")]
+    assert len(old) == 31 and old[-1] == "created_at" and "delivery_window" not in old
+    conn.execute(
+        "INSERT INTO job_writes_3 OVERRIDING SYSTEM VALUE SELECT 9003, %s, 'old-api-3', "
+        "'0 9 * * *', 'UTC', now(), now(), 'normal', true, "
+        "'{\"type\": \"python\", \"handler\": \"crondepot.log\"}', '{}', 'run_late', "
+        "NULL, NULL, 'all', 1000, 0, NULL, 4, 60, NULL, NULL, NULL, NULL, NULL, '{}', NULL, "
+        "30, 600, NULL, now()", (tenant_id,))
+    row = conn.execute("SELECT delivery_window FROM jobs WHERE id = 9003").fetchone()
+    assert row == (None,)
 
 
 def test_the_table_refuses_a_cap_below_the_base(conn: psycopg.Connection[Any],

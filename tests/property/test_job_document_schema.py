@@ -63,6 +63,9 @@ BEYOND_SCHEMA: dict[str, st.SearchStrategy[Any]] = {
     # retry.cap_s is at least retry.base_s (a rule across two fields): drawn apart
     "retry.base_s": st.floats(0.001, 60) | st.integers(1, 60),
     "retry.cap_s": st.floats(60, 86_400) | st.integers(60, 86_400),
+    # a delivery window's to differs from its from (a rule across two fields): drawn apart
+    "delivery_window.from": st.from_regex(r"(0[0-9]|1[01]):[0-5][0-9]", fullmatch=True),
+    "delivery_window.to": st.from_regex(r"(1[2-9]|2[0-3]):[0-5][0-9]", fullmatch=True),
 }
 
 _ANNOTATIONS = {"title", "description", "default", "examples", "deprecated"}
@@ -211,7 +214,7 @@ INEXPRESSIBLE = {
     "cron-dom-32w", "cron-dom-l-40", "cron-dow-8l", "cron-dow-w", "cron-31w-in-30-day-months",
     "tz-unknown",
     "tz-offset", "payload-17k", "payload-33-levels", "payload-33-arrays",
-    "retry-cap-below-base",
+    "retry-cap-below-base", "window-from-equals-to",
 }
 
 

@@ -79,6 +79,15 @@ BRANCH_HOURS_REMINDER: dict[str, Any] = {
     "target": {"type": "python", "handler": "sms.send"},
     "payload": {"card": 5521, "template": "card_bill_due"}, "rate_limit": "sms-gateway",
 }
+# An SMS only between 09:00 and 21:00, Monday to Saturday, in the customer's zone: a
+# reminder due at 21:30 goes at 09:00 the next opening, with the same run id.
+EMI_SMS_IN_HOURS: dict[str, Any] = {
+    "key": "bank42:48213:emi-sms", "cron": "30 21 4 * *", "tz": "Asia/Kolkata",
+    "target": {"type": "python", "handler": "sms.send"},
+    "payload": {"loan": 48213, "template": "emi_due_tomorrow"}, "rate_limit": "sms-gateway",
+    "delivery_window": {"from": "09:00", "to": "21:00", "days": "mon-sat",
+                        "outside": "defer"},
+}
 PYTHON_JOB: dict[str, Any] = {
     "key": "ops:nightly-report", "cron": "30 2 * * *", "tz": "Europe/Berlin",
     "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly",

@@ -32,7 +32,8 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # queue's: a queued run whose misfire deadline passed before a worker could call it;
 # ``calendar``: the fire's local date is in its job's exclusion calendar (on_excluded: skip).
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
-                     "misfire_local_deadline", "paused", "deadline_passed", "calendar"]
+                     "misfire_local_deadline", "paused", "deadline_passed", "calendar",
+                     "delivery_window"]
 SKIP_REASONS: tuple[SkipReason, ...] = get_args(SkipReason)
 
 # Why a job ended by itself (jobs.ended_reason): its one ``at`` run is written, its window

@@ -1,13 +1,15 @@
 """``crondepot next CRON... | --every N [--anchor T]  --tz ZONE [--start-at T] [--end-at T]
-[--calendar NAME --tenant T]``: preview a timetable (``L`` and ``D#n`` included; several
-crons as one job's list; an interval), inside a job's window if given, with the fires DST
-moved or merged, and those a holiday calendar skips or moves."""
+[--calendar NAME --tenant T] [--window HH:MM-HH:MM]``: preview a timetable (``L`` and ``D#n``
+included; several crons as one job's list; an interval), inside a job's window if given,
+with the fires DST moved or merged, those a holiday calendar skips or moves, and where a
+delivery window defers or skips each fire."""
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from crondepot.base.errors import InvalidSchedule
 from crondepot.cli.shared.options import int_in
@@ -23,6 +25,7 @@ from crondepot.timetable import (
     every_seconds,
     every_text,
 )
+from crondepot.timetable.delivery import DeliveryWindow, InvalidWindow, parse_window
 
 FIRE_NOTES = {
     "moved": "DST gap: scheduled {scheduled}, fired at the change",
@@ -59,9 +62,17 @@ def register(commands: Any) -> None:
                         help="ISO-8601 instant: no fire before it (a job's start_at)")
     parser.add_argument("--end-at", type=_instant, default=None,
                         help="ISO-8601 instant: no fire after it (a job's end_at)")
+    parser.add_argument("--window", metavar="HH:MM-HH:MM", default=None,
+                        help="a delivery window in --tz, like 09:00-21:00: show when each "
+                             "fire is sent (deferred to the opening, or skipped)")
+    parser.add_argument("--window-days", metavar="DAYS", default=None,
+                        help="the days the window opens, like mon-sat (default every day)")
+    parser.add_argument("--outside", choices=("defer", "skip"), default="defer",
+                        help="a fire due outside the window: defer (default) or skip")
     parser.add_argument("--json", action="store_true",
                         help="print a JSON list of ISO-8601 UTC instants (with --calendar, "
-                             "objects: at, due_at, calendar)")
+                             "objects: at, due_at, calendar; with --window: at, due_at, "
+                             "skip_reason)")
     from crondepot.cli.calendars import add_preview_options
     add_preview_options(parser)
     parser.set_defaults(run=run)
@@ -74,10 +85,17 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidSchedule("--end-at must be after --start-at", field="end_at")
     window = Schedule(timetable, args.tz, start_at=args.start_at, end_at=args.end_at)
     fires = _take(window, after, args.count)
+    delivery = _delivery_window(args)
     if args.calendar is not None:
+        if delivery is not None:    # each preview is one rule's; a job applies both
+            raise InvalidSchedule("preview --calendar or --window, one at a time",
+                                  field="delivery_window")
         return _with_calendar(args, fires)
     if args.json:
-        print_json([_iso_utc(f.at) for f in fires])
+        if delivery is None:
+            print_json([_iso_utc(f.at) for f in fires])
+        else:
+            print_json([_sent(f, delivery, args.tz) for f in fires])
         return 0
     if isinstance(timetable, Interval):
         print(f"# every {every_text(timetable.every_s)} from {_iso_utc(timetable.anchor)}"
@@ -91,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         if fire.note:
             scheduled = fire.scheduled_local.isoformat()
             line += "  # " + FIRE_NOTES[fire.note].format(scheduled=scheduled)
+        if delivery is not None:
+            line += _window_note(fire, delivery, args.tz)
         print(line)
     return 0
 
@@ -113,6 +133,8 @@ def _timetable(args: argparse.Namespace, after: datetime) -> AnyTimetable:
                               field="cron")
     tables = [Timetable(cron, args.tz, hash_key=args.key) for cron in args.cron]
     return tables[0] if len(tables) == 1 else Several(tables)
+
+
 def _with_calendar(args: argparse.Namespace, fires: list[Fire]) -> int:
     """The preview with what ``--calendar`` does to each fire (docs/schedules.md)."""
     from crondepot.cli.calendars import preview_note, preview_rule
@@ -127,6 +149,42 @@ def _with_calendar(args: argparse.Namespace, fires: list[Fire]) -> int:
     for fire, (text, _) in zip(fires, notes, strict=True):
         print(f"{fire.local.isoformat()}  {_iso_utc(fire.at)}" + (f"  # {text}" if text else ""))
     return 0
+
+
+def _delivery_window(args: argparse.Namespace) -> DeliveryWindow | None:
+    if args.window is None:
+        if args.window_days is not None:
+            raise InvalidSchedule("--window-days needs --window", field="delivery_window")
+        return None
+    start, _, end = args.window.partition("-")
+    doc = {"from": start, "to": end, "outside": args.outside}
+    if args.window_days is not None:
+        doc["days"] = args.window_days
+    try:
+        return parse_window(doc, "window")
+    except InvalidWindow as exc:
+        message = str(exc).replace("window.days", "--window-days").replace(
+            "window.from", "--window's from").replace("window.to", "--window's to")
+        raise InvalidSchedule(message, field="delivery_window") from None
+
+
+def _sent(fire: Fire, window: DeliveryWindow, tz: str) -> dict[str, str | None]:
+    """A fire as the plan writes it against ``window`` (spread aside)."""
+    opening = window.opening(fire.at, tz)
+    skipped = opening is not None and window.outside == "skip"
+    return {"at": _iso_utc(fire.at),
+            "due_at": _iso_utc(opening or fire.at) if not skipped else None,
+            "skip_reason": "delivery_window" if skipped else None}
+
+
+def _window_note(fire: Fire, window: DeliveryWindow, tz: str) -> str:
+    opening = window.opening(fire.at, tz)
+    if opening is None:
+        return ""
+    if window.outside == "skip":
+        return "  # delivery window: skipped (delivery_window)"
+    local = opening.astimezone(ZoneInfo(tz)).isoformat()
+    return f"  # delivery window: deferred to {local}"
 
 
 def _take(timetable: Schedule, after: datetime, count: int) -> list[Fire]:

@@ -37,6 +37,7 @@ from crondepot.job.store import (
     first_run,
     owed_runs,
     stored_job,
+    tenant_window,
 )
 from crondepot.limits.holds import checked_host
 from crondepot.scheduler.plan import PlannedRun
@@ -166,7 +167,8 @@ def _change(conn: psycopg.Connection[Any], tenant_id: int, action: Action,
     """One batch: the owed fires of every job in one insert, then one update."""
     memo: FirstFires = {}       # first fires after this batch's instant, per timetable
     rules = calendar_rules(conn, tenant_id, jobs)
-    owed = [(job, owed_runs(job, now, rules.get(job.id))) for job in jobs]
+    default = tenant_window(conn, tenant_id)     # the tenant's delivery window, if any
+    owed = [(job, owed_runs(job, now, rules.get(job.id), default)) for job in jobs]
     insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)
                        for job, runs in owed if runs], now)
     for job, runs in owed:      # max_runs counts settled fires as the tick's (few jobs)

@@ -1,7 +1,7 @@
 """The job's stored columns: one table that every write of a job and its read back are
 derived from (``job/store.py``).
 
-``WRITES`` is the view both inserts write through (``job_writes_5``, as ``insert_jobs`` names
+``WRITES`` is the view both inserts write through (``job_writes_7``, as ``insert_jobs`` names
 it), column for column and in its order: ``insert_jobs`` takes one array per entry, named
 and typed as the entry; the COPY of an import batch sends rows of them with their types;
 ``update_job_document`` sets the entries a patch may change; a stored row (``stored_jobs``)
@@ -104,6 +104,7 @@ WRITES: tuple[Column, ...] = (
     Column("every_s", "integer", "every_s"),       # an interval: cron holds its text
     Column("anchor_at", "timestamptz", "anchor_at"),
     Column("calendar", "jsonb", "calendar"),
+    Column("delivery_window", "jsonb", "delivery_window"),   # null: the tenant's default
     Column("created_at", "timestamptz"),           # the instant the first fire is from
 )
 

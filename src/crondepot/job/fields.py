@@ -220,11 +220,21 @@ MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullabl
                              "every fire counts, a skipped one too (misfire, catch-up "
                              "bound, paused), a manual trigger does not")
 
+DELIVERY_WINDOW = Field(
+    path="delivery_window", type="object", nullable=True,
+    description="the local hours (in tz) a run may reach its target: {\"from\": \"09:00\", "
+                "\"to\": \"21:00\", \"days\": \"mon-sat\", \"outside\": \"defer\"}; a fire "
+                "due outside is deferred to the next opening (its run id stays the nominal "
+                "time) or, with outside skip, recorded skipped (delivery_window); from after "
+                "to is an overnight window, days name the day it opens (default every day); "
+                "the string \"none\": no window, whatever the tenant's default; null: the "
+                "tenant's default window, if it has one")
+
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
                                RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
                                ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES, EVERY, ANCHOR,
-                               CALENDAR)
+                               CALENDAR, DELIVERY_WINDOW)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
 ONE_OF: tuple[str, ...] = ("cron", "every", "at")
@@ -295,3 +305,21 @@ CALENDAR_BUSINESS_DAYS = Field(
                 "(mon,wed,fri) of mon tue wed thu fri sat sun (checked in code)")
 CALENDAR_FIELDS: tuple[Field, ...] = (CALENDAR_EXCLUDE, CALENDAR_ON_EXCLUDED,
                                       CALENDAR_BUSINESS_DAYS)
+
+# --- delivery window ----------------------------------------------------------------------
+
+# Read by timetable/delivery.py parse_window, which names the same members and rules.
+WINDOW_FROM = Field(path="delivery_window.from", type="string", pattern=LOCAL_TIME,
+                    description="local HH:MM the window opens")
+WINDOW_TO = Field(path="delivery_window.to", type="string", pattern=LOCAL_TIME,
+                  description="local HH:MM the window closes (not equal to from; before "
+                              "from: it closes the next day)")
+WINDOW_DAYS = Field(path="delivery_window.days", type="string", max_length=64,
+                    pattern=BUSINESS_DAYS,   # the same day names and ranges
+                    description="the days the window opens: names and ranges, like mon-sat "
+                                "or mon,wed,fri (default every day)")
+WINDOW_OUTSIDE = Field(path="delivery_window.outside", type="string",
+                       choices=("defer", "skip"), default="defer",
+                       description="a fire due outside the window: deferred to its next "
+                                   "opening, or recorded skipped")
+WINDOW_FIELDS: tuple[Field, ...] = (WINDOW_FROM, WINDOW_TO, WINDOW_DAYS, WINDOW_OUTSIDE)

@@ -84,6 +84,11 @@ def field_schema(field: Field) -> JsonSchema:
         schema["examples"] = [{"exclude": "in-bank-holidays",
                                "on_excluded": "previous_business_day",
                                "business_days": "mon-fri"}]
+    elif field is F.DELIVERY_WINDOW:
+        window = _object(F.WINDOW_FIELDS, ("from", "to"), title="DeliveryWindow")
+        window["examples"] = [{"from": "09:00", "to": "21:00", "days": "mon-sat",
+                               "outside": "defer"}]
+        schema = {"anyOf": [window, {"const": "none"}]}
     elif field is F.LABELS:
         schema = {"type": "object", "maxProperties": F.MAX_LABELS,
                   "propertyNames": {"pattern": f"^(?:{F.LABEL_KEY.pattern})$"},

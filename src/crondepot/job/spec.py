@@ -59,6 +59,7 @@ from crondepot.timetable import (
     validate_zone,
 )
 from crondepot.timetable.calendar import business_days
+from crondepot.timetable.delivery import OPT_OUT, InvalidWindow, parse_window
 
 # Names a job refers to are matched whole (``fullmatch``: ``$`` would let a trailing newline
 # through); the grants and the rate limits use the same two (HANDLER_NAME, LIMIT_NAME).
@@ -117,6 +118,9 @@ class JobSpec:
                                            # the creation instant
     # {"exclude", "on_excluded", "business_days"}, every member given; None: no calendar
     calendar: dict[str, str] | None = None
+    # the window as the document gives it, normalised: an object, "none" (no window, not
+    # even the tenant's), or None (the tenant's default)
+    delivery_window: dict[str, Any] | str | None = None
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -141,6 +145,16 @@ class JobSpec:
         if self.max_runs is not None:
             parts.append(f"at most {self.max_runs} fire{'s' if self.max_runs > 1 else ''}")
         return ", ".join(parts)
+
+    @property
+    def delivery_window_text(self) -> str:
+        """The delivery window in one line, for people: "09:00-21:00 mon-sat, outside:
+        defer", or whose it is when the job has none of its own."""
+        if self.delivery_window is None:
+            return "the tenant's default (if it has one)"
+        if self.delivery_window == OPT_OUT:
+            return "none (not even the tenant's default)"
+        return parse_window(self.delivery_window).text
 
     @property
     def retry_waits(self) -> list[float]:
@@ -290,6 +304,7 @@ _PARTS: tuple[tuple[str, Any], ...] = (
     ("alert_after_failures", lambda d, t: _optional_int(d, F.ALERT_AFTER_FAILURES)),
     ("pause_after_failures", lambda d, t: _optional_int(d, F.PAUSE_AFTER_FAILURES)),
     ("calendar", lambda d, t: _calendar(d.get("calendar"))),
+    ("delivery_window", lambda d, t: _delivery_window(d.get("delivery_window"))),
 )
 
 
@@ -309,7 +324,7 @@ def _assemble(parts: dict[str, Any]) -> JobSpec:
         alert_after_failures=parts["alert_after_failures"],
         pause_after_failures=parts["pause_after_failures"],
         crons=when.crons, every_s=when.every_s, anchor_at=when.anchor_at,
-        calendar=parts["calendar"],
+        calendar=parts["calendar"], delivery_window=parts["delivery_window"],
     )
 
 
@@ -631,6 +646,18 @@ def _retry(doc: dict[str, Any]) -> tuple[int, float, float]:
         raise InvalidJob(f"expected retry.cap_s to be a number ≥ retry.base_s ({base:g}), "
                          f"got {got}", field="retry.cap_s")
     return max_attempts, base, cap
+
+
+def _delivery_window(value: Any) -> dict[str, Any] | str | None:
+    """The window object normalised (timetable/delivery.py reads it), "none", or None."""
+    if value is None:
+        return None
+    if value == OPT_OUT:
+        return OPT_OUT
+    try:
+        return parse_window(value).document()
+    except InvalidWindow as exc:
+        raise InvalidJob(str(exc), field=exc.field) from None
 
 
 def _rate_limit(value: Any) -> str | None:

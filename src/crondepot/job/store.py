@@ -41,6 +41,7 @@ from crondepot.scheduler.tick import insert_runs
 from crondepot.tenancy.calendars import TickCalendars
 from crondepot.timetable import every_text, run_id, spread_offset, uses_hash
 from crondepot.timetable.calendar import Rule, business_days
+from crondepot.timetable.delivery import resolve
 
 log = logging.getLogger("crondepot.jobs")
 
@@ -163,7 +164,7 @@ COPY_AT_LEAST = 100
 def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             firsts: list[tuple[datetime | None, datetime | None]],
             now: datetime) -> list[list[Any]]:
-    """Every column of job_writes_5 (columns.WRITES, in its order) as the list of its values
+    """Every column of job_writes_7 (columns.WRITES, in its order) as the list of its values
     for ``specs``: a column of the document is read from each spec, the others are the
     writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
     count = len(specs)
@@ -496,19 +497,23 @@ def _settle(conn: psycopg.Connection[Any], tenant_id: int, job: StoredJob,
     job's catch-up and misfire rules, with its due time as it was (spread included, even if
     still ahead); or ``skipped``/``paused`` for a paused job. The caller then moves the job
     on from ``now``. Returns the runs written (a repeated run id is left as it was)."""
-    runs = owed_runs(job, now, calendar_rules(conn, tenant_id, [job]).get(job.id))
+    runs = owed_runs(job, now, calendar_rules(conn, tenant_id, [job]).get(job.id),
+                     tenant_window(conn, tenant_id) if job.spec.delivery_window is None
+                     else None)
     if runs:
         insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], now)
         conn.execute(Q.count_fires, {"id": job.id, "fires": len(runs)})
     return runs
 
 
-def owed_runs(job: StoredJob, now: datetime, calendar: Rule | None = None) -> list[PlannedRun]:
+def owed_runs(job: StoredJob, now: datetime, calendar: Rule | None = None,
+              tenant_window: Any = None) -> list[PlannedRun]:
     """The runs ``_settle`` writes for ``job`` (bulk actions write many jobs' at once), by
-    its calendar rule (``calendar_rules``) if it names a calendar."""
+    its calendar rule (``calendar_rules``) if it names a calendar; ``tenant_window``: the
+    tenant's default delivery window as stored (``tenant_window``)."""
     if job.next_nominal_at is None or job.next_run_at is None or job.next_nominal_at > now:
         return []
-    due_job = _due_job(job, calendar)
+    due_job = _due_job(job, calendar, tenant_window)
     try:
         timetable = job.spec.timetable(job.id)
     except InvalidSchedule as exc:
@@ -531,6 +536,12 @@ def owed_runs(job: StoredJob, now: datetime, calendar: Rule | None = None) -> li
     else:
         runs = plan(due_job, now, next_fire, owed=True, remaining=job.remaining).runs
     return runs
+
+
+def tenant_window(conn: psycopg.Connection[Any], tenant_id: int) -> Any:
+    """The tenant's default delivery window as stored (jsonb), None without one."""
+    row = conn.execute(Q.tenant_delivery_window, {"tenant_id": tenant_id}).fetchone()
+    return None if row is None else row[0]
 
 
 def _refuse_no_fire(spec: JobSpec, nominal: datetime | None, fires: int) -> None:
@@ -572,7 +583,8 @@ def _fires_through(timetable: Any, first: datetime, until: datetime) -> list[Any
     return [*timetable.fires_between(first - timedelta(microseconds=1), until, 10**9)]
 
 
-def _due_job(job: StoredJob, calendar: Rule | None = None) -> DueJob:
+def _due_job(job: StoredJob, calendar: Rule | None = None,
+             tenant_window: Any = None) -> DueJob:
     # The spread is the spec's: next_run_at may be earlier than nominal + spread (a fire a
     # calendar moved to the business day before).
     assert job.next_nominal_at is not None and job.next_run_at is not None
@@ -581,7 +593,8 @@ def _due_job(job: StoredJob, calendar: Rule | None = None) -> DueJob:
                   spread_offset=spread_of(spec, job.id), catchup=spec.catchup,
                   max_catchup=spec.max_catchup, misfire_policy=spec.misfire.policy,
                   misfire_seconds=spec.misfire.seconds, misfire_until=spec.misfire.until,
-                  tz=spec.tz, calendar=calendar)
+                  tz=spec.tz, calendar=calendar,
+                  window=resolve(spec.delivery_window, tenant_window))
 
 
 _CALENDARS = TickCalendars()

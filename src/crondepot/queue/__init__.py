@@ -6,11 +6,19 @@ records what happened. Every write that follows a claim is conditional on the le
 
 from __future__ import annotations
 
-from crondepot.queue.claim import ClaimedRun, WeightedOrder, claim_runs
+from crondepot.queue.claim import (
+    ClaimedRun,
+    WeightedOrder,
+    WindowedTenants,
+    claim_runs,
+    claimed_windows,
+)
 from crondepot.queue.lease import extend_acquired_leases, reap_abandoned_runs
 from crondepot.queue.outcome import (
     LostLease,
     Success,
+    defer_queued_run,
+    defer_run,
     record_final_failure,
     record_retry,
     record_success,
@@ -25,7 +33,11 @@ __all__ = [
     "LostLease",
     "Success",
     "WeightedOrder",
+    "WindowedTenants",
     "claim_runs",
+    "claimed_windows",
+    "defer_queued_run",
+    "defer_run",
     "extend_acquired_leases",
     "reap_abandoned_runs",
     "record_final_failure",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -125,6 +126,18 @@ def record_final_failure(conn: psycopg.Connection[Any], run_id: str, token: UUID
 
 def release_run(conn: psycopg.Connection[Any], run_id: str, token: UUID) -> None:
     _fenced(conn, Q.release_run, {"run_id": run_id, "token": token})
+
+
+def defer_run(conn: psycopg.Connection[Any], run_id: str, token: UUID,
+              opening: datetime) -> None:
+    """Give a claimed, not started run back to the queue, due at ``opening`` (its delivery
+    window's next); the attempt does not count."""
+    _fenced(conn, Q.defer_run, {"run_id": run_id, "token": token, "opening": opening})
+
+
+def defer_queued_run(conn: psycopg.Connection[Any], run_id: str, opening: datetime) -> None:
+    """Move a queued retry to ``opening`` if it was to come earlier (outside its window)."""
+    conn.execute(Q.defer_queued_run, {"run_id": run_id, "opening": opening})
 
 
 def skip_past_deadline(conn: psycopg.Connection[Any], run_id: str, token: UUID) -> bool:

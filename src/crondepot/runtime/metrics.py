@@ -69,6 +69,12 @@ runs_created = Counter(
 runs_skipped = Counter(
     "crondepot_runs_skipped_total", "Runs written as skipped, by reason.", ["reason"]
 )
+runs_deferred = Counter(
+    "crondepot_runs_deferred_total",
+    "Runs deferred to their delivery window's next opening: queued so by the scheduler, "
+    "or given back by a worker that claimed them while the window was closed.",
+    ["by"],
+)
 enqueue_delay = Histogram(
     "crondepot_scheduler_enqueue_delay_seconds",
     "From a run's due time to the commit that queued it.",

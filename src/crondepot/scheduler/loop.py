@@ -137,9 +137,15 @@ class Scheduler(Stoppable):
         assert result.now is not None
         by_priority: dict[str, int] = {}
         histograms = {p: metrics.enqueue_delay.labels(p) for p in set(result.queued_priorities)}
+        deferred = 0
         for run, priority in zip(result.queued, result.queued_priorities, strict=True):
             by_priority[priority] = by_priority.get(priority, 0) + 1
+            if run.deferred:        # due at its window's opening, not late by now - due
+                deferred += 1
+                continue
             histograms[priority].observe((result.now - run.due_at).total_seconds())
+        if deferred:
+            metrics.runs_deferred.labels("scheduler").inc(deferred)
         for priority, count in by_priority.items():
             metrics.runs_created.labels(priority).inc(count)
 

@@ -18,7 +18,13 @@ Rules:
   (reason ``misfire_local_deadline``). A run written in time carries that deadline
   (``deadline_at``): the worker's claim and each retry check it again.
 - ``max_runs``: a job writes at most ``remaining`` more fires (max_runs minus the fires it
-  has had); every fire counts, a skipped one too. The plan says when the job ends:
+  has had); every fire counts, a skipped one too.
+- ``window`` (a delivery window, timetable/delivery.py): a kept run whose due time falls
+  outside it is, with ``outside: defer``, queued with its due time moved to the window's
+  next opening (its run id stays the nominal time); with ``skip``, written ``skipped`` with
+  reason ``delivery_window``. The misfire deadline is the fire's own, from its nominal due
+  time; a deferred run whose deadline comes before the opening is written skipped with the
+  misfire reason (it could never be sent in time). The plan says when the job ends:
   ``max_runs`` once that many are written, else the schedule's own reason (``completed``
   for an ``at`` job, ``end_at`` for a closed window) when no fire follows.
 - ``calendar`` (timetable/calendar.py; the dates passed in by the caller): a fire whose local
@@ -42,6 +48,7 @@ from zoneinfo import ZoneInfo
 from crondepot.base.vocab import EndReason, SkipReason
 from crondepot.timetable import run_id
 from crondepot.timetable.calendar import Rule
+from crondepot.timetable.delivery import DeliveryWindow
 from crondepot.timetable.zone import place
 
 
@@ -59,6 +66,7 @@ class DueJob:
     misfire_until: time | None
     tz: str
     calendar: Rule | None = None     # the exclusion calendar's rule, its dates included
+    window: DeliveryWindow | None = None   # the delivery window in force (job's or tenant's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +76,7 @@ class PlannedRun:
     due_at: datetime
     skip_reason: SkipReason | None   # None: queued for the workers
     deadline_at: datetime | None = None   # the misfire deadline; None: run however late
+    deferred: bool = False   # its due time is its delivery window's next opening
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,13 +221,24 @@ def _judge(job: DueJob, nominal: datetime, now: datetime, timing: _Timing) -> Pl
     if base is None:
         return _cut(job, nominal, "calendar")
     due = base + job.spread_offset
+    # the deadline is the one the fire has without a window: from its (moved) due time
     deadline = misfire_deadline(job, base, due)
     reason: SkipReason | None = None
-    if deadline is not None and now > deadline:
+    opening = job.window.opening(due, job.tz) if job.window is not None else None
+    deferred = False
+    if opening is not None:
+        if job.window is not None and job.window.outside == "skip":
+            reason = "delivery_window"
+        else:
+            due, deferred = opening, True   # queued now, claimed when the window opens
+    if reason is None and deadline is not None and (
+            now > deadline or (opening is not None and deadline < due)):
+        # past its deadline, or its deadline comes before the window opens
         reason = ("misfire_deadline" if job.misfire_policy == "skip_after"
                   else "misfire_local_deadline")
     return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,
-                      skip_reason=reason, deadline_at=deadline)
+                      skip_reason=reason, deadline_at=deadline,
+                      deferred=deferred and reason is None)
 
 
 def misfire_deadline(job: DueJob, nominal: datetime, due: datetime) -> datetime | None:

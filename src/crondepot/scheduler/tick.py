@@ -1,7 +1,8 @@
 """One tick of a scheduler copy: claim due jobs, write their runs, advance them — one commit.
 
 A tick is three statements whatever the batch size (claim, insert runs, advance jobs) plus a
-notify and a planner setting, inside one transaction. If the process dies anywhere before
+notify, a planner setting and the batch's tenants' default delivery windows, inside one
+transaction. If the process dies anywhere before
 the commit, the database rolls everything back and the job rows' locks vanish with the
 session: another copy claims the same jobs and writes the same run ids. If it dies after,
 the runs exist and ``next_run_at`` has moved. There is no state in between, and no per-row
@@ -26,6 +27,7 @@ from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
 from crondepot.tenancy.calendars import TickCalendars
 from crondepot.timetable import Schedule, is_interval_text, schedule, spread_offset, uses_hash
 from crondepot.timetable.calendar import Rule, business_days
+from crondepot.timetable.delivery import resolve
 from crondepot.timetable.runid import format_run_id, unix_seconds
 
 log = logging.getLogger("crondepot.scheduler")
@@ -122,10 +124,12 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
         result.claimed, result.full, result.now = len(rows), len(rows) >= batch, rows[0].now
         assert result.now is not None
         _load_rules(conn, rows, memo)
+        defaults = _tenant_windows(conn, rows)
         plans: list[tuple[Any, Plan]] = []
         for row in rows:
             try:
-                plans.append((row, _plan_row(row, result.now, memo)))
+                plans.append((row, _plan_row(row, result.now, memo,
+                                             defaults.get(row.tenant_id))))
             except InvalidSchedule as exc:
                 result.unreadable.append(row.id)
                 log.warning("job %s (tenant %s): its stored timetable cannot be read, put off "
@@ -175,7 +179,16 @@ def _rule_key(row: Any) -> tuple[Any, ...]:
             field.get("business_days"), row.tz)
 
 
-def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
+def _tenant_windows(conn: psycopg.Connection[Any], rows: list[Any]) -> dict[int, Any]:
+    """The default delivery windows (as stored) of the tenants of the claimed jobs that have
+    no window of their own: one statement a tick, none when every job has its own."""
+    tenants = sorted({row.tenant_id for row in rows if row.delivery_window is None})
+    if not tenants:
+        return {}
+    return dict(conn.execute(Q.tenant_delivery_windows, {"tenant_ids": tenants}).fetchall())
+
+
+def _plan_row(row: Any, now: datetime, memo: FireMemo, tenant_window: Any = None) -> Plan:
     hash_key = row.key if row.key is not None else str(row.id)
     offset = (spread_offset(row.spread_key or hash_key, row.spread_seconds)
               if row.spread_seconds else 0)
@@ -186,8 +199,10 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
                           row.at, row.start_at, row.end_at)
     remaining = None if row.max_runs is None else max(row.max_runs - row.fire_count, 0)
     rule = memo.rules[_rule_key(row)] if row.calendar is not None else None
+    window = resolve(row.delivery_window, tenant_window)    # the job's, else the tenant's
     group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
-             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining, rule)
+             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining, rule,
+             window)
     shared = memo.plans.get(group)
     if shared is None:
         job = DueJob(
@@ -195,7 +210,7 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
             spread_offset=timedelta(seconds=offset), catchup=row.catchup,
             max_catchup=row.max_catchup, misfire_policy=row.misfire_policy,
             misfire_seconds=row.misfire_seconds, misfire_until=row.misfire_until, tz=row.tz,
-            calendar=rule)
+            calendar=rule, window=window)
         first = plan(job, now, memo.next_fire(timetable), remaining=remaining,
                      end_reason=timetable.end_reason)
         memo.plans[group] = shared = (first, [unix_seconds(r.nominal_at) for r in first.runs])
@@ -203,7 +218,7 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo) -> Plan:
     template, seconds = shared
     return Plan(runs=[PlannedRun(run_id=format_run_id(row.id, s), nominal_at=r.nominal_at,
                                  due_at=r.due_at, skip_reason=r.skip_reason,
-                                 deadline_at=r.deadline_at)
+                                 deadline_at=r.deadline_at, deferred=r.deferred)
                       for r, s in zip(template.runs, seconds, strict=True)],
                 next_nominal_at=template.next_nominal_at, next_run_at=template.next_run_at,
                 ended=template.ended)

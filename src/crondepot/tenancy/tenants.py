@@ -12,10 +12,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from crondepot.base.errors import CrondepotError
 from crondepot.db import Q
 from crondepot.tenancy.webhook_secret import new_secret
+from crondepot.timetable.delivery import DeliveryWindow
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 TOKEN_PREFIX = "cdp_"
@@ -69,3 +71,14 @@ def issue_token(conn: psycopg.Connection[Any], tenant_id: int, *,
     conn.execute(Q.insert_api_token, {"tenant_id": tenant_id, "token_hash": hash_token(token),
                                       "role": role, "label": label})
     return token
+
+
+def set_delivery_window(conn: psycopg.Connection[Any], tenant_id: int,
+                        window: DeliveryWindow | None) -> Any:
+    """Set (None: clear) the tenant's default delivery window, for its jobs without one of
+    their own; returns the window it had (as stored, None if none). Applied to fires the
+    scheduler plans from now on and to runs the workers claim from now on."""
+    previous = conn.execute(Q.tenant_delivery_window, {"tenant_id": tenant_id}).fetchone()
+    conn.execute(Q.set_tenant_delivery_window, {
+        "tenant_id": tenant_id, "window": None if window is None else Jsonb(window.document())})
+    return None if previous is None else previous[0]

@@ -8,7 +8,8 @@ The order matters:
    run that waited long is checked against its misfire deadline again, and recorded
    skipped if it passed meanwhile: "never after noon" holds for a slow rate limit too);
 3. refuse to start the call if our lease deadline has passed (we may no longer own the run:
-   another worker may be calling it right now);
+   another worker may be calling it right now); give the run back, due at the next opening,
+   if its job's delivery window is closed now (before the rate-limit wait and after it);
 4. call the target through its kind's ``Target`` (worker/targets/: http, python), passing
    the run id as the idempotency key (and, to a handler, the tenant's name);
 5. record the outcome, fenced by the lease token; a refused write is counted and logged.
@@ -21,17 +22,21 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from crondepot.base.errors import PermanentError, TargetError, TemporaryError
+from crondepot.db import Q
 from crondepot.limits.buckets import HOLD_SECONDS, RateLimiter, UnknownLimit
 from crondepot.queue import (
     ClaimedRun,
     LostLease,
     Success,
+    defer_queued_run,
+    defer_run,
     record_final_failure,
     retry_later,
     skip_past_deadline,
@@ -42,6 +47,7 @@ from crondepot.queue.retry import decide
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff
 from crondepot.tenancy.grants import GrantCache, run_refusal
+from crondepot.timetable.delivery import DeliveryWindow
 from crondepot.worker.handlers import UnknownHandler
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.targets import AbandonedCalls, OutcomeUnknown, Targets, default_targets
@@ -69,6 +75,15 @@ class Attempt:
     lost: bool = False            # set by the heartbeat when the lease was not renewed
     started: bool = False         # the target call has begun
     call_over: bool = False       # its slot is done with it (a success may await the writer)
+    # the job's delivery window and zone (queue.claimed_windows); None: no window
+    window: tuple[DeliveryWindow, str] | None = None
+    claimed_at: float = 0.0       # monotonic time the claim was sent (run.db_now is its answer)
+
+    def db_now(self) -> datetime:
+        """The database's clock now, from the claim's answer: ahead of it by at most the
+        claim's way there (timed from the send), so a run is held back a few milliseconds
+        early at a window's closing, never sent after it."""
+        return self.run.db_now + timedelta(seconds=time.monotonic() - self.claimed_at)
 
 
 class Executor:
@@ -106,6 +121,10 @@ class Executor:
             log.warning("grants unavailable, run not started: %s", exc, extra=_fields(run))
             return "not-started"
         refused: PermanentError | None = run_refusal(run.target, run.rate_limit, uses)
+        # before a rate-limit token is taken for a run that cannot go now, and again after
+        # the wait, which may have run past closing
+        if refused is None and attempt.window is not None and self._outside_window(attempt):
+            return "done"
         try:
             if refused is None and not self._ready_to_call(attempt):
                 return "not-started"
@@ -113,6 +132,8 @@ class Executor:
             refused = exc
         if refused is not None:
             self._refuse(run, refused)
+            return "done"
+        if attempt.window is not None and self._outside_window(attempt):
             return "done"
         attempt.started = True
         began = time.perf_counter()
@@ -146,7 +167,7 @@ class Executor:
         else:
             code = error.status_code if isinstance(error, TargetError) else None
             _count_attempt(run, kind, code, took)
-            self._record_failure(run, kind, error, retry_after)
+            self._record_failure(run, kind, error, retry_after, attempt.window)
         return "done"
 
     def _ready_to_call(self, attempt: Attempt) -> bool:
@@ -186,6 +207,29 @@ class Executor:
                                                                       "rate-limit token")
         return skipped
 
+    def _outside_window(self, attempt: Attempt) -> bool:
+        """Give the run back, due at its window's next opening, if its window is closed now
+        (a backlog that ran past closing, a retry that came due after it); True if so. The
+        attempt does not count. Checked after the rate-limit wait, just before the call."""
+        assert attempt.window is not None
+        window, tz = attempt.window
+        opening = window.opening(attempt.db_now(), tz)
+        if opening is None:
+            return False
+        run = attempt.run
+        try:
+            with self._pool.connection() as conn:
+                defer_run(conn, run.run_id, run.lease_token, opening)
+        except LostLease:
+            metrics.stale_writes.inc()
+        except psycopg.Error as exc:   # not called either way: it comes back after its lease
+            log.warning("could not defer the run to its window: %s", exc, extra=_fields(run))
+        attempt.lost = True            # no longer ours to call or release
+        metrics.labelled(metrics.runs_deferred, "worker").inc()
+        log.info("run %s outside its delivery window, deferred to %s", run.run_id,
+                 opening.isoformat(), extra=_fields(run))
+        return True
+
     def _must_not_start(self, attempt: Attempt) -> bool:
         if attempt.lost or attempt.deadline.passed():
             if not attempt.lost:
@@ -202,7 +246,8 @@ class Executor:
         self._record_failure(run, "permanent", error, None)
 
     def _record_failure(self, run: ClaimedRun, kind: Kind, error: BaseException,
-                        retry_after: float | None) -> None:
+                        retry_after: float | None,
+                        window: tuple[DeliveryWindow, str] | None = None) -> None:
         decision = decide(kind=kind, attempt=run.attempt, max_attempts=run.max_attempts,
                           retry_after=retry_after)
         message = f"{decision.reason}: {error}" if str(error) else decision.reason
@@ -212,10 +257,15 @@ class Executor:
             metrics.retries.inc()
             # The wait is the job's curve at this jitter, computed by the statement that
             # records the retry (the job's retry.base_s and cap_s are not in the claim).
-            self._record(run, lambda conn: retry_later(
-                conn, run.run_id, run.lease_token, jitter=decision.jitter,
-                at_least=decision.at_least, error=message, error_class=error_class,
-                max_lease_seconds=self._max_lease_seconds), "retry", error=logged,
+            def retry(conn: Any) -> Written:
+                written = retry_later(
+                    conn, run.run_id, run.lease_token, jitter=decision.jitter,
+                    at_least=decision.at_least, error=message, error_class=error_class,
+                    max_lease_seconds=self._max_lease_seconds)
+                if window is not None and written[0] == "queued":
+                    _retry_in_window(conn, run, window, written[1])
+                return written
+            self._record(run, retry, "retry", error=logged,
                 when=lambda delay: f" (attempt {run.attempt} of {run.max_attempts}, again "
                                    f"in {delay:.1f} s)")
         else:
@@ -291,6 +341,22 @@ class Executor:
                         extra=_fields(run) | {"outcome": outcome, "job_key": run.job_key})
         elif log.isEnabledFor(logging.DEBUG):
             log.debug("run finished", extra=_fields(run) | {"outcome": outcome})
+
+
+def _retry_in_window(conn: Any, run: ClaimedRun, window: tuple[DeliveryWindow, str],
+                     delay: float) -> None:
+    """A retry due outside the job's delivery window waits for its next opening. The
+    database's now: the retry's own statement has just read it (one more round trip only
+    for runs with a window)."""
+    try:
+        (now,) = conn.execute(Q.db_now, {"now": None}).fetchone()
+        opening = window[0].opening(now + timedelta(seconds=delay), window[1])
+        if opening is not None:
+            defer_queued_run(conn, run.run_id, opening)
+    except psycopg.Error as exc:
+        # the retry is recorded: writing it again would find the lease gone. Unmoved, the
+        # run is given back to the opening by the worker that claims it (the guard).
+        log.warning("retry not moved to its delivery window: %s", exc, extra=_fields(run))
 
 
 def _count_attempt(run: ClaimedRun, kind: str, code: Any, took: float) -> None:

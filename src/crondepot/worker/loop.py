@@ -41,7 +41,14 @@ from crondepot.db import ALL_TENANTS, Q, bounded, connect, idle_check
 from crondepot.job.guard import AddressGuard
 from crondepot.limits.buckets import RateLimiter
 from crondepot.maintenance import Maintainer, MaintenanceConfig
-from crondepot.queue import LostLease, WeightedOrder, claim_runs, release_run
+from crondepot.queue import (
+    LostLease,
+    WeightedOrder,
+    WindowedTenants,
+    claim_runs,
+    claimed_windows,
+    release_run,
+)
 from crondepot.queue.lease import (
     DEFAULT_MAX_LEASE_SECONDS,
     Deadline,
@@ -112,6 +119,7 @@ class Worker(Stoppable):
                       "general": config.concurrency - config.urgent_only}
         self._held: dict[str, Attempt] = {}
         self._order = WeightedOrder(config.weights)
+        self._windowed = WindowedTenants()     # tenants with a delivery window, cached
         self.abandoned = 0        # calls still running when the grace period ended
         self.restart_wanted = False   # too many hung handler threads: the CLI starts afresh
         self._hung = AbandonedCalls(config.max_abandoned)
@@ -239,6 +247,10 @@ class Worker(Stoppable):
         with self._pool.connection() as conn:
             runs = claim_runs(conn, owner=self.config.name, urgent_only=free_urgent,
                               shares=self._order.take(free_general) if free_general else {})
+            # the delivery windows of the claimed runs' jobs, checked before each call; only
+            # for tenants with a window somewhere (most claims make no look-up)
+            windows = claimed_windows(conn, self._windowed.runs_to_check(conn, runs)) \
+                if runs else {}
         if not runs:
             return 0, *seen
         # Urgent runs fill the urgent-only slots first; everything else takes general slots.
@@ -249,7 +261,8 @@ class Worker(Stoppable):
                 free_urgent -= 1
                 slot = "urgent"
             deadline = Deadline.from_lease(run.lease_expires_at, run.db_now, sent_at)
-            claimed.append((Attempt(run=run, deadline=deadline), slot))
+            claimed.append((Attempt(run=run, deadline=deadline, claimed_at=sent_at,
+                                    window=windows.get(run.job_id)), slot))
         metrics.claim_size.observe(len(claimed))
         # One lock and one gauge update for the whole claim, then one task per run.
         shortest = min(attempt.run.lease_seconds for attempt, _ in claimed)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg.rows import dict_row
@@ -20,13 +21,14 @@ from crondepot.base.vocab import RUN_STATES
 from crondepot.db import Q
 from crondepot.job import targets
 from crondepot.job.health import job_health, list_unhealthy_jobs, unhealthy_among
-from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs
+from crondepot.job.store import JobFilter, StoredJob, get_job, list_jobs, tenant_window
 from crondepot.limits.buckets import HOLD_SECONDS, SLACK_SECONDS
 from crondepot.limits.holds import list_holds
 from crondepot.runs import reads
 from crondepot.runs.deadletter import DeadFilter, DeadRun, list_dead
 from crondepot.scheduler.ledger import latest_check
 from crondepot.timetable import Fire
+from crondepot.timetable.delivery import DeliveryWindow, resolve
 
 NOTES = {
     "moved": "moved: its local time was skipped by a clock change; fires at the change",
@@ -165,9 +167,26 @@ def job_detail(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
     history = reads.job_runs(conn, tenant_id, job_id, before=None, limit=runs)
     for run in history:
         run["lateness"] = lateness(run)
-    return {"job": job, "fires": fires(job, 10) if job.active else [], "runs": history,
+    default = tenant_window(conn, tenant_id) if job.spec.delivery_window is None else None
+    window = resolve(job.spec.delivery_window, default)
+    upcoming = fires(job, 10) if job.active else []
+    return {"job": job, "fires": upcoming, "runs": history,
             "target": target_summary(job.spec.target),
-            "health": job_health(conn, tenant_id, job_id)}
+            "health": job_health(conn, tenant_id, job_id),
+            "tenant_window": None if default is None else resolve(default, None),
+            "window": window,
+            "sent": [delivery_note(window, f.at, job.spec.tz) for f in upcoming]}
+
+
+def delivery_note(window: DeliveryWindow | None, at: datetime, tz: str) -> str:
+    """Where a fire's delivery window puts it: "", "deferred to <local opening>" or
+    "skipped (delivery_window)"."""
+    opening = None if window is None else window.opening(at, tz)
+    if window is None or opening is None:
+        return ""
+    if window.outside == "skip":
+        return "skipped (delivery_window)"
+    return f"deferred to {opening.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M %Z}"
 
 
 def lateness(run: dict[str, Any]) -> timedelta | None:

@@ -16,6 +16,7 @@ from crondepot.api.models import (
     BILL_DUE_ONCE,
     BRANCH_HOURS_REMINDER,
     EMI_REMINDER,
+    EMI_SMS_IN_HOURS,
     EMI_TWELVE_MONTH_ENDS,
     PAYMENT_RECHECK_EVERY_4H,
     PYTHON_JOB,
@@ -78,7 +79,8 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
                                                       "payment_recheck_every_4h":
                                                           PAYMENT_RECHECK_EVERY_4H,
                                                       "weekdays_and_saturdays":
-                                                          BRANCH_HOURS_REMINDER}))
+                                                          BRANCH_HOURS_REMINDER,
+                                                      "emi_sms_in_hours": EMI_SMS_IN_HOURS}))
 def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
     spec = JobSpec.from_document(doc)
     job, created = create_job(conn, who.tenant_id, spec)
@@ -143,7 +145,10 @@ def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
                   # the tenant's calendar (PUT /v1/calendars/in-bank-holidays) must exist
                   "day_before_bank_holidays": {"calendar": {
                       "exclude": "in-bank-holidays", "on_excluded": "previous_business_day",
-                      "business_days": "mon-fri"}}},
+                      "business_days": "mon-fri"}},
+                  # "none": no window, not even the tenant's default; null: the default
+                  "sms_hours_only": {"delivery_window": {"from": "09:00", "to": "21:00",
+                                                         "days": "mon-sat"}}},
                   media_type="application/merge-patch+json"))
 def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
           if_match: Annotated[str | None, Header(description="the job's version, from its "

@@ -1,6 +1,7 @@
 """``crondepot tenants create|list``; the group's other actions are its submodules:
 ``grants`` (grant, revoke, show, set-quota), ``weights`` (set-weight), ``health``
-(set-alert-after) and ``tokens`` (token create|list|revoke, secret rotate).
+(set-alert-after), ``windows`` (set-delivery-window) and ``tokens`` (token
+create|list|revoke, secret rotate).
 
 A tenant's token and webhook signing secret are printed once, when it is created: only the
 token's sha256 is stored, so it cannot be shown again (``tenants token`` and ``tenants
@@ -37,12 +38,13 @@ def register(commands: Any) -> None:
     add_database(listing)
     add_json(listing)
     listing.set_defaults(run=run_list)
-    from crondepot.cli.tenants import grants, health, tokens, weights
+    from crondepot.cli.tenants import grants, health, tokens, weights, windows
 
     grants.register(actions)
     health.register(actions)
     tokens.register(actions)
     weights.register(actions)
+    windows.register(actions)
 
 
 def run_create(args: argparse.Namespace) -> int:

@@ -137,6 +137,7 @@ CREATE TABLE public.jobs (
     every_s integer,
     anchor_at timestamp with time zone,
     calendar jsonb,
+    delivery_window jsonb,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
     CONSTRAINT jobs_check CHECK (((misfire_policy <> 'skip_after'::text) OR (misfire_seconds IS NOT NULL))),
@@ -145,6 +146,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_check3 CHECK (((retry_cap_s <= (86400)::double precision) AND (retry_cap_s >= retry_base_s))),
     CONSTRAINT jobs_cron_or_at CHECK (((cron IS NULL) <> (at IS NULL))),
     CONSTRAINT jobs_crons_check CHECK (((jsonb_typeof(crons) = 'array'::text) AND ((jsonb_array_length(crons) >= 1) AND (jsonb_array_length(crons) <= 20)))),
+    CONSTRAINT jobs_delivery_window_check CHECK (((jsonb_typeof(delivery_window) = 'object'::text) OR (delivery_window = '"none"'::jsonb))),
     CONSTRAINT jobs_ended_reason_check CHECK ((ended_reason = ANY (ARRAY['completed'::text, 'end_at'::text, 'max_runs'::text]))),
     CONSTRAINT jobs_every_s_check CHECK (((every_s >= 1) AND (every_s <= 315360000))),
     CONSTRAINT jobs_interval_text CHECK ((((every_s IS NULL) = (anchor_at IS NULL)) AND ((every_s IS NULL) OR starts_with(cron, '@every '::text)))),
@@ -326,8 +328,10 @@ CREATE TABLE public.tenants (
     previous_secret_until timestamp with time zone,
     claim_weight integer DEFAULT 1 NOT NULL,
     alert_after_failures integer DEFAULT 3 NOT NULL,
+    delivery_window jsonb,
     CONSTRAINT tenants_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT tenants_claim_weight_check CHECK (((claim_weight >= 1) AND (claim_weight <= 1000))),
+    CONSTRAINT tenants_delivery_window_check CHECK ((jsonb_typeof(delivery_window) = 'object'::text)),
     CONSTRAINT tenants_max_jobs_check CHECK ((max_jobs >= 0)),
     CONSTRAINT tenants_max_urgent_jobs_check CHECK ((max_urgent_jobs >= 0)),
     CONSTRAINT tenants_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
@@ -1289,6 +1293,49 @@ CREATE VIEW public.job_writes_5 WITH (security_invoker='true') AS
    FROM public.jobs;
 
 --
+-- Name: job_writes_7; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes_7 WITH (security_invoker='true') AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
+    pause_after_failures,
+    crons,
+    every_s,
+    anchor_at,
+    calendar,
+    delivery_window,
+    created_at
+   FROM public.jobs;
+
+--
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
 --
 
@@ -1458,7 +1505,8 @@ CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
     crons,
     every_s,
     anchor_at,
-    calendar
+    calendar,
+    delivery_window
    FROM public.jobs;
 
 --
@@ -1677,6 +1725,12 @@ CREATE INDEX jobs_failing ON public.jobs USING btree (tenant_id, id) WHERE (fail
 CREATE INDEX jobs_labels ON public.jobs USING gin (labels jsonb_path_ops);
 
 --
+-- Name: jobs_windowed; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_windowed ON public.jobs USING btree (tenant_id) WHERE ((delivery_window IS NOT NULL) AND (delivery_window <> '"none"'::jsonb));
+
+--
 -- Name: run_attempts_run; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1776,7 +1830,7 @@ CREATE TRIGGER handler_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.h
 -- Name: jobs jobs_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures, crons, every_s, anchor_at, calendar ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures, crons, every_s, anchor_at, calendar, delivery_window ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
 
 --
 -- Name: jobs jobs_audit_deleted; Type: TRIGGER; Schema: public; Owner: -
@@ -1842,7 +1896,7 @@ CREATE TRIGGER tenants_audit_insert AFTER INSERT OR DELETE ON public.tenants FOR
 -- Name: tenants tenants_audit_update; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER tenants_audit_update AFTER UPDATE OF id, name, signing_secret, created_at, max_jobs, max_urgent_jobs, urgent_allowed, previous_signing_secret, previous_secret_until, claim_weight, alert_after_failures ON public.tenants FOR EACH ROW WHEN ((((to_jsonb(old.*) - 'active_jobs'::text) - 'urgent_jobs'::text) IS DISTINCT FROM ((to_jsonb(new.*) - 'active_jobs'::text) - 'urgent_jobs'::text))) EXECUTE FUNCTION public.crondepot_audit_tenants();
+CREATE TRIGGER tenants_audit_update AFTER UPDATE OF id, name, signing_secret, created_at, max_jobs, max_urgent_jobs, urgent_allowed, previous_signing_secret, previous_secret_until, claim_weight, alert_after_failures, delivery_window ON public.tenants FOR EACH ROW WHEN ((((to_jsonb(old.*) - 'active_jobs'::text) - 'urgent_jobs'::text) IS DISTINCT FROM ((to_jsonb(new.*) - 'active_jobs'::text) - 'urgent_jobs'::text))) EXECUTE FUNCTION public.crondepot_audit_tenants();
 
 --
 -- Name: api_tokens api_tokens_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

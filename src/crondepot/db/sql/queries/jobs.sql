@@ -17,9 +17,9 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
 -- format: psycopg would otherwise quote every element in Python. created_at is the instant
 -- the first fire was computed from (the job's timetable is in force after it). One array
--- per column of job_writes_5, in its order, named and typed as the column table
+-- per column of job_writes_7, in its order, named and typed as the column table
 -- (job/columns.py WRITES) names and types it; a test holds the two together.
-INSERT INTO job_writes_5
+INSERT INTO job_writes_7
 OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest(
     %(id)b::bigint[], %(tenant_id)b::bigint[], %(key)b::text[], %(cron)b::text[],
@@ -33,19 +33,20 @@ SELECT * FROM unnest(
     %(alert_after_failures)b::integer[], %(retry_base_s)b::float8[],
     %(retry_cap_s)b::float8[], %(pause_after_failures)b::integer[],
     %(crons)b::jsonb[], %(every_s)b::integer[], %(anchor_at)b::timestamptz[],
-    %(calendar)b::jsonb[], %(created_at)b::timestamptz[])
+    %(calendar)b::jsonb[], %(delivery_window)b::jsonb[],
+    %(created_at)b::timestamptz[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
 -- name: create_import_table
 -- The session's staging table for create_jobs batches of COPY_AT_LEAST or more: the columns
--- of job_writes_5. Filled by binary COPY (psycopg writes those rows in C, with less Python
+-- of job_writes_7. Filled by binary COPY (psycopg writes those rows in C, with less Python
 -- work per job than packing insert_jobs's arrays), emptied at every commit.
 CREATE TEMP TABLE IF NOT EXISTS import_jobs ON COMMIT DELETE ROWS AS
-SELECT * FROM job_writes_5 WITH NO DATA;
+SELECT * FROM job_writes_7 WITH NO DATA;
 
 -- name: copy_import_rows
--- The rows of one batch, every column of job_writes_5 in order.
+-- The rows of one batch, every column of job_writes_7 in order.
 COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 
 -- name: insert_import_rows
@@ -53,7 +54,7 @@ COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 -- are this batch's: ids come from a sequence, so a batch written earlier in the same
 -- transaction (not yet emptied by a commit) has smaller ones. ORDER BY id: the first of two
 -- lines with one key wins, as with unnest.
-INSERT INTO job_writes_5
+INSERT INTO job_writes_7
 OVERRIDING SYSTEM VALUE
 SELECT *
 FROM pg_temp.import_jobs
@@ -117,7 +118,8 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     alert_after_failures = %(alert_after_failures)s, retry_base_s = %(retry_base_s)s,
     retry_cap_s = %(retry_cap_s)s, pause_after_failures = %(pause_after_failures)s,
     crons = %(crons)s, every_s = %(every_s)s, anchor_at = %(anchor_at)s,
-    calendar = %(calendar)s, next_run_at = %(next_run_at)s,
+    calendar = %(calendar)s, delivery_window = %(delivery_window)s,
+    next_run_at = %(next_run_at)s,
     next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint

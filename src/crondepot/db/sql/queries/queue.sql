@@ -121,6 +121,49 @@ SET status = 'queued', attempt = attempt - 1, available_at = now(), updated_at =
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
 
+-- name: claimed_delivery_windows
+-- The delivery windows in force for the jobs of a claim (the job's own, else its tenant's;
+-- "none": no window), only for the jobs that have one: the worker checks each claimed run
+-- against its window before the call (worker/execute.py). Primary-key probes of jobs and
+-- tenants; a claim of runs without windows gets no rows back.
+SELECT j.id, w.window, j.tz
+FROM jobs AS j
+JOIN tenants AS t ON t.id = j.tenant_id,
+     LATERAL (SELECT coalesce(j.delivery_window, t.delivery_window) AS window) AS w
+WHERE j.id = ANY(%(job_ids)s::bigint[])
+  AND w.window IS NOT NULL AND w.window <> '"none"'::jsonb;
+
+-- name: windowed_tenants
+-- Which of these tenants have a delivery window anywhere: a default, or a job with its own
+-- (the partial index jobs_windowed). The worker keeps the answer a few seconds per tenant.
+SELECT t.id
+FROM tenants AS t
+WHERE t.id = ANY(%(tenant_ids)s::bigint[])
+  AND (t.delivery_window IS NOT NULL
+       OR EXISTS (SELECT FROM jobs AS j
+                  WHERE j.tenant_id = t.id AND j.delivery_window IS NOT NULL
+                    AND j.delivery_window <> '"none"'::jsonb));
+
+-- name: defer_run
+-- A claimed run found outside its delivery window before the call: given back to the queue,
+-- due at the window's next opening, as release_run gives one back at shutdown: the attempt
+-- does not count, nor does its lease time (no call was made). Fenced by the lease token.
+-- The claim passes it over until then (available_at); a misfire deadline before the opening
+-- still ends it (skip_runs_past_deadline).
+UPDATE runs
+SET status = 'queued', attempt = attempt - 1, available_at = %(opening)s::timestamptz,
+    due_at = greatest(due_at, %(opening)s::timestamptz), updated_at = now(),
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+
+-- name: defer_queued_run
+-- A retry queued for a time outside its delivery window: moved to the window's next opening
+-- (only later, and only while still queued and unleased).
+UPDATE runs
+SET available_at = %(opening)s::timestamptz, updated_at = now()
+WHERE run_id = %(run_id)s AND status = 'queued' AND lease_token IS NULL
+  AND available_at < %(opening)s::timestamptz;
+
 -- name: skip_past_deadline
 -- A claimed run whose call has not started, checked again against its misfire deadline (it
 -- waited long for a rate-limit token): past it, the run is recorded skipped and its lease

@@ -16,3 +16,14 @@ FROM tenants t ORDER BY t.name;
 
 -- name: tenant_by_name
 SELECT id, name, created_at FROM tenants WHERE name = %(name)s;
+
+-- name: tenant_delivery_window
+-- The tenant's default delivery window (jsonb), for its jobs without their own.
+SELECT delivery_window FROM tenants WHERE id = %(tenant_id)s::bigint;
+
+-- name: set_tenant_delivery_window
+-- Set (or, with null, clear) the tenant's default delivery window: its jobs' fires planned
+-- from now on follow it (runs already queued keep their due times; the worker's guard
+-- checks each claimed run against the window in force then).
+UPDATE tenants SET delivery_window = %(window)s::jsonb WHERE id = %(tenant_id)s::bigint
+RETURNING id;
