@@ -1,7 +1,7 @@
 """The job's stored columns: one table that every write of a job and its read back are
 derived from (``job/store.py``).
 
-``WRITES`` is the view both inserts write through (``job_writes_3``, as ``insert_jobs`` names
+``WRITES`` is the view both inserts write through (``job_writes_6``, as ``insert_jobs`` names
 it), column for column and in its order: ``insert_jobs`` takes one array per entry, named
 and typed as the entry; the COPY of an import batch sends rows of them with their types;
 ``update_job_document`` sets the entries a patch may change; a stored row (``stored_jobs``)
@@ -99,6 +99,7 @@ WRITES: tuple[Column, ...] = (
     Column("retry_base_s", "float8", "retry_base_s"),
     Column("retry_cap_s", "float8", "retry_cap_s"),
     Column("pause_after_failures", "integer", "pause_after_failures"),
+    Column("overlap", "text", "overlap"),
     Column("created_at", "timestamptz"),           # the instant the first fire is from
 )
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from crondepot.base.vocab import LIMIT_NAME, PRIORITIES
+from crondepot.base.vocab import LIMIT_NAME, OVERLAPS, PRIORITIES
 
 # The whitespace ``str.strip`` removes, spelled as a character class: a text field must hold
 # one character outside it ("non-blank"), in Python and in the published JSON Schema alike
@@ -176,6 +176,13 @@ PAUSE_AFTER_FAILURES = Field(
                 "succeed (the count alert_after_failures reads), within a few seconds, with "
                 "a note saying so; its resume starts the count again; null: never")
 
+OVERLAP = Field(
+    path="overlap", type="string", choices=OVERLAPS, default="allow",
+    description="what a fire does while a run of this job is running: allow (it runs too), "
+                "skip (written skipped, reason overlap), buffer_one (it waits for the "
+                "running one; at most one waits, a further one is skipped), replace (for "
+                "now as buffer_one: a running attempt is not cancelled yet)")
+
 LABELS = Field(path="labels", type="object", default={}, nullable=True,
                description="names for filters and bulk actions, like {\"bank\": \"42\"}: "
                            "at most 16; a key is 1-63 letters, digits, '_', '.', '-' or '/', "
@@ -204,7 +211,7 @@ MAX_RUNS = Field(path="max_runs", type="integer", low=1, high=1_000_000, nullabl
 DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE, CATCHUP,
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
                                RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
-                               ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES)
+                               ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES, OVERLAP)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
 ONE_OF: tuple[str, ...] = ("cron", "at")

@@ -29,7 +29,7 @@ import orjson
 
 from crondepot.base import jsontext
 from crondepot.base.errors import InvalidJob, InvalidSchedule
-from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority
+from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Overlap, Priority
 from crondepot.job import fields as F
 from crondepot.job import targets
 from crondepot.job.checks import (
@@ -97,6 +97,7 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)
     alert_after_failures: int | None = None
     pause_after_failures: int | None = None
+    overlap: Overlap = F.OVERLAP.default
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -194,6 +195,7 @@ def _parse(doc: Any) -> JobSpec:
         else _int(doc, F.ALERT_AFTER_FAILURES),
         pause_after_failures=None if doc.get("pause_after_failures") is None
         else _int(doc, F.PAUSE_AFTER_FAILURES),
+        overlap=_choice(doc, F.OVERLAP),
     )
     _check_window(spec)
     _check_schedule(spec)

@@ -150,7 +150,7 @@ COPY_AT_LEAST = 100
 def _values(tenant_id: int, specs: Sequence[JobSpec], ids: list[int],
             firsts: list[tuple[datetime | None, datetime | None]],
             now: datetime) -> list[list[Any]]:
-    """Every column of job_writes_3 (columns.WRITES, in its order) as the list of its values
+    """Every column of job_writes_6 (columns.WRITES, in its order) as the list of its values
     for ``specs``: a column of the document is read from each spec, the others are the
     writer's. Column by column, so each is one ``map`` and a COPY row one ``zip``."""
     count = len(specs)
@@ -409,6 +409,8 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         except REFUSED as exc:
             raise refusal(exc) from exc
         assert changed == 1   # the row is locked and was checked above
+        if spec.overlap != job.spec.overlap:
+            conn.execute(Q.set_queued_runs_overlap, {"job_id": job_id, "overlap": spec.overlap})
         conn.execute(Q.notify_jobs_changed)
         stored = get_job(conn, tenant_id, job_id)
     count_skipped(settled)

@@ -17,9 +17,9 @@ SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(c
 -- inserts nothing; the caller finds the existing job by key. Arrays travel in binary
 -- format: psycopg would otherwise quote every element in Python. created_at is the instant
 -- the first fire was computed from (the job's timetable is in force after it). One array
--- per column of job_writes_3, in its order, named and typed as the column table
+-- per column of job_writes_6, in its order, named and typed as the column table
 -- (job/columns.py WRITES) names and types it; a test holds the two together.
-INSERT INTO job_writes_3
+INSERT INTO job_writes_6
 OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest(
     %(id)b::bigint[], %(tenant_id)b::bigint[], %(key)b::text[], %(cron)b::text[],
@@ -31,20 +31,20 @@ SELECT * FROM unnest(
     %(rate_limit)b::text[], %(at)b::timestamptz[], %(start_at)b::timestamptz[],
     %(end_at)b::timestamptz[], %(max_runs)b::integer[], %(labels)b::jsonb[],
     %(alert_after_failures)b::integer[], %(retry_base_s)b::float8[],
-    %(retry_cap_s)b::float8[], %(pause_after_failures)b::integer[],
+    %(retry_cap_s)b::float8[], %(pause_after_failures)b::integer[], %(overlap)b::text[],
     %(created_at)b::timestamptz[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
 
 -- name: create_import_table
 -- The session's staging table for create_jobs batches of COPY_AT_LEAST or more: the columns
--- of job_writes_3. Filled by binary COPY (psycopg writes those rows in C, with less Python
+-- of job_writes_6. Filled by binary COPY (psycopg writes those rows in C, with less Python
 -- work per job than packing insert_jobs's arrays), emptied at every commit.
 CREATE TEMP TABLE IF NOT EXISTS import_jobs ON COMMIT DELETE ROWS AS
-SELECT * FROM job_writes_3 WITH NO DATA;
+SELECT * FROM job_writes_6 WITH NO DATA;
 
 -- name: copy_import_rows
--- The rows of one batch, every column of job_writes_3 in order.
+-- The rows of one batch, every column of job_writes_6 in order.
 COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 
 -- name: insert_import_rows
@@ -52,7 +52,7 @@ COPY pg_temp.import_jobs FROM STDIN (FORMAT BINARY);
 -- are this batch's: ids come from a sequence, so a batch written earlier in the same
 -- transaction (not yet emptied by a commit) has smaller ones. ORDER BY id: the first of two
 -- lines with one key wins, as with unnest.
-INSERT INTO job_writes_3
+INSERT INTO job_writes_6
 OVERRIDING SYSTEM VALUE
 SELECT *
 FROM pg_temp.import_jobs
@@ -115,11 +115,19 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     max_runs = %(max_runs)s, labels = %(labels)s,
     alert_after_failures = %(alert_after_failures)s, retry_base_s = %(retry_base_s)s,
     retry_cap_s = %(retry_cap_s)s, pause_after_failures = %(pause_after_failures)s,
+    overlap = %(overlap)s,
     next_run_at = %(next_run_at)s,
     next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
   AND version = %(version)s::integer AND active;
+
+-- name: set_queued_runs_overlap
+-- An edit changed the overlap policy: the job's queued runs carry the new one (the claim
+-- reads it from the run row, migration 0026). Running runs keep the one they were leased
+-- under: a run leased as `allow` is not counted as running by a rule set after it.
+UPDATE runs SET overlap = %(overlap)s::text
+WHERE job_id = %(job_id)s::bigint AND status = 'queued' AND overlap <> %(overlap)s::text;
 
 -- name: pause_job
 -- Paused jobs leave the jobs_due index. The fires up to the pause are settled by the caller;
@@ -179,8 +187,11 @@ WHERE job_id = %(job_id)s::bigint AND status = 'queued';
 -- Trigger now: one queued run due at once. Its id is made from the second it was asked for,
 -- so a retried trigger in the same second (or a scheduled run of that very instant) is the
 -- same run, not a second one.
-INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at)
-VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s)
+-- With the job's overlap policy (a trigger obeys it too), as the tick writes it.
+INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
+                  overlap)
+VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s,
+        coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = %(job_id)s::bigint), 'allow'))
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 
