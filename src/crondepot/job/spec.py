@@ -71,6 +71,18 @@ class Misfire:
         return {"policy": self.policy}
 
 
+# What each overlap policy does, in one line (the console's job page says it).
+OVERLAP_TEXT: dict[str, str] = {
+    "allow": "allow: a fire runs even while the previous run is still running",
+    "skip": "skip: a fire that comes while a run of this job is running is skipped "
+            "(reason overlap)",
+    "buffer_one": "buffer_one: a fire that comes while a run is running waits for it; at "
+                  "most one waits, a further one is skipped (reason overlap)",
+    "replace": "replace: acts as buffer_one for now (a running attempt is not cancelled: "
+               "that part of replace is not built yet)",
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobSpec:
     cron: str | None      # None: an ``at`` job
@@ -138,6 +150,11 @@ class JobSpec:
         shown = ", ".join(f"{w:g}" for w in waits[:6]) + (", …" if len(waits) > 6 else "")
         return (f"{attempts}; waits up to {shown} s (random from 0, cap "
                 f"{self.retry_cap_s:g} s)")
+
+    @property
+    def overlap_text(self) -> str:
+        """The overlap policy in one line, for people (the console's job page)."""
+        return OVERLAP_TEXT[self.overlap]
 
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""

@@ -16,6 +16,7 @@ from crondepot.api.models import (
     BILL_DUE_ONCE,
     EMI_REMINDER,
     EMI_TWELVE_MONTH_ENDS,
+    NIGHTLY_RECONCILIATION,
     PYTHON_JOB,
     Job,
     JobDocument,
@@ -72,7 +73,9 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
                                                       "python_handler": PYTHON_JOB,
                                                       "bill_due_once": BILL_DUE_ONCE,
                                                       "emi_twelve_month_ends":
-                                                          EMI_TWELVE_MONTH_ENDS}))
+                                                          EMI_TWELVE_MONTH_ENDS,
+                                                      "nightly_reconciliation_no_overlap":
+                                                          NIGHTLY_RECONCILIATION}))
 def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
     spec = JobSpec.from_document(doc)
     job, created = create_job(conn, who.tenant_id, spec)
@@ -133,7 +136,9 @@ def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
                                    "misfire": {"policy": "skip_after", "seconds": 3600}},
                   # the whole curve is replaced: members left out take their defaults
                   "gentler_retries": {"retry": {"max_attempts": 8, "base_s": 120,
-                                                "cap_s": 3600}}},
+                                                "cap_s": 3600}},
+                  # a fire that comes while the previous run still runs waits for it
+                  "wait_for_the_previous_run": {"overlap": "buffer_one"}},
                   media_type="application/merge-patch+json"))
 def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
           if_match: Annotated[str | None, Header(description="the job's version, from its "
