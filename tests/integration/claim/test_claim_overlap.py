@@ -94,16 +94,21 @@ def test_replace_behaves_as_buffer_one(conn: psycopg.Connection[Any]) -> None:
     assert _states(conn, job_id)[ids[2]] == ("skipped", "overlap")
 
 
-def test_a_waiting_run_does_not_starve_a_small_claim(conn: psycopg.Connection[Any]) -> None:
-    # The buffered run is the oldest ready run of its tenant: a claim of one must still
-    # find the other jobs' runs behind it.
-    job_id, ids = _job(conn, "buffer_one", 2)
-    (_first,) = _claim(conn, 1)
+def test_waiting_runs_do_not_starve_a_small_claim(conn: psycopg.Connection[Any]) -> None:
+    # Thirty buffered runs are the oldest ready runs of their tenant: a claim of one must
+    # still find the other jobs' runs behind them (claim_pick reads past them).
+    waiting = []
+    for i in range(30):
+        _, ids = _job(conn, "buffer_one", 2, key=f"buffered-{i}")
+        waiting.append(ids[1])
+        assert [r.run_id for r in _claim(conn, 1)] == [ids[0]]
     queued_runs(conn, 3)
     claimed = [_claim(conn, 1) for _ in range(3)]
     assert all(len(c) == 1 for c in claimed)
-    assert ids[1] not in {c[0].run_id for c in claimed}
-    assert _states(conn, job_id)[ids[1]] == ("queued", None)
+    assert not {c[0].run_id for c in claimed} & set(waiting)
+    (still,) = conn.execute("SELECT count(*) FROM runs WHERE run_id = ANY(%s) "
+                            "AND status = 'queued'", (waiting,)).fetchone() or (0,)
+    assert still == 30
 
 
 def test_a_lost_worker_releases_the_job(conn: psycopg.Connection[Any]) -> None:
@@ -148,14 +153,16 @@ def test_the_index_refuses_a_second_lease(conn: psycopg.Connection[Any]) -> None
                      (ids[1],))
 
 
+@pytest.mark.parametrize("per_job", [2, 4])
 @pytest.mark.parametrize("overlap", ["skip", "buffer_one"])
 def test_two_workers_at_the_same_instant_never_both_lease(db_url: str,
                                                            conn: psycopg.Connection[Any],
-                                                           overlap: str) -> None:
-    # Many jobs, two runs each, claimed by two connections released by one barrier, one
-    # run at a time (so each worker's claim may pick either run of a job): never two
-    # running runs of one job, whichever worker's claim commits first.
-    jobs = [_job(conn, overlap, 2, key=f"race-{overlap}-{i}") for i in range(40)]
+                                                           overlap: str, per_job: int) -> None:
+    # Many jobs, two or four runs each, claimed by two connections released by one
+    # barrier, one run at a time (so each worker's claim may pick any run of a job): never
+    # two running runs of one job, whichever worker's claim commits first, and for
+    # buffer_one never two waiting.
+    jobs = [_job(conn, overlap, per_job, key=f"race-{overlap}-{i}") for i in range(40)]
     barrier = threading.Barrier(2)
     claimed: dict[str, list[str]] = {"a": [], "b": []}
     errors: list[BaseException] = []
@@ -164,7 +171,7 @@ def test_two_workers_at_the_same_instant_never_both_lease(db_url: str,
         try:
             with connect(db_url) as own:
                 barrier.wait()
-                for _ in range(60):
+                for _ in range(40 * per_job):
                     claimed[name] += [r.run_id for r in claim_runs(
                         own, owner=name, shares={"normal": 1})]
         except BaseException as exc:       # reported below, with the test's failure
@@ -183,5 +190,5 @@ def test_two_workers_at_the_same_instant_never_both_lease(db_url: str,
     assert len(claimed["a"]) + len(claimed["b"]) == len(jobs)     # one lease per job
     for job_id, _ in jobs:
         states = sorted(s for s, _ in _states(conn, job_id).values())
-        assert states == (["running", "skipped"] if overlap == "skip"
-                          else ["queued", "running"])
+        assert states == (["running"] + ["skipped"] * (per_job - 1) if overlap == "skip"
+                          else ["queued", "running"] + ["skipped"] * (per_job - 2))

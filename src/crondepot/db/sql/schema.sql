@@ -527,10 +527,10 @@ END
 $$;
 
 --
--- Name: crondepot_claim_overlap(text[], timestamp with time zone, bigint[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: crondepot_claim_overlap(text[], timestamp with time zone, bigint[], integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.crondepot_claim_overlap(p_batch text[], p_clock timestamp with time zone, p_busy bigint[], OUT lease text[], OUT passed text[], OUT busy bigint[]) RETURNS record
+CREATE FUNCTION public.crondepot_claim_overlap(p_batch text[], p_clock timestamp with time zone, p_busy bigint[], p_want integer, OUT lease text[], OUT passed text[], OUT busy bigint[]) RETURNS record
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
@@ -552,10 +552,13 @@ BEGIN
     SELECT coalesce(array_agg(r.run_id), '{}') INTO passed
     FROM runs AS r WHERE r.run_id = ANY (p_batch) AND r.overlap <> 'allow';
     IF cardinality(passed) = 0 THEN
-        lease := p_batch;
+        lease := p_batch[1:p_want];
         RETURN;
     END IF;
-    lease := ARRAY(SELECT b.id FROM unnest(p_batch) AS b(id) WHERE b.id <> ALL (passed));
+    -- The allow runs, in the take's order, up to p_want.
+    lease := ARRAY(SELECT b.id FROM unnest(p_batch) WITH ORDINALITY AS b(id, o)
+                   WHERE b.id <> ALL (passed) ORDER BY b.o);
+    lease := lease[1:p_want];
     passed := '{}';
 
     FOR c IN SELECT r.run_id, r.job_id, r.overlap, r.available_at
@@ -583,6 +586,8 @@ BEGIN
         END IF;
         IF NOT locked THEN
             passed := passed || c.run_id;               -- another claim decides this job
+        ELSIF NOT running AND cardinality(lease) >= p_want THEN
+            NULL;                                       -- no turn left: undecided
         ELSIF NOT running THEN
             lease := lease || c.run_id;
             busy := busy || job;
@@ -625,16 +630,18 @@ DECLARE
     kept  text[];
     left_ text[];
     want  integer;
+    read_ integer;
 BEGIN
     batch := '{}';
     FOR round IN 1..4 LOOP
         want := p_want - cardinality(batch);
         EXIT WHEN want <= 0;
+        read_ := want * (1 << (2 * (round - 1)));      -- 1, 4, 16, 64 times the turns left
         IF cardinality(p_ready) = 1 THEN
-            got := crondepot_claim_one_tenant(p_priority, p_ready[1], want, p_clock,
+            got := crondepot_claim_one_tenant(p_priority, p_ready[1], read_, p_clock,
                                               p_exclude || batch, p_held);
         ELSE
-            got := crondepot_claim_fair(p_priority, p_ready, want, p_clock,
+            got := crondepot_claim_fair(p_priority, p_ready, read_, p_clock,
                                         p_exclude || batch, p_held);
         END IF;
         IF NOT p_rules THEN
@@ -642,13 +649,13 @@ BEGIN
             RETURN;
         END IF;
         SELECT o.lease, o.passed, o.busy INTO kept, left_, busy
-        FROM crondepot_claim_overlap(got, p_clock, busy) AS o;
+        FROM crondepot_claim_overlap(got, p_clock, busy, want) AS o;
         batch := batch || kept;
         passed := passed || left_;
         p_exclude := p_exclude || left_;
-        -- Done when nothing was passed (the take had all it could) or the take was short
-        -- (no more ready runs).
-        EXIT WHEN cardinality(left_) = 0 OR cardinality(got) < want;
+        -- Done when the turns are filled (next round), nothing was passed (the take had
+        -- all it could) or the take was short (no more ready runs).
+        EXIT WHEN cardinality(left_) = 0 OR cardinality(got) < read_;
     END LOOP;
 END
 $$;

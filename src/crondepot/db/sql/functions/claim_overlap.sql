@@ -3,8 +3,12 @@
 -- "Overlap rules in the claim"). Called by crondepot_claim_pick (claim_pick.sql) with a
 -- batch a take just locked (FOR UPDATE: every run of p_batch is this transaction's to
 -- change) and p_busy, the jobs this claim is already leasing a ruled run of. Splits the
--- batch into `lease` (to be leased by the claim) and `passed` (not leased: left queued,
--- or written skipped 'overlap' here); `busy` is p_busy with the jobs of `lease` added.
+-- batch into `lease` (to be leased by the claim, at most p_want, oldest first) and
+-- `passed` (not leased, decided: left queued, waiting or for another claim to decide, or
+-- written skipped 'overlap' here); `busy` is p_busy with the jobs of `lease` added. A run
+-- beyond p_want's turns is in neither: left queued, undecided (a later take of this claim
+-- may still lease it); a run a rule would have leased past them is not, so no other run
+-- of its job is skipped because of it.
 --
 -- A run of an `allow` job (runs.overlap, copied from the job when the run was written) is
 -- leased as before. For the others, per job, oldest first:
@@ -30,7 +34,7 @@
 -- reaped when its worker was lost (the reaper's requeue makes it queued, not running).
 -- Settings as crondepot_claim_runs's (generic plans, index scans).
 CREATE OR REPLACE FUNCTION crondepot_claim_overlap(p_batch text[], p_clock timestamptz,
-                                                   p_busy bigint[],
+                                                   p_busy bigint[], p_want integer,
                                                    OUT lease text[], OUT passed text[],
                                                    OUT busy bigint[])
 LANGUAGE plpgsql
@@ -54,10 +58,13 @@ BEGIN
     SELECT coalesce(array_agg(r.run_id), '{}') INTO passed
     FROM runs AS r WHERE r.run_id = ANY (p_batch) AND r.overlap <> 'allow';
     IF cardinality(passed) = 0 THEN
-        lease := p_batch;
+        lease := p_batch[1:p_want];
         RETURN;
     END IF;
-    lease := ARRAY(SELECT b.id FROM unnest(p_batch) AS b(id) WHERE b.id <> ALL (passed));
+    -- The allow runs, in the take's order, up to p_want.
+    lease := ARRAY(SELECT b.id FROM unnest(p_batch) WITH ORDINALITY AS b(id, o)
+                   WHERE b.id <> ALL (passed) ORDER BY b.o);
+    lease := lease[1:p_want];
     passed := '{}';
 
     FOR c IN SELECT r.run_id, r.job_id, r.overlap, r.available_at
@@ -85,6 +92,8 @@ BEGIN
         END IF;
         IF NOT locked THEN
             passed := passed || c.run_id;               -- another claim decides this job
+        ELSIF NOT running AND cardinality(lease) >= p_want THEN
+            NULL;                                       -- no turn left: undecided
         ELSIF NOT running THEN
             lease := lease || c.run_id;
             busy := busy || job;

@@ -7,10 +7,13 @@
 --
 -- Without rules it is the take alone, as before. With them, the runs a rule did not lease
 -- (a buffered run that waits, a run written skipped, a job another claim is deciding) are
--- `passed`, and the take is repeated for the turns they left, at most three more times:
--- a waiting run sits at the front of its tenant's range (oldest first), and without the
--- repeat a claim of one run would find it every time and claim nothing while other runs
--- are ready. `passed` and `busy` carry across the claim's takes (claim_overlap.sql).
+-- `passed`, and the take is repeated for the turns they left, at most three more times,
+-- each time reading four times as many runs as turns are left (claim_overlap leases no
+-- more than the turns; the runs read beyond them are left, undecided). Waiting runs sit
+-- at the front of their tenant's range (oldest first): without the repeat a claim of one
+-- run would find one every time and claim nothing while other runs are ready; with it, a
+-- claim looks past up to 85 times its turns of them (1 + 4 + 16 + 64). `passed` and
+-- `busy` carry across the claim's takes (claim_overlap.sql).
 CREATE OR REPLACE FUNCTION crondepot_claim_pick(p_priority text, p_ready bigint[],
                                                 p_want integer, p_clock timestamptz,
                                                 p_exclude text[], p_held bigint[],
@@ -29,16 +32,18 @@ DECLARE
     kept  text[];
     left_ text[];
     want  integer;
+    read_ integer;
 BEGIN
     batch := '{}';
     FOR round IN 1..4 LOOP
         want := p_want - cardinality(batch);
         EXIT WHEN want <= 0;
+        read_ := want * (1 << (2 * (round - 1)));      -- 1, 4, 16, 64 times the turns left
         IF cardinality(p_ready) = 1 THEN
-            got := crondepot_claim_one_tenant(p_priority, p_ready[1], want, p_clock,
+            got := crondepot_claim_one_tenant(p_priority, p_ready[1], read_, p_clock,
                                               p_exclude || batch, p_held);
         ELSE
-            got := crondepot_claim_fair(p_priority, p_ready, want, p_clock,
+            got := crondepot_claim_fair(p_priority, p_ready, read_, p_clock,
                                         p_exclude || batch, p_held);
         END IF;
         IF NOT p_rules THEN
@@ -46,13 +51,13 @@ BEGIN
             RETURN;
         END IF;
         SELECT o.lease, o.passed, o.busy INTO kept, left_, busy
-        FROM crondepot_claim_overlap(got, p_clock, busy) AS o;
+        FROM crondepot_claim_overlap(got, p_clock, busy, want) AS o;
         batch := batch || kept;
         passed := passed || left_;
         p_exclude := p_exclude || left_;
-        -- Done when nothing was passed (the take had all it could) or the take was short
-        -- (no more ready runs).
-        EXIT WHEN cardinality(left_) = 0 OR cardinality(got) < want;
+        -- Done when the turns are filled (next round), nothing was passed (the take had
+        -- all it could) or the take was short (no more ready runs).
+        EXIT WHEN cardinality(left_) = 0 OR cardinality(got) < read_;
     END LOOP;
 END
 $$;
