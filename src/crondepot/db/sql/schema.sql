@@ -568,8 +568,9 @@ BEGIN
     LOOP
         IF job IS DISTINCT FROM c.job_id THEN
             job := c.job_id;
-            locked := pg_try_advisory_xact_lock(31001 + (job >> 31)::integer,
-                                                (job & 2147483647)::integer);
+            locked := pg_try_advisory_xact_lock(
+                (31001 * 65536 + ((job >> 31) & 65535))::integer,
+                (job & 2147483647)::integer);
             -- (A statement of its own, after the lock: its snapshot is fresh.)
             running := job = ANY (busy)
                        OR EXISTS (SELECT FROM runs AS x

@@ -13,7 +13,8 @@
 -- A run of an `allow` job (runs.overlap, copied from the job when the run was written) is
 -- leased as before. For the others, per job, oldest first:
 --   - the decision is serialised per job by a transaction advisory lock (two-key form,
---     class 31001 + the job id's high bits, then its low 31 bits; never waited for: a job
+--     class 31001 * 65536 + 16 more bits of the job id, then its low 31 bits (two jobs
+--     that share a key only contend, harmlessly; no id overflows it); never waited for: a job
 --     another claim is deciding this instant is passed over, its runs left queued, for a
 --     later claim). Released at commit, after the lease is visible;
 --   - "running" is then read by a *new statement*, so with a snapshot taken after the lock:
@@ -74,8 +75,9 @@ BEGIN
     LOOP
         IF job IS DISTINCT FROM c.job_id THEN
             job := c.job_id;
-            locked := pg_try_advisory_xact_lock(31001 + (job >> 31)::integer,
-                                                (job & 2147483647)::integer);
+            locked := pg_try_advisory_xact_lock(
+                (31001 * 65536 + ((job >> 31) & 65535))::integer,
+                (job & 2147483647)::integer);
             -- (A statement of its own, after the lock: its snapshot is fresh.)
             running := job = ANY (busy)
                        OR EXISTS (SELECT FROM runs AS x
