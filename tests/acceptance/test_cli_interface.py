@@ -85,6 +85,7 @@ BAD = [
     (["jobs", "update", "--tenant", "t", "1", "--retry-base", "0"], "--retry-base"),
     (["jobs", "add", "--tenant", "t", "{}", "--retry-cap", "x"], "--retry-cap"),
     (["jobs", "update", "--tenant", "t", "1", "--if-version", "v3"], "--if-version"),
+    (["jobs", "update", "--tenant", "t", "1", "--overlap", "forbid"], "--overlap"),
     (["limits", "set", "x", "450/s", "--burst", "0"], "--burst"),
     (["limits", "set", "x", "450/fortnight"], "rate"),
     (["dlq", "list", "--limit", "0"], "--limit"),
@@ -238,6 +239,18 @@ def test_jobs_add_and_update_set_the_retry_curve_by_flags(cli: Cli) -> None:
     assert refused.code != 0 and "retry.cap_s" in refused.err
     assert "≥ retry.base_s (60), got 30" in refused.err
     assert cli("jobs", "show", *t, "emi", "--json").json()["retry"]["cap_s"] == 900
+
+
+def test_jobs_update_sets_the_overlap_policy_and_show_says_it(cli: Cli) -> None:
+    _tenant(cli, "bank42")
+    t = ("--tenant", "bank42")
+    assert cli("jobs", "add", *t, json.dumps(_job("recon"))).code == 0
+    assert "allow: a fire runs even while" in cli("jobs", "show", *t, "recon").out
+    done = cli("jobs", "update", *t, "recon", "--overlap", "skip", "--json")
+    assert done.code == 0, done.err
+    assert done.json()["overlap"] == "skip"
+    shown = cli("jobs", "show", *t, "recon")
+    assert "skip: a fire that comes while a run of this job is running is skipped" in shown.out
 
 
 def test_jobs_update_honours_the_version_and_refuses_bad_changes_changing_nothing(

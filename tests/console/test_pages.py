@@ -165,6 +165,19 @@ def test_job_page_shows_the_delivery_window(client: TestClient, world: World,
     assert "<th>delivery window</th>" in timetable and "deferred to" in timetable
 
 
+def test_job_page_shows_the_overlap_policy(client: TestClient, world: World,
+                                           conn: psycopg.Connection[Any]) -> None:
+    login(client, world.admin)
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert 'id="overlap">allow: a fire runs even while the previous run' in html
+    conn.execute("UPDATE jobs SET overlap = 'skip' WHERE id = %s", (world.daily,))
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert 'id="overlap">skip: a fire that comes while a run of this job is running' in html
+    conn.execute("UPDATE jobs SET overlap = 'replace' WHERE id = %s", (world.daily,))
+    html = client.get(f"/console/jobs/{world.daily}").text
+    assert "acts as buffer_one for now" in html
+
+
 def test_run_page(client: TestClient, world: World) -> None:
     login(client, world.admin)
     html = client.get(f"/console/runs/{world.dead[0]}").text

@@ -74,3 +74,19 @@ async def sleep_async(run: RunContext) -> None:
     await asyncio.sleep(float(run.payload.get("sleep", 0)))
     _conn().execute("INSERT INTO test_calls (run_id, attempt, pid) VALUES (%s, -1, %s)",
                     (run.run_id, os.getpid()))
+
+
+@handler("test.overlap_slow")
+async def overlap_slow(run: RunContext) -> None:
+    """Records the call's start (its attempt) and end (minus its attempt), stamped with the
+    time: a test reads from them which calls of a job overlapped. Sleeps the payload's
+    ``sleep`` seconds, or $CRONDEPOT_TEST_SLOW_SECONDS when the worker has it (a worker the
+    test will SIGKILL mid-call)."""
+    import asyncio
+
+    _record(run)
+    await asyncio.sleep(float(os.environ.get("CRONDEPOT_TEST_SLOW_SECONDS")
+                              or run.payload.get("sleep", 0)))
+    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at, tenant) "
+                    "VALUES (%s, %s, %s, to_timestamp(%s), %s)",
+                    (run.run_id, -run.attempt, os.getpid(), time.time(), run.tenant))

@@ -17,6 +17,7 @@ from crondepot.base.vocab import (
     ATTEMPTED_STATES,
     END_REASONS,
     OUTCOMES,
+    OVERLAPS,
     PRIORITIES,
     RECORDED_OUTCOMES,
     RUN_STATES,
@@ -51,6 +52,13 @@ def test_the_claim_function_walks_the_priorities_in_their_order() -> None:
     assert tuple(re.findall(r"'([a-z]+)'", found[1])) == PRIORITIES
 
 
+def test_overlap_policies_are_the_field_tables_and_the_jobs_check() -> None:
+    assert OVERLAPS == ("allow", "skip", "buffer_one", "replace")
+    assert F.OVERLAP.choices == OVERLAPS
+    assert F.OVERLAP.default == "allow"           # today's behaviour
+    assert _check_values("jobs_overlap_check") == OVERLAPS
+
+
 def test_run_states_are_the_runs_tables_check() -> None:
     assert _check_values("runs_status_check") == RUN_STATES
     assert set(OUTCOMES) < set(RUN_STATES)
@@ -76,7 +84,7 @@ def test_every_skip_reason_the_sql_writes_is_one() -> None:
     # No CHECK on runs.skip_reason: the SQL's literals are held to the set instead.
     written = set(re.findall(r"skip_reason\s*=\s*(?:CASE WHEN [^']*THEN )?'([a-z_]+)'",
                              _sql_texts()))
-    assert written == {"deadline_passed"}
+    assert written == {"deadline_passed", "overlap"}
     assert written <= set(SKIP_REASONS)
 
 

@@ -88,6 +88,13 @@ EMI_SMS_IN_HOURS: dict[str, Any] = {
     "delivery_window": {"from": "09:00", "to": "21:00", "days": "mon-sat",
                         "outside": "defer"},
 }
+# The nightly reconciliation of the day's SMS deliveries against the gateway's report: a
+# run may take longer than usual, and a second one must never start beside it.
+NIGHTLY_RECONCILIATION: dict[str, Any] = {
+    "key": "bank42:reconcile:sms-deliveries", "cron": "30 1 * * *", "tz": "Asia/Kolkata",
+    "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly"},
+    "payload": {"report": "sms_delivery_reconciliation"}, "overlap": "skip",
+}
 PYTHON_JOB: dict[str, Any] = {
     "key": "ops:nightly-report", "cron": "30 2 * * *", "tz": "Europe/Berlin",
     "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly",

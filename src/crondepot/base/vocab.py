@@ -31,13 +31,19 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # fire, its misfire rule said too late, its job was paused); ``deadline_passed`` is the
 # queue's: a queued run whose misfire deadline passed before a worker could call it;
 # ``calendar``: the fire's local date is in its job's exclusion calendar (on_excluded: skip).
+# ``overlap`` the claim's: the job's overlap policy dropped a fire that came while a run of
+# the job was running (functions/claim_overlap.sql).
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
                      "misfire_local_deadline", "paused", "deadline_passed", "calendar",
-                     "delivery_window"]
+                     "delivery_window", "overlap"]
 SKIP_REASONS: tuple[SkipReason, ...] = get_args(SkipReason)
 
 # Why a job ended by itself (jobs.ended_reason): its one ``at`` run is written, its window
 # closed (``end_at``), or it had ``max_runs`` fires. A cancelled job has none.
+# A job's overlap policy: what a fire does while a run of the same job is running (leased).
+Overlap = Literal["allow", "skip", "buffer_one", "replace"]
+OVERLAPS: tuple[Overlap, ...] = get_args(Overlap)
+
 EndReason = Literal["completed", "end_at", "max_runs"]
 END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
 

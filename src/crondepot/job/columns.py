@@ -104,6 +104,7 @@ WRITES: tuple[Column, ...] = (
     Column("every_s", "integer", "every_s"),       # an interval: cron holds its text
     Column("anchor_at", "timestamptz", "anchor_at"),
     Column("calendar", "jsonb", "calendar"),
+    Column("overlap", "text", "overlap"),
     Column("delivery_window", "jsonb", "delivery_window"),   # null: the tenant's default
     Column("created_at", "timestamptz"),           # the instant the first fire is from
 )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from crondepot.base.vocab import CALENDAR_NAME, LIMIT_NAME, PRIORITIES
+from crondepot.base.vocab import CALENDAR_NAME, LIMIT_NAME, OVERLAPS, PRIORITIES
 from crondepot.timetable.interval import EVERY as EVERY_TEXT
 from crondepot.timetable.several import MAX_CRONS as MAX_CRONS
 
@@ -185,6 +185,12 @@ CALENDAR = Field(path="calendar", type="object", nullable=True,
                              "a fire whose local date is in it is skipped (reason calendar) or "
                              "moved to the nearest business day after or before, at the same "
                              "local time, keeping its run id; null: none")
+OVERLAP = Field(
+    path="overlap", type="string", choices=OVERLAPS, default="allow",
+    description="what a fire does while a run of this job is running: allow (it runs too), "
+                "skip (written skipped, reason overlap), buffer_one (it waits for the "
+                "running one; at most one waits, a further one is skipped), replace (for "
+                "now as buffer_one: a running attempt is not cancelled yet)")
 
 LABELS = Field(path="labels", type="object", default={}, nullable=True,
                description="names for filters and bulk actions, like {\"bank\": \"42\"}: "
@@ -234,7 +240,7 @@ DOCUMENT: tuple[Field, ...] = (KEY, CRON, TZ, PRIORITY, TARGET, PAYLOAD, MISFIRE
                                MAX_CATCHUP, SPREAD, MAX_ATTEMPTS, RETRY, LEASE_SECONDS,
                                RATE_LIMIT, ACTIVE, AT, START_AT, END_AT, MAX_RUNS, LABELS,
                                ALERT_AFTER_FAILURES, PAUSE_AFTER_FAILURES, EVERY, ANCHOR,
-                               CALENDAR, DELIVERY_WINDOW)
+                               CALENDAR, OVERLAP, DELIVERY_WINDOW)
 REQUIRED: tuple[str, ...] = ("tz", "target")
 # Exactly one of these names the timetable (the schema says it with oneOf).
 ONE_OF: tuple[str, ...] = ("cron", "every", "at")

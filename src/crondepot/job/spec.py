@@ -29,7 +29,14 @@ import orjson
 
 from crondepot.base import jsontext
 from crondepot.base.errors import InvalidJob, InvalidSchedule
-from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, PRIORITIES, Priority, did_you_mean
+from crondepot.base.vocab import (
+    HANDLER_NAME,
+    LIMIT_NAME,
+    PRIORITIES,
+    Overlap,
+    Priority,
+    did_you_mean,
+)
 from crondepot.job import fields as F
 from crondepot.job import targets
 from crondepot.job.checks import (
@@ -83,6 +90,18 @@ class Misfire:
         return {"policy": self.policy}
 
 
+# What each overlap policy does, in one line (the console's job page says it).
+OVERLAP_TEXT: dict[str, str] = {
+    "allow": "allow: a fire runs even while the previous run is still running",
+    "skip": "skip: a fire that comes while a run of this job is running is skipped "
+            "(reason overlap)",
+    "buffer_one": "buffer_one: a fire that comes while a run is running waits for it; at "
+                  "most one waits, a further one is skipped (reason overlap)",
+    "replace": "replace: acts as buffer_one for now (a running attempt is not cancelled: "
+               "that part of replace is not built yet)",
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobSpec:
     # The timetable as stored and read by every reader (timetable.timetable_of): one cron,
@@ -121,6 +140,7 @@ class JobSpec:
     # the window as the document gives it, normalised: an object, "none" (no window, not
     # even the tenant's), or None (the tenant's default)
     delivery_window: dict[str, Any] | str | None = None
+    overlap: Overlap = F.OVERLAP.default
 
     @classmethod
     def from_document(cls, doc: Any) -> JobSpec:
@@ -195,6 +215,11 @@ class JobSpec:
         return (f"{self.calendar['exclude']}: a fire on one of its dates "
                 f"{what[self.calendar['on_excluded']]} (business days "
                 f"{self.calendar['business_days']})")
+
+    @property
+    def overlap_text(self) -> str:
+        """The overlap policy in one line, for people (the console's job page)."""
+        return OVERLAP_TEXT[self.overlap]
 
     def hash_key(self, job_id: int) -> str:
         """What H fields hash on: the client key, else the job id."""
@@ -304,6 +329,7 @@ _PARTS: tuple[tuple[str, Any], ...] = (
     ("alert_after_failures", lambda d, t: _optional_int(d, F.ALERT_AFTER_FAILURES)),
     ("pause_after_failures", lambda d, t: _optional_int(d, F.PAUSE_AFTER_FAILURES)),
     ("calendar", lambda d, t: _calendar(d.get("calendar"))),
+    ("overlap", lambda d, t: _choice(d, F.OVERLAP)),
     ("delivery_window", lambda d, t: _delivery_window(d.get("delivery_window"))),
 )
 
@@ -324,7 +350,8 @@ def _assemble(parts: dict[str, Any]) -> JobSpec:
         alert_after_failures=parts["alert_after_failures"],
         pause_after_failures=parts["pause_after_failures"],
         crons=when.crons, every_s=when.every_s, anchor_at=when.anchor_at,
-        calendar=parts["calendar"], delivery_window=parts["delivery_window"],
+        calendar=parts["calendar"], overlap=parts["overlap"],
+        delivery_window=parts["delivery_window"],
     )
 
 

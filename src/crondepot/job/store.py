@@ -438,6 +438,8 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         except REFUSED as exc:
             raise refusal(exc) from exc
         assert changed == 1   # the row is locked and was checked above
+        if spec.overlap != job.spec.overlap:
+            conn.execute(Q.set_queued_runs_overlap, {"job_id": job_id, "overlap": spec.overlap})
         conn.execute(Q.notify_jobs_changed)
         stored = get_job(conn, tenant_id, job_id)
     count_skipped(settled)

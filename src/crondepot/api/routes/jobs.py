@@ -18,6 +18,7 @@ from crondepot.api.models import (
     EMI_REMINDER,
     EMI_SMS_IN_HOURS,
     EMI_TWELVE_MONTH_ENDS,
+    NIGHTLY_RECONCILIATION,
     PAYMENT_RECHECK_EVERY_4H,
     PYTHON_JOB,
     Job,
@@ -80,7 +81,9 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
                                                           PAYMENT_RECHECK_EVERY_4H,
                                                       "weekdays_and_saturdays":
                                                           BRANCH_HOURS_REMINDER,
-                                                      "emi_sms_in_hours": EMI_SMS_IN_HOURS}))
+                                                      "emi_sms_in_hours": EMI_SMS_IN_HOURS,
+                                                      "nightly_reconciliation_no_overlap":
+                                                          NIGHTLY_RECONCILIATION}))
 def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
     spec = JobSpec.from_document(doc)
     job, created = create_job(conn, who.tenant_id, spec)
@@ -148,7 +151,9 @@ def read(who: Reader, conn: Conn, job_id: int) -> JSONResponse:
                       "business_days": "mon-fri"}},
                   # "none": no window, not even the tenant's default; null: the default
                   "sms_hours_only": {"delivery_window": {"from": "09:00", "to": "21:00",
-                                                         "days": "mon-sat"}}},
+                                                         "days": "mon-sat"}},
+                  # a fire that comes while the previous run still runs waits for it
+                  "wait_for_the_previous_run": {"overlap": "buffer_one"}},
                   media_type="application/merge-patch+json"))
 def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
           if_match: Annotated[str | None, Header(description="the job's version, from its "

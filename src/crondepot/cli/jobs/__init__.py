@@ -261,6 +261,7 @@ def run_show(args: argparse.Namespace) -> int:
         ("misfire", " ".join(f"{k}={v}" for k, v in spec.misfire.document().items())),
         ("catch-up", f"{spec.catchup} (at most {spec.max_catchup})"),
         ("retry", spec.retry_text),
+        ("overlap", spec.overlap_text),
         ("delivery window", spec.delivery_window_text),
         ("lease", f"{spec.lease_seconds} s per attempt"),
     ]

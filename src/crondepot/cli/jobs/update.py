@@ -28,7 +28,7 @@ from crondepot.job import fields as F
 from crondepot.job import store
 
 # flag -> document field, for the fields people change most; others go in --file
-_FLAGS = ("tz", "priority", "payload", "lease_seconds", "rate_limit", "catchup")
+_FLAGS = ("tz", "priority", "payload", "lease_seconds", "rate_limit", "catchup", "overlap")
 
 
 def register(actions: Any, action: Any) -> None:
@@ -65,6 +65,10 @@ def register(actions: Any, action: Any) -> None:
                         help="the rate limit the job's runs draw from; 'none' removes it")
     parser.add_argument("--catchup", choices=F.CATCHUP.choices,
                         help="after downtime, send all missed fires or only the latest")
+    parser.add_argument("--overlap", choices=F.OVERLAP.choices,
+                        help="what a fire does while a run of the job is running: allow, "
+                             "skip, buffer_one (waits; at most one), replace (as buffer_one "
+                             "for now)")
     parser.set_defaults(run=run_update)
 
 

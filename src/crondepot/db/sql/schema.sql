@@ -137,6 +137,7 @@ CREATE TABLE public.jobs (
     every_s integer,
     anchor_at timestamp with time zone,
     calendar jsonb,
+    overlap text DEFAULT 'allow'::text NOT NULL,
     delivery_window jsonb,
     CONSTRAINT jobs_alert_after_failures_check CHECK (((alert_after_failures >= 1) AND (alert_after_failures <= 10000))),
     CONSTRAINT jobs_catchup_check CHECK ((catchup = ANY (ARRAY['all'::text, 'latest'::text]))),
@@ -158,6 +159,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_max_runs_check CHECK (((max_runs >= 1) AND (max_runs <= 1000000))),
     CONSTRAINT jobs_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['run_late'::text, 'skip_after'::text, 'skip_after_local_time'::text]))),
     CONSTRAINT jobs_misfire_seconds_check CHECK ((misfire_seconds > 0)),
+    CONSTRAINT jobs_overlap_check CHECK ((overlap = ANY (ARRAY['allow'::text, 'skip'::text, 'buffer_one'::text, 'replace'::text]))),
     CONSTRAINT jobs_pause_after_failures_check CHECK (((pause_after_failures >= 1) AND (pause_after_failures <= 10000))),
     CONSTRAINT jobs_pause_note_check CHECK (((char_length(pause_note) >= 1) AND (char_length(pause_note) <= 500))),
     CONSTRAINT jobs_payload_check CHECK ((octet_length((payload)::text) <= 16384)),
@@ -554,6 +556,141 @@ END
 $$;
 
 --
+-- Name: crondepot_claim_overlap(text[], timestamp with time zone, bigint[], integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_claim_overlap(p_batch text[], p_clock timestamp with time zone, p_busy bigint[], p_want integer, OUT lease text[], OUT passed text[], OUT busy bigint[]) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    c        record;
+    job      bigint := NULL;
+    locked   boolean := false;
+    running  boolean := false;
+    waits    boolean := false;
+    dropped  text[] := '{}';
+BEGIN
+    busy := p_busy;
+    passed := '{}';
+    -- The batch's ruled runs (primary-key probes); the rest are leased as they are.
+    SELECT coalesce(array_agg(r.run_id), '{}') INTO passed
+    FROM runs AS r WHERE r.run_id = ANY (p_batch) AND r.overlap <> 'allow';
+    IF cardinality(passed) = 0 THEN
+        lease := p_batch[1:p_want];
+        RETURN;
+    END IF;
+    -- The allow runs, in the take's order, up to p_want.
+    lease := ARRAY(SELECT b.id FROM unnest(p_batch) WITH ORDINALITY AS b(id, o)
+                   WHERE b.id <> ALL (passed) ORDER BY b.o);
+    lease := lease[1:p_want];
+    passed := '{}';
+
+    FOR c IN SELECT r.run_id, r.job_id, r.overlap, r.available_at
+             FROM runs AS r
+             WHERE r.run_id = ANY (p_batch) AND r.overlap <> 'allow'
+             ORDER BY r.job_id, r.available_at, r.run_id
+    LOOP
+        IF job IS DISTINCT FROM c.job_id THEN
+            job := c.job_id;
+            locked := pg_try_advisory_xact_lock(
+                (31001 * 65536 + ((job >> 31) & 65535))::integer,
+                (job & 2147483647)::integer);
+            -- (A statement of its own, after the lock: its snapshot is fresh.)
+            running := job = ANY (busy)
+                       OR EXISTS (SELECT FROM runs AS x
+                                  WHERE x.job_id = job AND x.status = 'running'
+                                    AND x.overlap <> 'allow');
+            -- One already waiting: an older ready queued ruled run of the job outside
+            -- this batch (another claim holds it this instant, or a take passed it by).
+            waits := running AND c.overlap <> 'skip' AND EXISTS (
+                SELECT FROM runs AS w
+                WHERE w.job_id = job AND w.status = 'queued' AND w.overlap <> 'allow'
+                  AND w.available_at <= p_clock AND w.run_id <> ALL (p_batch)
+                  AND (w.available_at, w.run_id) < (c.available_at, c.run_id)
+                  AND NOT coalesce(w.deadline_at < p_clock, false));
+        END IF;
+        IF NOT locked THEN
+            passed := passed || c.run_id;               -- another claim decides this job
+        ELSIF NOT running AND cardinality(lease) >= p_want THEN
+            NULL;                                       -- no turn left: undecided
+        ELSIF NOT running THEN
+            lease := lease || c.run_id;
+            busy := busy || job;
+            running := true;
+        ELSIF c.overlap = 'skip' OR waits THEN
+            dropped := dropped || c.run_id;
+        ELSE
+            passed := passed || c.run_id;               -- the one that waits
+            waits := true;
+        END IF;
+    END LOOP;
+
+    IF cardinality(dropped) > 0 THEN
+        UPDATE runs AS r
+        SET status = 'skipped', skip_reason = 'overlap', finished_at = p_clock,
+            updated_at = p_clock,
+            -- a held run's own ready time back, as every settling of a queued run does
+            available_at = coalesce(r.held_available_at, r.available_at),
+            held_available_at = NULL
+        WHERE r.run_id = ANY (dropped) AND r.status = 'queued';
+        passed := passed || dropped;
+    END IF;
+END
+$$;
+
+--
+-- Name: crondepot_claim_pick(text, bigint[], integer, timestamp with time zone, text[], bigint[], boolean, text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_claim_pick(p_priority text, p_ready bigint[], p_want integer, p_clock timestamp with time zone, p_exclude text[], p_held bigint[], p_rules boolean, INOUT passed text[], INOUT busy bigint[], OUT batch text[]) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    got   text[];
+    kept  text[];
+    left_ text[];
+    want  integer;
+    read_ integer;
+BEGIN
+    batch := '{}';
+    FOR round IN 1..4 LOOP
+        want := p_want - cardinality(batch);
+        EXIT WHEN want <= 0;
+        read_ := want * (1 << (2 * (round - 1)));      -- 1, 4, 16, 64 times the turns left
+        IF cardinality(p_ready) = 1 THEN
+            got := crondepot_claim_one_tenant(p_priority, p_ready[1], read_, p_clock,
+                                              p_exclude || batch, p_held);
+        ELSE
+            got := crondepot_claim_fair(p_priority, p_ready, read_, p_clock,
+                                        p_exclude || batch, p_held);
+        END IF;
+        IF NOT p_rules THEN
+            batch := got;
+            RETURN;
+        END IF;
+        SELECT o.lease, o.passed, o.busy INTO kept, left_, busy
+        FROM crondepot_claim_overlap(got, p_clock, busy, want) AS o;
+        batch := batch || kept;
+        passed := passed || left_;
+        p_exclude := p_exclude || left_;
+        -- Done when the turns are filled (next round), nothing was passed (the take had
+        -- all it could) or the take was short (no more ready runs).
+        EXIT WHEN cardinality(left_) = 0 OR cardinality(got) < read_;
+    END LOOP;
+END
+$$;
+
+--
 -- Name: crondepot_claim_runs(text, integer[], integer[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -595,8 +732,13 @@ DECLARE
     loan_b   integer;
     lim      integer;
     held     bigint[];          -- tenants with a hold (NULL: none)
+    rules    boolean;           -- some queued run has an overlap policy (not allow)
+    passed   text[] := '{}';    -- runs taken and locked but not leased (overlap rules)
+    busy     bigint[] := '{}';  -- jobs with a ruled run leased by this claim
 BEGIN
     SELECT array_agg(DISTINCT h.tenant_id) INTO held FROM holds AS h;
+    -- One descent of runs_overlap_queued (migration 0026).
+    rules := EXISTS (SELECT FROM runs AS r WHERE r.status = 'queued' AND r.overlap <> 'allow');
 
     -- The (priority, tenant) pairs with a run ready: a loose index scan of runs_queued,
     -- backwards, each step one descent to the previous pair's last (newest) entry. Backwards
@@ -652,11 +794,13 @@ BEGIN
         ready := CASE i WHEN urgent THEN ready_u WHEN normal THEN ready_n ELSE ready_b END;
         IF ready IS NULL THEN
             batch := '{}';
-        ELSIF cardinality(ready) = 1 THEN
-            -- '{}', not taken: nothing of this priority is taken yet.
-            batch := crondepot_claim_one_tenant(queues[i], ready[1], lim, clock, '{}', held);
         ELSE
-            batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken, held);
+            -- (One tenant: '{}', not taken: nothing of this priority is taken yet.)
+            SELECT p.batch, p.passed, p.busy INTO batch, passed, busy
+            FROM crondepot_claim_pick(queues[i], ready, lim, clock,
+                                      CASE WHEN cardinality(ready) = 1 THEN passed
+                                           ELSE taken || passed END,
+                                      held, rules, passed, busy) AS p;
         END IF;
         found := cardinality(batch);
         taken := taken || batch;
@@ -698,12 +842,10 @@ BEGIN
                      ELSE ready_b END;
             IF ready IS NULL THEN
                 batch := '{}';
-            ELSIF cardinality(ready) = 1 THEN
-                batch := crondepot_claim_one_tenant(queues[borrower], ready[1],
-                                                    wanted[borrower], clock, taken, held);
             ELSE
-                batch := crondepot_claim_fair(queues[borrower], ready, wanted[borrower],
-                                              clock, taken, held);
+                SELECT p.batch, p.passed, p.busy INTO batch, passed, busy
+                FROM crondepot_claim_pick(queues[borrower], ready, wanted[borrower], clock,
+                                          taken || passed, held, rules, passed, busy) AS p;
             END IF;
             taken := taken || batch;
             found := cardinality(batch);
@@ -1293,6 +1435,49 @@ CREATE VIEW public.job_writes_5 WITH (security_invoker='true') AS
    FROM public.jobs;
 
 --
+-- Name: job_writes_6; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_writes_6 WITH (security_invoker='true') AS
+ SELECT id,
+    tenant_id,
+    key,
+    cron,
+    tz,
+    next_run_at,
+    next_nominal_at,
+    priority,
+    active,
+    target,
+    payload,
+    misfire_policy,
+    misfire_seconds,
+    misfire_until,
+    catchup,
+    max_catchup,
+    spread_seconds,
+    spread_key,
+    max_attempts,
+    lease_seconds,
+    rate_limit,
+    at,
+    start_at,
+    end_at,
+    max_runs,
+    labels,
+    alert_after_failures,
+    retry_base_s,
+    retry_cap_s,
+    pause_after_failures,
+    crons,
+    every_s,
+    anchor_at,
+    calendar,
+    overlap,
+    created_at
+   FROM public.jobs;
+
+--
 -- Name: job_writes_7; Type: VIEW; Schema: public; Owner: -
 --
 
@@ -1331,6 +1516,7 @@ CREATE VIEW public.job_writes_7 WITH (security_invoker='true') AS
     every_s,
     anchor_at,
     calendar,
+    overlap,
     delivery_window,
     created_at
    FROM public.jobs;
@@ -1450,6 +1636,7 @@ CREATE TABLE public.runs (
     deadline_at timestamp with time zone,
     worker text,
     held_available_at timestamp with time zone,
+    overlap text DEFAULT 'allow'::text NOT NULL,
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))
@@ -1506,6 +1693,7 @@ CREATE VIEW public.stored_jobs WITH (security_invoker='true') AS
     every_s,
     anchor_at,
     calendar,
+    overlap,
     delivery_window
    FROM public.jobs;
 
@@ -1755,6 +1943,18 @@ CREATE INDEX runs_dead ON public.runs USING btree (tenant_id, finished_at) WHERE
 CREATE INDEX runs_job ON public.runs USING btree (job_id, nominal_at DESC);
 
 --
+-- Name: runs_overlap_queued; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_overlap_queued ON public.runs USING btree (job_id, available_at) WHERE ((status = 'queued'::text) AND (overlap <> 'allow'::text));
+
+--
+-- Name: runs_overlap_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX runs_overlap_running ON public.runs USING btree (job_id) WHERE ((status = 'running'::text) AND (overlap <> 'allow'::text));
+
+--
 -- Name: runs_queued; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1830,7 +2030,7 @@ CREATE TRIGGER handler_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.h
 -- Name: jobs jobs_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures, crons, every_s, anchor_at, calendar, delivery_window ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
+CREATE TRIGGER jobs_audit AFTER UPDATE OF id, tenant_id, key, cron, tz, priority, paused, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup, max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at, version, timetable_since, at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by, pause_after_failures, crons, every_s, anchor_at, calendar, overlap, delivery_window ON public.jobs FOR EACH ROW WHEN ((public.crondepot_audit_job_row(old.*) IS DISTINCT FROM public.crondepot_audit_job_row(new.*))) EXECUTE FUNCTION public.crondepot_audit_jobs();
 
 --
 -- Name: jobs jobs_audit_deleted; Type: TRIGGER; Schema: public; Owner: -

@@ -1,4 +1,4 @@
--- revision: 6
+-- revision: 7
 -- crondepot_audit_job_row, crondepot_audit_jobs and crondepot_audit_jobs_inserted: the jobs
 -- table's audit triggers, which this file creates (migration 0003 made the first; 0020 says
 -- why every write is recorded now). Whatever the session's settings, and by
@@ -86,7 +86,7 @@ CREATE OR REPLACE TRIGGER jobs_audit
         spread_key, max_attempts, lease_seconds, rate_limit, created_at, cancelled_at,
         version, timetable_since, at, start_at, end_at, max_runs, labels,
         alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by,
-        pause_after_failures, crons, every_s, anchor_at, calendar, delivery_window
+        pause_after_failures, crons, every_s, anchor_at, calendar, overlap, delivery_window
     ON jobs FOR EACH ROW
     WHEN (crondepot_audit_job_row(OLD) IS DISTINCT FROM crondepot_audit_job_row(NEW))
     EXECUTE FUNCTION crondepot_audit_jobs();

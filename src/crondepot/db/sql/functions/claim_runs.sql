@@ -1,4 +1,4 @@
--- revision: 8
+-- revision: 9
 -- crondepot_claim_runs: a worker's claim in one call (queue/claim.py, through queue.sql's
 -- claim_runs). How it is built and why: docs/worker.md, "How the claim is built".
 -- p_owner: the worker, written to lease_owner. p_now: the clock to claim at (NULL: now()).
@@ -11,8 +11,12 @@
 -- Returns the runs claimed with their jobs' fields, and db_now: leases run on the database
 -- clock, not the worker's. Never more than sum(p_limits) runs; each gets a fresh lease
 -- token and attempt + 1. A run past its deadline (runs.deadline_at) or held (holds) is
--- never leased; one another worker has locked is skipped, not waited for. The result
--- columns are the previous release's, so its workers keep claiming while a new one migrates.
+-- never leased; one another worker has locked is skipped, not waited for. A run of a job
+-- with an overlap policy other than allow is leased only when no run of its job is
+-- running, else waits or is written skipped 'overlap' (functions/claim_overlap.sql; when
+-- no queued run has a policy, one index descent finds so and the claim is as before). The
+-- result columns are the previous release's, so its workers keep claiming while a new one
+-- migrates.
 CREATE OR REPLACE FUNCTION crondepot_claim_runs(p_owner text, p_limits integer[], p_lendable integer[],
                                      p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (run_id text, job_id bigint, job_key text, tenant_id bigint, priority text,
@@ -59,8 +63,13 @@ DECLARE
     loan_b   integer;
     lim      integer;
     held     bigint[];          -- tenants with a hold (NULL: none)
+    rules    boolean;           -- some queued run has an overlap policy (not allow)
+    passed   text[] := '{}';    -- runs taken and locked but not leased (overlap rules)
+    busy     bigint[] := '{}';  -- jobs with a ruled run leased by this claim
 BEGIN
     SELECT array_agg(DISTINCT h.tenant_id) INTO held FROM holds AS h;
+    -- One descent of runs_overlap_queued (migration 0026).
+    rules := EXISTS (SELECT FROM runs AS r WHERE r.status = 'queued' AND r.overlap <> 'allow');
 
     -- The (priority, tenant) pairs with a run ready: a loose index scan of runs_queued,
     -- backwards, each step one descent to the previous pair's last (newest) entry. Backwards
@@ -116,11 +125,13 @@ BEGIN
         ready := CASE i WHEN urgent THEN ready_u WHEN normal THEN ready_n ELSE ready_b END;
         IF ready IS NULL THEN
             batch := '{}';
-        ELSIF cardinality(ready) = 1 THEN
-            -- '{}', not taken: nothing of this priority is taken yet.
-            batch := crondepot_claim_one_tenant(queues[i], ready[1], lim, clock, '{}', held);
         ELSE
-            batch := crondepot_claim_fair(queues[i], ready, lim, clock, taken, held);
+            -- (One tenant: '{}', not taken: nothing of this priority is taken yet.)
+            SELECT p.batch, p.passed, p.busy INTO batch, passed, busy
+            FROM crondepot_claim_pick(queues[i], ready, lim, clock,
+                                      CASE WHEN cardinality(ready) = 1 THEN passed
+                                           ELSE taken || passed END,
+                                      held, rules, passed, busy) AS p;
         END IF;
         found := cardinality(batch);
         taken := taken || batch;
@@ -162,12 +173,10 @@ BEGIN
                      ELSE ready_b END;
             IF ready IS NULL THEN
                 batch := '{}';
-            ELSIF cardinality(ready) = 1 THEN
-                batch := crondepot_claim_one_tenant(queues[borrower], ready[1],
-                                                    wanted[borrower], clock, taken, held);
             ELSE
-                batch := crondepot_claim_fair(queues[borrower], ready, wanted[borrower],
-                                              clock, taken, held);
+                SELECT p.batch, p.passed, p.busy INTO batch, passed, busy
+                FROM crondepot_claim_pick(queues[borrower], ready, wanted[borrower], clock,
+                                          taken || passed, held, rules, passed, busy) AS p;
             END IF;
             taken := taken || batch;
             found := cardinality(batch);

@@ -24,17 +24,17 @@ SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority, act
        updated_at, cancelled_at, version, timetable_since,
        at, start_at, end_at, max_runs, fire_count, ended_at, ended_reason, labels,
        alert_after_failures, retry_base_s, retry_cap_s, pause_note, paused_at, paused_by,
-       pause_after_failures, crons, every_s, anchor_at, calendar, delivery_window
+       pause_after_failures, crons, every_s, anchor_at, calendar, overlap, delivery_window
 FROM jobs;
 
--- job_writes_7: job_writes_5 (migration 0025) and delivery_window, creation instant last.
--- The previous release goes on inserting through job_writes_5 (the field null there).
+-- job_writes_7: job_writes_6 (migration 0026) and delivery_window, creation instant last.
+-- The previous release goes on inserting through job_writes_6 (the field null there).
 CREATE VIEW job_writes_7 WITH (security_invoker = true) AS
 SELECT id, tenant_id, key, cron, tz, next_run_at, next_nominal_at, priority,
        active, target, payload, misfire_policy, misfire_seconds, misfire_until, catchup,
        max_catchup, spread_seconds, spread_key, max_attempts, lease_seconds, rate_limit,
        at, start_at, end_at, max_runs, labels, alert_after_failures, retry_base_s,
-       retry_cap_s, pause_after_failures, crons, every_s, anchor_at, calendar,
+       retry_cap_s, pause_after_failures, crons, every_s, anchor_at, calendar, overlap,
        delivery_window, created_at
 FROM jobs;
 

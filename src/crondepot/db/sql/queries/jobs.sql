@@ -33,7 +33,7 @@ SELECT * FROM unnest(
     %(alert_after_failures)b::integer[], %(retry_base_s)b::float8[],
     %(retry_cap_s)b::float8[], %(pause_after_failures)b::integer[],
     %(crons)b::jsonb[], %(every_s)b::integer[], %(anchor_at)b::timestamptz[],
-    %(calendar)b::jsonb[], %(delivery_window)b::jsonb[],
+    %(calendar)b::jsonb[], %(overlap)b::text[], %(delivery_window)b::jsonb[],
     %(created_at)b::timestamptz[])
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING id;
@@ -118,12 +118,19 @@ SET cron = %(cron)s, tz = %(tz)s, priority = %(priority)s, target = %(target)s,
     alert_after_failures = %(alert_after_failures)s, retry_base_s = %(retry_base_s)s,
     retry_cap_s = %(retry_cap_s)s, pause_after_failures = %(pause_after_failures)s,
     crons = %(crons)s, every_s = %(every_s)s, anchor_at = %(anchor_at)s,
-    calendar = %(calendar)s, delivery_window = %(delivery_window)s,
+    calendar = %(calendar)s, overlap = %(overlap)s, delivery_window = %(delivery_window)s,
     next_run_at = %(next_run_at)s,
     next_nominal_at = %(next_nominal_at)s, timetable_since = %(timetable_since)s,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
   AND version = %(version)s::integer AND active;
+
+-- name: set_queued_runs_overlap
+-- An edit changed the overlap policy: the job's queued runs carry the new one (the claim
+-- reads it from the run row, migration 0026). Running runs keep the one they were leased
+-- under: a run leased as `allow` is not counted as running by a rule set after it.
+UPDATE runs SET overlap = %(overlap)s::text
+WHERE job_id = %(job_id)s::bigint AND status = 'queued' AND overlap <> %(overlap)s::text;
 
 -- name: pause_job
 -- Paused jobs leave the jobs_due index. The fires up to the pause are settled by the caller;
@@ -183,8 +190,11 @@ WHERE job_id = %(job_id)s::bigint AND status = 'queued';
 -- Trigger now: one queued run due at once. Its id is made from the second it was asked for,
 -- so a retried trigger in the same second (or a scheduled run of that very instant) is the
 -- same run, not a second one.
-INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at)
-VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s)
+-- With the job's overlap policy (a trigger obeys it too), as the tick writes it.
+INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
+                  overlap)
+VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s,
+        coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = %(job_id)s::bigint), 'allow'))
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 

@@ -35,14 +35,17 @@ WHERE id = ANY(%(tenant_ids)s::bigint[]) AND delivery_window IS NOT NULL;
 -- element by element in Python, which was half of a tick's CPU. ON CONFLICT DO NOTHING
 -- makes a repeated run id (a retried tick, a manual trigger of the same instant) a no-op
 -- instead of a second run.
+-- Each run carries its job's overlap policy (migration 0026), read here by one jobs_pkey
+-- probe per run, so no caller has to pass it and none can forget it.
 INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
-                  status, skip_reason, finished_at, deadline_at)
+                  status, skip_reason, finished_at, deadline_at, overlap)
 SELECT r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at, r.due_at,
        CASE WHEN r.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        r.skip_reason,
        CASE WHEN r.skip_reason IS NULL THEN NULL
             ELSE coalesce(%(now)s::timestamptz, now()) END,
-       r.deadline_at
+       r.deadline_at,
+       coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = r.job_id), 'allow')
 FROM unnest(%(run_ids)b::text[], %(job_ids)b::bigint[], %(tenant_ids)b::bigint[],
             %(priorities)b::text[], %(nominal_ats)b::timestamptz[], %(due_ats)b::timestamptz[],
             %(skip_reasons)b::text[], %(deadline_ats)b::timestamptz[])

@@ -1,0 +1,178 @@
+"""Overlap policies end to end (issue 31, item 1): a real scheduler and two real workers, a
+slow handler, fires coming faster than it ends. skip and buffer_one jobs never have two
+calls at once; the fires they drop are written skipped 'overlap'; buffer_one keeps at most
+one waiting; the ledger stays clean; and a buffered run still runs when the worker holding
+its predecessor is SIGKILLed."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from crondepot.db import connect
+from crondepot.job.store import trigger_job
+from crondepot.scheduler.ledger import verify
+from crondepot_testkit.processes import Proc, wait_until
+from tests.support.jobs import CALLS_TABLE, add_job, tenant
+
+SLOW = {"type": "python", "handler": "test.overlap_slow"}
+
+
+def _calls(conn: psycopg.Connection[Any], job_id: int) -> list[tuple[datetime, datetime]]:
+    """Each finished call of the job's runs: (start, end), by start."""
+    rows = conn.execute(
+        "SELECT s.at, e.at FROM test_calls AS s JOIN test_calls AS e "
+        "ON e.run_id = s.run_id AND e.attempt = -s.attempt "
+        "WHERE s.attempt > 0 AND s.run_id LIKE %s ORDER BY s.at", (f"{job_id}:%",)).fetchall()
+    return [(start, end) for start, end in rows]
+
+
+def _most_at_once(calls: list[tuple[datetime, datetime]]) -> int:
+    """The most calls in progress at one instant."""
+    events = sorted([(s, 1) for s, _ in calls] + [(e, -1) for _, e in calls],
+                    key=lambda x: (x[0], x[1]))      # an end before a start at one instant
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def _statuses(conn: psycopg.Connection[Any], job_id: int) -> dict[tuple[str, str | None], int]:
+    return {(status, reason): n for status, reason, n in conn.execute(
+        "SELECT status, skip_reason, count(*) FROM runs WHERE job_id = %s GROUP BY 1, 2",
+        (job_id,))}
+
+
+def _owe_fires(conn: psycopg.Connection[Any], job_id: int, minutes: int) -> None:
+    """The job's fires of the last ``minutes`` minutes and now's are owed: the scheduler
+    catches them up at once (catchup all), so they are all ready together."""
+    conn.execute("UPDATE jobs SET next_nominal_at = date_trunc('minute', now()) - "
+                 "make_interval(mins => %s), next_run_at = date_trunc('minute', now()) - "
+                 "make_interval(mins => %s) WHERE id = %s", (minutes, minutes, job_id))
+
+
+def _workers(db_url: str, *names: str, env: dict[str, str] | None = None,
+             extra: tuple[str, ...] = ()) -> list[Proc]:
+    return [Proc("worker", "--db", db_url, "--import", "tests.support.handlers", "--name",
+                 name, *extra, env={"CRONDEPOT_TEST_CALLS_URL": db_url, **(env or {})})
+            for name in names]
+
+
+@pytest.mark.slow
+def test_two_workers_never_overlap_a_skip_or_buffer_one_job(db_url: str) -> None:
+    with connect(db_url) as conn:
+        conn.execute(CALLS_TABLE)
+        t = tenant(conn)
+        jobs = {overlap: add_job(conn, t, key=f"reconcile-{overlap}", cron="* * * * *",
+                                 catchup="all", max_catchup=100, target=SLOW,
+                                 payload={"sleep": 1.5}, overlap=overlap)
+                for overlap in ("allow", "skip", "buffer_one")}
+        for job_id in jobs.values():
+            _owe_fires(conn, job_id, 4)               # five fires ready at once
+        procs = [Proc("scheduler", "--db", db_url, "--tick", "500ms"),
+                 *_workers(db_url, "w1", "w2")]
+        waiting: list[int] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            # The buffer_one job's runs waiting: queued and ready, written 3 s ago or more. A
+            # fire written less than that ago may not have been seen by a claim yet (workers
+            # claim on each notification and every second), so it is not counted: a claim
+            # that sees it decides at once whether it waits or is skipped.
+            with connect(db_url) as own:
+                while not stop.is_set():
+                    (n,) = own.execute(
+                        "SELECT count(*) FROM runs WHERE job_id = %s AND status = 'queued' "
+                        "AND available_at <= now() "
+                        "AND created_at <= now() - interval '3 seconds'",
+                        (jobs["buffer_one"],)).fetchone() or (0,)
+                    waiting.append(n)
+                    stop.wait(0.05)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            # Then a fire every 0.4 s for 6 s, each named after its second (a trigger),
+            # while each call takes 1.5 s: the every-second job a slow handler cannot keep
+            # up with.
+            for _ in range(15):
+                for overlap in ("skip", "buffer_one"):
+                    trigger_job(conn, t, jobs[overlap])
+                stop.wait(0.4)
+            wait_until(lambda: all(
+                not ({("queued", None), ("running", None)} & set(_statuses(conn, j)))
+                for j in jobs.values()), timeout=120, message="every run settled")
+        finally:
+            stop.set()
+            sampler.join()
+            for proc in procs:
+                proc.stop()
+        report = verify(conn)
+        calls = {overlap: _calls(conn, job_id) for overlap, job_id in jobs.items()}
+        states = {overlap: _statuses(conn, job_id) for overlap, job_id in jobs.items()}
+
+    assert report.clean, report.document()
+    # The control: allowed, the five caught-up fires ran side by side.
+    assert _most_at_once(calls["allow"]) > 1, calls["allow"]
+    assert set(states["allow"]) == {("succeeded", None)}
+    for overlap in ("skip", "buffer_one"):
+        assert _most_at_once(calls[overlap]) == 1, (overlap, calls[overlap])
+        assert states[overlap][("skipped", "overlap")] >= 3, (overlap, states[overlap])
+        assert set(states[overlap]) == {("succeeded", None), ("skipped", "overlap")}
+        assert states[overlap][("succeeded", None)] == len(calls[overlap])
+    # buffer_one ran the one that waited each time: more of its fires than skip's
+    assert states["buffer_one"][("succeeded", None)] > states["skip"][("succeeded", None)]
+    assert waiting and max(waiting) <= 1, waiting
+
+
+@pytest.mark.slow
+def test_a_buffered_run_runs_after_its_predecessors_worker_is_killed(db_url: str) -> None:
+    with connect(db_url) as conn:
+        conn.execute(CALLS_TABLE)
+        t = tenant(conn)
+        job = add_job(conn, t, key="reconcile-killed", cron="* * * * *", catchup="all",
+                      target=SLOW, payload={"sleep": 0.2}, overlap="buffer_one",
+                      lease_seconds=5)
+        _owe_fires(conn, job, 1)                      # two fires ready at once
+        # w1's calls hang (600 s), so it holds the first run when it dies.
+        (w1,) = _workers(db_url, "w1", env={"CRONDEPOT_TEST_SLOW_SECONDS": "600"},
+                         extra=("--heartbeat", "1"))
+        scheduler = Proc("scheduler", "--db", db_url, "--tick", "500ms")
+        w2: list[Proc] = []
+        try:
+            wait_until(lambda: _statuses(conn, job).get(("running", None)) == 1
+                       and _statuses(conn, job).get(("queued", None)) == 1,
+                       timeout=60, message="one run leased to w1, one waiting")
+            (held,) = conn.execute("SELECT run_id FROM runs WHERE job_id = %s AND "
+                                   "status = 'running'", (job,)).fetchone() or ("",)
+            (buffered,) = conn.execute("SELECT run_id FROM runs WHERE job_id = %s AND "
+                                       "status = 'queued'", (job,)).fetchone() or ("",)
+            w1.kill(signal.SIGKILL)
+            w1.popen.wait()
+            w2 = _workers(db_url, "w2", extra=("--reap-every", "1s"))
+            # The lease expires, the reaper queues the lost run again, w2 runs it and then
+            # the buffered one.
+            wait_until(lambda: conn.execute(
+                "SELECT count(*) FROM runs WHERE run_id = ANY(%s) AND status = 'succeeded'",
+                ([held, buffered],)).fetchone() == (2,), timeout=90,
+                message="the lost run and the buffered one both succeeded")
+        finally:
+            for proc in [scheduler, *w2]:
+                proc.stop()
+        worker = conn.execute("SELECT worker FROM runs WHERE run_id = %s",
+                              (buffered,)).fetchone()
+        calls = _calls(conn, job)
+        debug = (conn.execute("SELECT run_id, attempt, pid, at FROM test_calls ORDER BY at")
+                 .fetchall(), conn.execute("SELECT run_id, status, attempt, started_at, "
+                                           "finished_at, worker FROM runs").fetchall())
+        report = verify(conn)
+    assert worker is not None and str(worker[0]).startswith("w2"), worker
+    assert _most_at_once(calls) == 1, (calls, debug)
+    assert len(calls) == 2        # the killed call never ended; its retry and the buffered
+    assert report.clean, report.document()
