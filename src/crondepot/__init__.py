@@ -15,6 +15,7 @@ from crondepot.base.errors import (
 from crondepot.base.version import __version__
 from crondepot.timetable import next_fires, run_id, spread_offset
 from crondepot.worker.handlers import RunContext, handler
+from crondepot.worker.periodic import periodic
 
 __all__ = [
     "CrondepotError",
@@ -26,6 +27,7 @@ __all__ = [
     "__version__",
     "handler",
     "next_fires",
+    "periodic",
     "run_id",
     "spread_offset",
 ]

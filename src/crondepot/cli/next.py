@@ -10,14 +10,10 @@ from typing import Any
 from crondepot.base.errors import InvalidSchedule
 from crondepot.cli.shared.options import int_in
 from crondepot.cli.shared.output import print_json
-from crondepot.timetable import Fire, Schedule, Timetable
+from crondepot.timetable import FIRE_NOTES, Fire, Schedule, Timetable
 
-FIRE_NOTES = {
-    "moved": "DST gap: scheduled {scheduled}, fired at the change",
-    "merged": "DST gap: {scheduled} and others fired once, at the change",
-    "repeated-once": "DST repeat: fired on the first pass only",
-    "second-pass": "DST repeat: second pass",
-}
+# Kept importable from here: the job preview (cli/jobs) reads it by this name.
+__all__ = ["FIRE_NOTES", "register", "run"]
 
 
 def register(commands: Any) -> None:

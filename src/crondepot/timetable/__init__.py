@@ -13,12 +13,13 @@ The modules behind this surface:
 """
 
 from crondepot.timetable.cron import expand_hash, uses_hash
-from crondepot.timetable.dst import Fire
+from crondepot.timetable.dst import FIRE_NOTES, Fire
 from crondepot.timetable.runid import run_id
 from crondepot.timetable.spread import spread_offset
 from crondepot.timetable.table import Timetable, next_fires
 from crondepot.timetable.window import EndReason, Schedule, schedule
 from crondepot.timetable.zone import validate_zone
 
-__all__ = ["EndReason", "Fire", "Schedule", "Timetable", "expand_hash", "next_fires", "run_id",
+__all__ = ["FIRE_NOTES", "EndReason", "Fire", "Schedule", "Timetable", "expand_hash",
+           "next_fires", "run_id",
            "schedule", "spread_offset", "uses_hash", "validate_zone"]
