@@ -53,6 +53,7 @@ from crondepot.job.store import (
     REFUSED,
     KeyConflict,
     StoredJob,
+    VersionMismatch,
     cancel_job,
     create_jobs,
     job_document,
@@ -310,10 +311,13 @@ class _DryRun(Exception):
 
 def apply_set(conn: psycopg.Connection[Any], tenant_id: int, declared: Sequence[Declared], *,
               scope: Scope | None, prune: bool = False, dry_run: bool = False,
-              days: int = DEFAULT_DAYS, now: datetime | None = None) -> Plan:
+              days: int = DEFAULT_DAYS, now: datetime | None = None,
+              expect: dict[str, int] | None = None, audit: bool = True) -> Plan:
     """Make the tenant's jobs what ``declared`` says (see the module's docstring); return
     the plan. All or nothing: any refusal raises ApplyRefused (naming the document) and
-    nothing is changed."""
+    nothing is changed. ``expect`` maps keys to the versions the caller read (If-Match):
+    VersionMismatch if a job is at another (or does not exist). ``audit``: write the one
+    ``job.apply`` summary entry (a single upsert leaves it to the row's own entry)."""
     if prune and scope is None:
         raise InvalidJob("prune needs a scope: without one it would cancel every job of the "
                          "tenant the set does not name", field="prune")
@@ -322,7 +326,7 @@ def apply_set(conn: psycopg.Connection[Any], tenant_id: int, declared: Sequence[
     plan = Plan(tenant_id=tenant_id, scope=scope, prune=prune, dry_run=dry_run, days=days)
     try:
         with conn.transaction():
-            _apply(conn, plan, declared, now)
+            _apply(conn, plan, declared, now, expect or {}, audit)
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -333,13 +337,19 @@ def apply_set(conn: psycopg.Connection[Any], tenant_id: int, declared: Sequence[
 
 
 def _apply(conn: psycopg.Connection[Any], plan: Plan, declared: Sequence[Declared],
-           now: datetime | None) -> None:
+           now: datetime | None, expect: dict[str, int], audit: bool) -> None:
     tenant_id, scope = plan.tenant_id, plan.scope
     lock = f"{tenant_id}:{scope.text if scope else ''}"
     conn.execute(Q.apply_lock, {"name": f"crondepot.apply:{lock}"})
     start = database_now(conn, now)
     until = start + timedelta(days=plan.days)
     stored = _by_keys(conn, tenant_id, [d.spec.key for d in declared if d.spec.key])
+    for expected, version in expect.items():
+        current = stored[expected].version if expected in stored else 0
+        if current != version:
+            raise VersionMismatch(f"the job with key {expected!r} is at version {current}, "
+                                  f"not {version}" + ("" if current else " (it does not exist)"),
+                                  current=current)
     creates: list[Declared] = []
     updates: list[tuple[Declared, StoredJob]] = []
     for item in declared:
@@ -374,7 +384,7 @@ def _apply(conn: psycopg.Connection[Any], plan: Plan, declared: Sequence[Declare
         _cancel(conn, plan, gone, start, until, now)
     if creates:
         _create(conn, plan, creates, start, until, now)
-    if plan.changes:
+    if plan.changes and audit:
         record_summary(conn, tenant_id, "job.apply",
                        f"scope:{scope.text}" if scope else "scope:", {
                            "scope": scope.document() if scope else None, "prune": plan.prune,
@@ -414,7 +424,10 @@ def _update(conn: psycopg.Connection[Any], plan: Plan, item: Declared, job: Stor
                              now=now)
     except InvalidJob as exc:
         raise located(exc, item.where, item.path, item.spec.key) from None
-    except CrondepotError as exc:           # a concurrent change (version), a cancel
+    except VersionMismatch as exc:          # a PATCH between the read and the row lock
+        raise VersionMismatch(f"{item.where}: {exc}; apply again", current=exc.current) \
+            from None
+    except CrondepotError as exc:           # a cancel meanwhile
         raise located(InvalidJob(str(exc), field="key"), item.where, item.path,
                       item.spec.key) from None
     added, removed, cut = fire_diff(
