@@ -264,3 +264,32 @@ def test_export_then_apply_is_a_no_op(conn: psycopg.Connection[Any], tenant_id: 
     plan = apply(conn, tenant_id, exported, prune=True)
     assert plan.counts["changes"] == 0 and plan.unchanged == 300
     assert verify(conn, tenant_id=tenant_id).clean
+
+
+def test_concurrent_applies_of_different_files_leave_one_whole(
+        db_url: str, conn: psycopg.Connection[Any], tenant_id: int) -> None:
+    apply(conn, tenant_id, [doc(f"emi:{i}") for i in range(20)])
+    first = [doc(f"emi:{i}", cron="0 10 5 * *") for i in range(15)]
+    second = [doc(f"emi:{i}", cron="0 11 5 * *") for i in range(5, 25)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def one(docs: list[dict[str, Any]]) -> None:
+        try:
+            with connect(db_url) as own:
+                barrier.wait()
+                apply(own, tenant_id, docs, prune=True)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(d,)) for d in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    # If the second went first, it pruned emi:0-4 and the first is refused (a pruned key
+    # cannot come back): a conflict, never a mix.
+    assert len(errors) <= 1 and all(isinstance(e, ApplyRefused) for e in errors), errors
+    active = {(r[1], r[2]) for r in job_rows(conn) if r[4]}
+    assert active in ({(d["key"], d["cron"]) for d in first},
+                      {(d["key"], d["cron"]) for d in second})

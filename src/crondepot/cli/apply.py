@@ -218,7 +218,7 @@ def _print_change(change: Change, days: int) -> None:
     if change.id is not None:
         head += f" (job {change.id})"
     if change.fields:
-        head += f": {', '.join(change.fields)}"
+        head += f": {', '.join(sorted(change.fields))}"
     if change.action == "cancel":
         head += f"; {change.runs_cancelled} queued run(s) cancelled"
     if change.paused:
