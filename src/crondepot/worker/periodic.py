@@ -50,8 +50,6 @@ def periodic(cron: str, *, tz: str = "UTC", key: str | None = None,
         if name is None:
             raise ValueError(f"@crondepot.periodic on {fn.__qualname__}: put it above "
                              "@crondepot.handler(name), or give handler=\"name\"")
-        if handler is not None and name_of(fn) != handler:
-            register_handler(handler)(fn)
         for reserved in ("target", "cron", "tz", "key"):
             if reserved in job_fields:
                 raise ValueError(f"@crondepot.periodic: {reserved} is set by the decorator")
@@ -65,6 +63,8 @@ def periodic(cron: str, *, tz: str = "UTC", key: str | None = None,
             if known.document["key"] == doc["key"] and known.where != where:
                 raise ValueError(f"@crondepot.periodic key {doc['key']!r} of {where} is "
                                  f"declared by {known.where} too; give each its own key=")
+        if handler is not None and name_of(fn) != handler:
+            register_handler(handler)(fn)        # only once the declaration is sound
         _DECLARED[:] = [d for d in _DECLARED       # a module imported again re-declares
                         if not (d.where == where and d.document["key"] == doc["key"])]
         _DECLARED.append(Declaration(module=fn.__module__, where=where, document=doc))
