@@ -42,7 +42,7 @@ def test_a_bad_declaration_fails_at_import() -> None:
     with pytest.raises(InvalidJob, match="tz"):
         crondepot.periodic("0 9 * * *", tz="Mars/Base", handler="unit.periodic.bad")(
             lambda run: None)
-    with pytest.raises(ValueError, match="above @crondepot.handler"):
+    with pytest.raises(ValueError, match=r"above @crondepot\.handler"):
         crondepot.periodic("0 9 * * *")(lambda run: None)
     with pytest.raises(ValueError, match="set by the decorator"):
         crondepot.periodic("0 9 * * *", handler="unit.periodic.t",
@@ -58,7 +58,7 @@ def test_one_key_two_declarations_is_refused() -> None:
     def two(run: crondepot.RunContext) -> None:
         pass
 
-    with pytest.raises(ValueError, match="declared by .*one too"):
+    with pytest.raises(ValueError, match=r"declared by .*one too"):
         crondepot.periodic("0 9 * * *", key="unit.periodic.same",
                            handler="unit.periodic.two")(two)
 
