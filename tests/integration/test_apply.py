@@ -127,7 +127,7 @@ def test_all_or_nothing_a_refused_job_changes_nothing(conn: psycopg.Connection[A
     apply(conn, tenant_id, [doc("emi:1"), doc("emi:2")])
     before = job_rows(conn)
     bad = doc("emi:3", target={"type": "python", "handler": "not.granted"})
-    with pytest.raises(ApplyRefused) as refused:
+    with pytest.raises(InvalidJob) as refused:       # NotGranted, its kind kept
         apply(conn, tenant_id, [doc("emi:1", cron="0 11 * * *"), bad], prune=True)
     assert refused.value.field.startswith("jobs[1]")
     assert "jobs[1]" in str(refused.value) and "emi:3" in str(refused.value)

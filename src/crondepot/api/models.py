@@ -483,7 +483,8 @@ def apply_request_schema() -> dict[str, Any]:
                          "default": DEFAULT_DAYS,
                          "description": "the plan lists the fires of the next N days"},
                 "jobs": {"type": "array", "maxItems": MAX_APPLY_JOBS,
-                         "items": {"$ref": "#/components/schemas/JobDocument"},
+                         "items": {"allOf": [{"$ref": "#/components/schemas/JobDocument"},
+                                             {"required": ["key"]}]},
                          "description": "every job of the set, each with its key"}}}
 
 

@@ -123,10 +123,16 @@ class ApplyRefused(InvalidJob):
     (file and line, or index) and the field; ``problems`` lists every one found."""
 
 
-def located(exc: InvalidJob, where: str, path: str = "", key: str | None = None) -> ApplyRefused:
-    """``exc`` of one document, said with where the document is."""
+def located(exc: InvalidJob, where: str, path: str = "", key: str | None = None) -> InvalidJob:
+    """``exc`` of one document, said with where the document is. A refusal of its own
+    kind (not granted, over a quota) keeps its kind, so the API answers its problem type;
+    a plain one becomes ApplyRefused."""
     said = f"{where}" + (f" (key {key!r})" if key else "")
     problems = [(_joined(path, f), f"{said}: {_naming(f, m)}") for f, m in exc.problems]
+    if type(exc) is not InvalidJob and not isinstance(exc, ApplyRefused):
+        exc.args = (problems[0][1],)
+        exc.field, exc.problems = problems[0][0], problems
+        return exc
     return ApplyRefused(problems[0][1], field=problems[0][0], problems=problems)
 
 
