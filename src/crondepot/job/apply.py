@@ -56,6 +56,7 @@ from crondepot.job.store import (
     VersionMismatch,
     cancel_job,
     create_jobs,
+    get_job,
     job_document,
     refusal,
     stored_job,
@@ -349,44 +350,32 @@ def _apply(conn: psycopg.Connection[Any], plan: Plan, declared: Sequence[Declare
     conn.execute(Q.apply_lock, {"name": f"crondepot.apply:{lock}"})
     start = database_now(conn, now)
     until = start + timedelta(days=plan.days)
-    stored = _by_keys(conn, tenant_id, [d.spec.key for d in declared if d.spec.key])
     for expected, version in expect.items():
-        current = stored[expected].version if expected in stored else 0
+        found = _by_keys(conn, tenant_id, [expected])
+        current = found[expected].version if expected in found else 0
         if current != version:
             raise VersionMismatch(f"the job with key {expected!r} is at version {current}, "
                                   f"not {version}" + ("" if current else " (it does not exist)"),
                                   current=current)
     creates: list[Declared] = []
     updates: list[tuple[Declared, StoredJob]] = []
-    for item in declared:
-        key = item.spec.key
-        assert key is not None
-        job = stored.get(key)
-        if job is None:
-            creates.append(item)
-        elif scope is not None and job.spec.labels.get(scope.label) != scope.value:
-            raise located(InvalidJob(
-                f"key {key!r} names job {job.id}, which is not in the scope {scope.text} "
-                "(it lacks the label): an apply never touches jobs outside its scope; "
-                f"give it the label to adopt it, or use another key", field="key"),
-                item.where, item.path)
-        elif job.spec == item.spec and job.cancelled_at is None:
-            plan.unchanged += 1      # the same document (an ended job: it is done)
-        elif not job.active:
-            how = (f"was cancelled at {job.cancelled_at}" if job.cancelled_at is not None
-                   else f"ended ({job.ended_reason})")
-            raise located(InvalidJob(
-                f"key {key!r} names job {job.id}, which {how}; a key names one job for "
-                "good: give the job another key", field="key"), item.where, item.path)
-        else:
-            updates.append((item, job))
+    # A chunk of keys at a time: only the jobs that change are kept, so a no-op apply of a
+    # large set holds its documents but not every stored job besides.
+    for first in range(0, len(declared), KEYS_PER_QUERY):
+        chunk = declared[first:first + KEYS_PER_QUERY]
+        stored = _by_keys(conn, tenant_id, [d.spec.key for d in chunk if d.spec.key])
+        for item in chunk:
+            _classify(plan, item, stored.get(item.spec.key or ""), creates, updates)
     # Row locks before the tenant's lock (creates' admission), as a PATCH takes them, so
     # an apply and a PATCH never wait on each other in opposite orders.
     for item, job in updates:
         _update(conn, plan, item, job, start, until, now)
     if plan.prune and scope is not None:
         named = {d.spec.key for d in declared}
-        gone = [job for job in _scope_jobs(conn, tenant_id, scope) if job.spec.key not in named]
+        gone = [get_job(conn, tenant_id, job_id)
+                for job_id, key in conn.execute(Q.scope_jobs, {
+                    "tenant_id": tenant_id, "labels": Jsonb(scope.document())})
+                if key not in named]
         _cancel(conn, plan, gone, start, until, now)
     if creates:
         _create(conn, plan, creates, start, until, now)
@@ -396,6 +385,31 @@ def _apply(conn: psycopg.Connection[Any], plan: Plan, declared: Sequence[Declare
                            "scope": scope.document() if scope else None, "prune": plan.prune,
                            **{k: v for k, v in plan.counts.items()
                               if k not in ("fires_added", "fires_removed")}})
+
+
+def _classify(plan: Plan, item: Declared, job: StoredJob | None, creates: list[Declared],
+              updates: list[tuple[Declared, StoredJob]]) -> None:
+    """Whether ``item`` creates, updates or leaves its job, or why it may not."""
+    scope, key = plan.scope, item.spec.key
+    assert key is not None
+    if job is None:
+        creates.append(item)
+    elif scope is not None and job.spec.labels.get(scope.label) != scope.value:
+        raise located(InvalidJob(
+            f"key {key!r} names job {job.id}, which is not in the scope {scope.text} "
+            "(it lacks the label): an apply never touches jobs outside its scope; "
+            f"give it the label to adopt it, or use another key", field="key"),
+            item.where, item.path)
+    elif job.spec == item.spec and job.cancelled_at is None:
+        plan.unchanged += 1      # the same document (an ended job: it is done)
+    elif not job.active:
+        how = (f"was cancelled at {job.cancelled_at}" if job.cancelled_at is not None
+               else f"ended ({job.ended_reason})")
+        raise located(InvalidJob(
+            f"key {key!r} names job {job.id}, which {how}; a key names one job for "
+            "good: give the job another key", field="key"), item.where, item.path)
+    else:
+        updates.append((item, job))
 
 
 def _by_keys(conn: psycopg.Connection[Any], tenant_id: int,
@@ -409,13 +423,6 @@ def _by_keys(conn: psycopg.Connection[Any], tenant_id: int,
             assert job.spec.key is not None
             found[job.spec.key] = job
     return found
-
-
-def _scope_jobs(conn: psycopg.Connection[Any], tenant_id: int,
-                scope: Scope) -> Iterator[StoredJob]:
-    rows = conn.cursor(row_factory=dict_row).execute(
-        Q.scope_jobs, {"tenant_id": tenant_id, "labels": Jsonb(scope.document())}).fetchall()
-    return map(stored_job, rows)
 
 
 def _update(conn: psycopg.Connection[Any], plan: Plan, item: Declared, job: StoredJob,
