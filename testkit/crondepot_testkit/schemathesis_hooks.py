@@ -68,10 +68,11 @@ EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
                         (422, "validation", "priority"), (422, "validation", "job"),
                         *_UNSTATABLE},
     # An upsert: the body's key must be the path's (or absent), a cancelled key is not
-    # reused, If-Match names the version; then a create's or a PATCH's reasons.
+    # reused, If-Match names the version, active: false is not an upsert (cancel it); then a
+    # create's or a PATCH's reasons.
     "PUT /v1/jobs/by-key/{key}": {(412, "version-mismatch", None), (422, "not-granted", None),
                                   (422, "quota-exceeded", None), (422, "validation", "key"),
-                                  *_UNSTATABLE},
+                                  (422, "validation", "active"), *_UNSTATABLE},
     # An apply's document refusals name jobs[i].<field> (the index is stripped below): a
     # key given twice, outside the scope or cancelled; a label of the scope's name with
     # another value; prune without a scope; then a create's and a PATCH's reasons.

@@ -135,7 +135,7 @@ def test_document_rules_name_the_place_and_field(bad: object, field: str, says: 
     assert says in str(refused.value)
 
 
-@pytest.mark.parametrize("text", ["deploy", "=x", "deploy=", "bad key=x", "a=b c"])
+@pytest.mark.parametrize("text", ["deploy", "=x", "bad key=x", "a=b c"])
 def test_a_bad_scope_is_refused(text: str) -> None:
     with pytest.raises(InvalidJob):
         Scope.parse(text)

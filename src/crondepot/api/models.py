@@ -484,7 +484,8 @@ def apply_request_schema() -> dict[str, Any]:
                          "description": "the plan lists the fires of the next N days"},
                 "jobs": {"type": "array", "maxItems": MAX_APPLY_JOBS,
                          "items": {"allOf": [{"$ref": "#/components/schemas/JobDocument"},
-                                             {"required": ["key"]}]},
+                                             {"required": ["key"], "properties": {
+                                                 "active": {"const": True}}}]},
                          "description": "every job of the set, each with its key"}}}
 
 

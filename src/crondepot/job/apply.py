@@ -84,16 +84,16 @@ class Scope:
     def parse(cls, text: str) -> Scope:
         """``deploy=reminders`` as a scope; InvalidJob naming ``scope`` otherwise."""
         label, sep, value = text.partition("=")
-        if not sep or not label or not value:
-            raise InvalidJob(f"expected a scope like deploy=reminders (a label and a "
-                             f"non-empty value), got {text!r}", field="scope")
+        if not sep or not label:
+            raise InvalidJob(f"expected a scope like deploy=reminders (a label and its "
+                             f"value), got {text!r}", field="scope")
         return cls.checked(label, value)
 
     @classmethod
     def checked(cls, label: object, value: object) -> Scope:
-        if not isinstance(label, str) or not isinstance(value, str) or not value:
-            raise InvalidJob("expected a scope of one label with a non-empty text value, "
-                             "like {\"deploy\": \"reminders\"}", field="scope")
+        if not isinstance(label, str) or not isinstance(value, str):
+            raise InvalidJob("expected a scope of one label with a text value, like "
+                             "{\"deploy\": \"reminders\"}", field="scope")
         try:
             checked_labels({label: value})
         except InvalidJob as exc:

@@ -63,6 +63,8 @@ def apply(who: Writer, conn: Conn, body: Body) -> JSONResponse:
     scope = _scope(body.get("scope"))
     prune, dry_run = _flag(body, "prune"), _flag(body, "dry_run")
     days = body.get("days", DEFAULT_DAYS)
+    if isinstance(days, float) and days.is_integer():
+        days = int(days)           # 7.0 is an integer to JSON Schema
     if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
         raise Invalid(f"expected days to be an integer from 1 to {MAX_DAYS}, got {days!r}",
                       field="days")
