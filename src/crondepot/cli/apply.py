@@ -30,6 +30,7 @@ from crondepot.job.apply import (
     DEFAULT_DAYS,
     MAX_DAYS,
     Change,
+    Place,
     Plan,
     Scope,
     apply_set,
@@ -166,7 +167,10 @@ def _yaml(path: Path, data: bytes) -> Iterator[tuple[str, str, Any]]:
                 continue
             items = node.value if isinstance(node, yaml.SequenceNode) else [node]
             for item in items:
-                where = f"{path}:{item.start_mark.line + 1}"
+                fields = {k.value: f"{path}:{v.start_mark.line + 1}"
+                          for k, v in item.value if isinstance(k, yaml.ScalarNode)} \
+                    if isinstance(item, yaml.MappingNode) else {}
+                where = Place(f"{path}:{item.start_mark.line + 1}", fields)
                 yield where, "", loader.construct_document(item)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -108,6 +108,23 @@ class Scope:
         return {self.label: self.value}
 
 
+class Place(str):
+    """Where a document is (``reminders.yaml:8``, the line its item starts on), and where
+    each of its top-level fields is (``reminders.yaml:9`` for its cron), so an error names
+    the line of the field at fault."""
+
+    fields: dict[str, str]
+
+    def __new__(cls, text: str, fields: dict[str, str]) -> Place:
+        place = super().__new__(cls, text)
+        place.fields = fields
+        return place
+
+    def of(self, field: str) -> str:
+        top = field.split(".", 1)[0].split("[", 1)[0]
+        return self.fields.get(top, str(self))
+
+
 @dataclass(frozen=True, slots=True)
 class Declared:
     """One document of the set, read: ``where`` says where it came from, for errors
@@ -128,8 +145,11 @@ def located(exc: InvalidJob, where: str, path: str = "", key: str | None = None)
     """``exc`` of one document, said with where the document is. A refusal of its own
     kind (not granted, over a quota) keeps its kind, so the API answers its problem type;
     a plain one becomes ApplyRefused."""
-    said = f"{where}" + (f" (key {key!r})" if key else "")
-    problems = [(_joined(path, f), f"{said}: {_naming(f, m)}") for f, m in exc.problems]
+    def said(field: str) -> str:
+        place = where.of(field) if isinstance(where, Place) else where
+        return place + (f" (key {key!r})" if key else "")
+
+    problems = [(_joined(path, f), f"{said(f)}: {_naming(f, m)}") for f, m in exc.problems]
     if type(exc) is not InvalidJob and not isinstance(exc, ApplyRefused):
         exc.args = (problems[0][1],)
         exc.field, exc.problems = problems[0][0], problems
@@ -515,6 +535,18 @@ def export_jobs(conn: psycopg.Connection[Any], tenant_id: int, scope: Scope | No
             yield stored_job(row)
 
 
-__all__ = ["DEFAULT_DAYS", "ApplyRefused", "Change", "Declared", "Plan",
-           "Scope", "apply_set", "export_document", "export_jobs", "fire_diff", "located",
-           "read_documents"]
+__all__ = [
+    "DEFAULT_DAYS",
+    "ApplyRefused",
+    "Change",
+    "Declared",
+    "Place",
+    "Plan",
+    "Scope",
+    "apply_set",
+    "export_document",
+    "export_jobs",
+    "fire_diff",
+    "located",
+    "read_documents",
+]
