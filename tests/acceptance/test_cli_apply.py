@@ -99,7 +99,8 @@ def test_a_bad_document_names_the_file_line_and_field(db_url: str, conn: psycopg
     bad = crondepot("apply", str(schedules), "--tenant", "bank42", "--db", db_url)
     assert bad.returncode == 2
     # the line of the field at fault (the item starts on line 8, its cron is on line 9)
-    assert f"{schedules / 'reminders.yaml'}:9 (key 'bill:7731'): cron" in bad.stderr, bad.stderr
+    assert bad.stderr.startswith(f"crondepot: error: {schedules / 'reminders.yaml'}:9 (key "
+                                 "'bill:7731'): cron: hour field: 25"), bad.stderr
     assert keys(conn) == []
     (schedules / "reminders.yaml").write_text("- key: [unclosed\n")
     broken = crondepot("apply", str(schedules), "--tenant", "bank42", "--db", db_url)

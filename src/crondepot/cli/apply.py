@@ -22,7 +22,6 @@ from typing import Any
 
 from crondepot.base import jsontext
 from crondepot.base.errors import CrondepotError, InvalidJob
-from crondepot.cli.jobs import every_problem
 from crondepot.cli.shared.options import add_database, add_json, int_in, operator_connection
 from crondepot.cli.shared.output import fail, print_json
 from crondepot.cli.shared.tenant import add_tenant, tenant_id
@@ -96,19 +95,27 @@ def run(args: argparse.Namespace) -> int:
         else:
             docs = read_documents(documents(args.paths), scope)
     except InvalidJob as exc:
-        return fail(every_problem(exc), as_json=args.json)
+        return fail(problems(exc), as_json=args.json)
     with operator_connection(args, "crondepot-apply") as conn:
         tenant = tenant_id(conn, args.tenant)
         try:
             plan = apply_set(conn, tenant, docs, scope=scope, prune=args.prune,
                              dry_run=args.dry_run, days=args.days)
         except InvalidJob as exc:
-            return fail(every_problem(exc), as_json=args.json)
+            return fail(problems(exc), as_json=args.json)
     if args.json:
         print_json(plan.document())
     else:
         print_plan(plan, args.tenant)
     return 0
+
+
+def problems(exc: InvalidJob) -> str:
+    """Each problem on its line; a document's already say where and which field."""
+    said = [message for _, message in exc.problems]
+    if len(said) == 1:
+        return said[0]
+    return f"{len(said)} problems:" + "".join(f"\n  {line}" for line in said)
 
 
 def import_module(module: str) -> None:
