@@ -6,6 +6,7 @@ counts say the same, a second apply of the same file is a no-op, and verify is c
 from __future__ import annotations
 
 import itertools
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crondepot.db import connect
 from crondepot.job.apply import ApplyRefused, Scope, apply_set, read_documents
 from crondepot.scheduler.ledger import verify
 from crondepot.tenancy.grants import grant
@@ -90,3 +92,59 @@ def test_random_applies_leave_the_last_file_of_each_scope(
         assert again.counts["changes"] == 0
     end = start + timedelta(hours=5 * len(steps))
     assert verify(conn, tenant_id=tenant, since=start - timedelta(hours=1), now=end).clean
+
+
+Model = dict[str, tuple[str, int, bool]]
+
+
+def modelled(model: Model, scope: str, file: dict[str, int], prune: bool) -> Model:
+    """The jobs after applying ``file`` (the model above); the same model if refused."""
+    if any(key in model and (model[key][0] != scope or not model[key][2]) for key in file):
+        return model
+    after = dict(model)
+    after.update({key: (scope, variant, True) for key, variant in file.items()})
+    if prune:
+        after.update({key: (owner, variant, False) for key, (owner, variant, active)
+                      in model.items() if owner == scope and active and key not in file})
+    return after
+
+
+def declared_of(file: dict[str, int], scope: Scope) -> list[Any]:
+    return read_documents(((f"[{i}]", "", document(k, v))
+                           for i, (k, v) in enumerate(sorted(file.items()))), scope)
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(base=files, first=files, second=files, prunes=st.tuples(st.booleans(), st.booleans()))
+def test_concurrent_applies_are_one_after_the_other(
+        db_url: str, conn: psycopg.Connection[Any], base: dict[str, int],
+        first: dict[str, int], second: dict[str, int], prunes: tuple[bool, bool]) -> None:
+    tenant = create_tenant(conn, f"par{next(_names)}").id
+    grant(conn, tenant, handlers=["sms.send"])
+    scope = Scope("deploy", "a")
+    apply_set(conn, tenant, declared_of(base, scope), scope=scope)
+    model = modelled({}, "a", base, False)
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def one(file: dict[str, int], prune: bool) -> None:
+        try:
+            with connect(db_url) as own:
+                barrier.wait()
+                apply_set(own, tenant, declared_of(file, scope), scope=scope, prune=prune)
+        except ApplyRefused:
+            pass                      # a conflict: the model's refusal says the same
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(first, prunes[0])),
+               threading.Thread(target=one, args=(second, prunes[1]))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    one_then_two = modelled(modelled(model, "a", first, prunes[0]), "a", second, prunes[1])
+    two_then_one = modelled(modelled(model, "a", second, prunes[1]), "a", first, prunes[0])
+    assert stored(conn, tenant) in (one_then_two, two_then_one)
