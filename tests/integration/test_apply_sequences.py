@@ -1,7 +1,8 @@
 """A hypothesis test of random sequences of applies (adds, edits, removes, scopes, prunes)
 against real PostgreSQL: after each apply the stored jobs are what the model says (the last
 file of each scope, jobs outside a scope untouched, refusals changing nothing), the plan's
-counts say the same, a second apply of the same file is a no-op, and verify is clean."""
+counts say the same, a second apply of the same file is a no-op, and verify is clean; and
+two applies run at once end as one of them after the other, never a mix."""
 
 from __future__ import annotations
 
