@@ -18,6 +18,7 @@ from crondepot.base.lazy import on_first_use
 from crondepot.base.version import __version__
 from crondepot.timetable import next_fires, run_id, spread_offset
 from crondepot.worker.handlers import RunContext, handler
+from crondepot.worker.periodic import periodic
 
 if TYPE_CHECKING:
     from crondepot.client import AsyncClient, Client
@@ -37,6 +38,7 @@ __all__ = [
     "__version__",
     "handler",
     "next_fires",
+    "periodic",
     "run_id",
     "spread_offset",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import schemathesis
@@ -72,6 +73,19 @@ EXPECTED_REFUSALS: dict[str, set[tuple[int, str, str | None]]] = {
     "POST /v1/import": {(422, "validation", "target.handler"), (422, "validation", "rate_limit"),
                         (422, "validation", "priority"), (422, "validation", "job"),
                         *_UNSTATABLE},
+    # An upsert: the body's key must be the path's (or absent), a cancelled key is not
+    # reused, If-Match names the version, active: false is not an upsert (cancel it); then a
+    # create's or a PATCH's reasons.
+    "PUT /v1/jobs/by-key/{key}": {(412, "version-mismatch", None), (422, "not-granted", None),
+                                  (422, "quota-exceeded", None), (422, "validation", "key"),
+                                  (422, "validation", "active"), *_UNSTATABLE},
+    # An apply's document refusals name jobs[i].<field> (the index is stripped below): a
+    # key given twice, outside the scope or cancelled; a label of the scope's name with
+    # another value; prune without a scope; then a create's and a PATCH's reasons.
+    "POST /v1/apply": {(412, "version-mismatch", None), (422, "not-granted", None),
+                       (422, "quota-exceeded", None), (422, "validation", "key"),
+                       (422, "validation", "labels"), (422, "validation", "prune"),
+                       *_UNSTATABLE},
     "GET /v1/jobs": {(422, "validation", "cursor")},                 # next_cursor is opaque
     "GET /v1/jobs/{job_id}/runs": {(422, "validation", "cursor")},
     "GET /v1/verify": {(422, "validation", "since")},                 # at most 31 days
@@ -97,10 +111,14 @@ def _reason(response: Any) -> tuple[int, str, str | None]:
     errors = body.get("errors") or [{}]
     slug = str(body.get("type", "")).rsplit("/", 1)[-1]
     field = errors[0].get("field") if body.get("type", "").endswith("/validation") else None
-    if isinstance(field, str) and field.startswith("payload."):
-        field = "payload"
-    if isinstance(field, str) and field.startswith("dates["):
-        field = "dates"
+    if isinstance(field, str):
+        field = re.sub(r"^jobs\[\d+\]\.?", "", field)      # POST /v1/apply's documents
+        if field.startswith("payload."):
+            field = "payload"
+        elif field.startswith("labels."):
+            field = "labels"
+        elif field.startswith("dates["):
+            field = "dates"
     return response.status_code, slug, field
 
 

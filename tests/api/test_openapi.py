@@ -295,7 +295,7 @@ def test_every_documented_request_example_is_accepted(client: TestClient,
             for example in examples:
                 name = "own-ex" if path.startswith("/v1/calendars") else "own.ex"
                 url = path.replace("{job_id}", str(job["id"])).replace("{name}", name) \
-                    .replace("{run_id}", run["run_id"])
+                    .replace("{run_id}", run["run_id"]).replace("{key}", job["key"])
                 headers = {**h, "Content-Type": media, "If-Match": f'"{job["version"]}"'}
                 if media == "application/x-ndjson":
                     body = "".join(json.dumps(item) + "\n" for item in example).encode()
@@ -311,7 +311,7 @@ def test_every_documented_request_example_is_accepted(client: TestClient,
                 assert response.status_code < 300, (method, path, example, response.text)
                 if media == "application/x-ndjson":
                     assert response.json()["failed"] == 0, response.text
-                if path == "/v1/jobs/{job_id}":
+                if path in ("/v1/jobs/{job_id}", "/v1/jobs/by-key/{key}"):
                     job = response.json()
                 tried += 1
     assert tried >= 9

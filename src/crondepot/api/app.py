@@ -22,6 +22,7 @@ from crondepot.api.intake import DEFAULT_BODY_TIMEOUT_SECONDS, Intake
 from crondepot.api.limits import RequestBudget
 from crondepot.api.openapi import finish, operation_id
 from crondepot.api.routes import (
+    apply,
     audit,
     backfill,
     bulk,
@@ -154,7 +155,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
     problems.install(app)
     for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,
                    service,
-                   ratelimits, calendars, tokens):
+                   ratelimits, calendars, tokens, apply):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     scrape.install(app, metrics_access or scrape.MetricsAccess())

@@ -33,7 +33,9 @@ from crondepot.base.vocab import (
     RunState,
     SkipReason,
 )
-from crondepot.job.json_schema import document_schema, patch_schema, stored_schema
+from crondepot.job import fields as F
+from crondepot.job.apply import DEFAULT_DAYS, MAX_DAYS
+from crondepot.job.json_schema import document_schema, field_schema, patch_schema, stored_schema
 
 EMI_REMINDER: dict[str, Any] = {
     "key": "bank42:48213:emi",
@@ -493,7 +495,43 @@ class Problem(_Doc):
                                                  "refused (all of them)")
 
 
-DOCUMENTED: tuple[type[BaseModel], ...] = (JobDocument, JobPatch)
+MAX_APPLY_JOBS = 10_000   # documents per POST /v1/apply; a larger set goes through the CLI
+
+
+def apply_request_schema() -> dict[str, Any]:
+    scope = {**field_schema(F.LABELS), "minProperties": 1, "maxProperties": 1,
+             "description": "one label, stamped on every job written; prune cancels only "
+                            "jobs carrying it"}
+    scope.pop("default", None)
+    return {"title": "ApplyRequest", "type": "object", "additionalProperties": False,
+            "required": ["jobs"],
+            "properties": {
+                "scope": {"anyOf": [scope, {"type": "null"}]},
+                "prune": {"type": "boolean", "default": False,
+                          "description": "cancel the scope's jobs the set no longer names "
+                                         "(needs a scope)"},
+                "dry_run": {"type": "boolean", "default": False,
+                            "description": "answer the plan, change nothing"},
+                "days": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS,
+                         "default": DEFAULT_DAYS,
+                         "description": "the plan lists the fires of the next N days"},
+                "jobs": {"type": "array", "maxItems": MAX_APPLY_JOBS,
+                         "items": {"allOf": [{"$ref": "#/components/schemas/JobDocument"},
+                                             {"required": ["key"], "properties": {
+                                                 "active": {"const": True}}}]},
+                         "description": "every job of the set, each with its key"}}}
+
+
+class ApplyRequest(_Doc):
+    """Documented only (the route reads the body itself, to name ``jobs[3].cron``)."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return apply_request_schema()
+
+
+DOCUMENTED: tuple[type[BaseModel], ...] = (JobDocument, JobPatch, ApplyRequest)
 
 
 class LedgerFire(_Doc):

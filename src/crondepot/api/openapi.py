@@ -205,10 +205,10 @@ def _complete(route: APIRoute, operation: dict[str, Any]) -> None:
                 response.setdefault("headers", {}).update(declared["headers"])
     operation["responses"] = dict(sorted(responses.items()))
     for parameter in operation.get("parameters", ()):
-        if parameter["in"] == "header" and parameter["name"].lower() == "if-match" \
-                and "428" in responses:
-            # the route answers its absence with 428, not a default
-            parameter["required"] = True
+        if parameter["in"] == "header" and parameter["name"].lower() == "if-match":
+            if "428" in responses:
+                # the route answers its absence with 428, not a default
+                parameter["required"] = True
             parameter["schema"] = {"type": "string", "pattern": IF_MATCH,
                                    "description": parameter.get("description", "")}
     for parameter in operation.get("parameters", ()):

@@ -25,7 +25,8 @@ _COMMANDS = {"up": "up", "migrate": "migrate", "scheduler": "scheduler", "worker
              "api": "api", "tenants": "tenants", "jobs": "jobs", "runs": "runs",
              "import": "import_", "status": "status", "dlq": "dlq", "limits": "limits",
              "calendars": "calendars", "hosts": "hosts", "next": "next", "verify": "verify",
-             "backfill": "backfill", "prune": "prune", "db": "db"}
+             "backfill": "backfill", "prune": "prune", "db": "db", "apply": "apply",
+             "export": "export"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

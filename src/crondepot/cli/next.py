@@ -15,6 +15,7 @@ from crondepot.base.errors import InvalidSchedule
 from crondepot.cli.shared.options import int_in
 from crondepot.cli.shared.output import print_json
 from crondepot.timetable import (
+    FIRE_NOTES,
     MAX_CRONS,
     AnyTimetable,
     Fire,
@@ -27,12 +28,8 @@ from crondepot.timetable import (
 )
 from crondepot.timetable.delivery import DeliveryWindow, InvalidWindow, parse_window
 
-FIRE_NOTES = {
-    "moved": "DST gap: scheduled {scheduled}, fired at the change",
-    "merged": "DST gap: {scheduled} and others fired once, at the change",
-    "repeated-once": "DST repeat: fired on the first pass only",
-    "second-pass": "DST repeat: second pass",
-}
+# Kept importable from here: the job preview (cli/jobs) reads it by this name.
+__all__ = ["FIRE_NOTES", "register", "run"]
 
 
 def register(commands: Any) -> None:

@@ -14,6 +14,7 @@ from crondepot.cli.prune import add_maintenance, maintenance_config
 from crondepot.cli.shared.metrics import add_metrics_host, add_metrics_token
 from crondepot.cli.shared.options import add_database, check_schema, database, int_in
 from crondepot.cli.shared.output import fail
+from crondepot.cli.shared.tenant import add_tenant
 from crondepot.runtime import logs, metrics
 
 T = TypeVar("T", int, float)
@@ -40,6 +41,13 @@ def register(commands: Any) -> None:
                         help="urgent:normal:bulk claim weights (default 6:3:1)")
     parser.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="import MODULE to register its handlers")
+    parser.add_argument("--sync-schedules", action="store_true",
+                        help="before starting, apply the @crondepot.periodic declarations of "
+                             "each --import module to --tenant (scope crondepot.module=MODULE, "
+                             "pruning what the module no longer declares); workers started "
+                             "together converge on one job per declaration")
+    add_tenant(parser, required=False,
+               help_text="with --sync-schedules: the tenant the declared jobs belong to")
     parser.add_argument("--grace", type=_seconds_or_zero, default=30.0, metavar="SECONDS",
                         help="on SIGTERM, how long calls in progress may finish (default 30)")
     parser.add_argument("--max-abandoned", type=int_in(1, 10_000, "a number of threads"),
@@ -78,9 +86,13 @@ def run(args: argparse.Namespace) -> int:
             importlib.import_module(module)
         except ImportError as exc:
             return fail(f"--import {module}: {exc}")
+    if args.sync_schedules and (not args.tenant or not args.imports):
+        return fail("--sync-schedules needs --tenant and at least one --import MODULE")
     metrics.serve(args.metrics_port, args.metrics_host, token=args.metrics_token)
     with database(args) as db:
         check_schema(db, "crondepot-worker")
+        if args.sync_schedules:
+            sync_schedules(db.url, args.tenant, args.imports)
         config = WorkerConfig(url=db.url, concurrency=args.concurrency,
                               urgent_only=urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
@@ -111,6 +123,28 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(0)
     return 0
+
+
+def sync_schedules(url: str, tenant: str, modules: list[str]) -> None:
+    """Apply each module's declared schedules (crondepot.worker.periodic) through the same
+    apply as ``crondepot apply --from-module``: one transaction per module, under the
+    scope's advisory lock, so workers starting at once take turns and the later ones find
+    nothing to change."""
+    from crondepot.cli.shared.tenant import tenant_id
+    from crondepot.db.connect import ALL_TENANTS, connect
+    from crondepot.job.apply import apply_set, read_documents
+    from crondepot.tenancy.audit import act_as, cli_actor
+    from crondepot.worker.periodic import declared, module_scope
+
+    log = logging.getLogger("crondepot.worker")
+    with connect(url, application_name="crondepot-worker-sync", tenants=ALL_TENANTS) as conn:
+        act_as(conn, cli_actor())
+        owner = tenant_id(conn, tenant)
+        for module in modules:
+            scope = module_scope(module)
+            plan = apply_set(conn, owner, read_documents(declared(module), scope),
+                             scope=scope, prune=True)
+            log.info("schedules of %s synced: %s", module, plan.counts)
 
 
 def _above_zero(convert: Callable[[str], T], what: str) -> Callable[[str], T]:

@@ -16,7 +16,7 @@ The modules behind this surface:
 """
 
 from crondepot.timetable.cron import uses_hash
-from crondepot.timetable.dst import Fire
+from crondepot.timetable.dst import FIRE_NOTES, Fire
 from crondepot.timetable.interval import (
     MAX_EVERY_SECONDS,
     Interval,
@@ -32,7 +32,8 @@ from crondepot.timetable.table import Timetable, next_fires
 from crondepot.timetable.window import AnyTimetable, EndReason, Schedule, schedule, timetable_of
 from crondepot.timetable.zone import validate_zone
 
-__all__ = ["MAX_CRONS", "MAX_EVERY_SECONDS", "AnyTimetable", "EndReason", "Fire", "Interval",
+__all__ = ["FIRE_NOTES", "MAX_CRONS", "MAX_EVERY_SECONDS", "AnyTimetable", "EndReason", "Fire",
+           "Interval",
            "Schedule", "Several", "Timetable", "every_seconds", "every_text", "expand_hash",
            "interval_text", "is_interval_text", "next_fires", "run_id", "schedule",
            "several_text", "spread_offset", "timetable_of", "uses_hash", "validate_zone"]

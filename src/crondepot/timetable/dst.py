@@ -57,6 +57,16 @@ class Fire:
     note: str | None
 
 
+# How each ``Fire.note`` reads for people (``crondepot next``, a job's preview, the plan of
+# ``crondepot apply``); ``{scheduled}`` is the fire's ``scheduled_local``.
+FIRE_NOTES = {
+    "moved": "DST gap: scheduled {scheduled}, fired at the change",
+    "merged": "DST gap: {scheduled} and others fired once, at the change",
+    "repeated-once": "DST repeat: fired on the first pass only",
+    "second-pass": "DST repeat: second pass",
+}
+
+
 # (instant as naive UTC, scheduled wall-clock time, note)
 _Due = tuple[datetime, datetime, str | None]
 

@@ -59,6 +59,11 @@ def handler(name: str) -> Callable[[F], F]:
     return register
 
 
+def name_of(fn: Any) -> str | None:
+    """The name ``fn`` is registered under, if it is a handler."""
+    return next((name for name, known in _REGISTRY.items() if known is fn), None)
+
+
 def lookup(name: str) -> Handler:
     try:
         return _REGISTRY[name]

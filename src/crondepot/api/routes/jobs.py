@@ -159,7 +159,7 @@ def patch(who: Writer, conn: Conn, job_id: int, doc: Body,
           if_match: Annotated[str | None, Header(description="the job's version, from its "
                                                              "ETag or `version`")] = None,
           ) -> JSONResponse:
-    version = _if_match(if_match)
+    version = if_match_version(if_match)
     if not isinstance(doc, dict):
         raise Invalid(f"expected a JSON object of fields to change, got {type(doc).__name__}",
                       field="body")
@@ -221,7 +221,8 @@ def _cursor(cursor: str | None) -> int:
     return bigint(cursor, field="cursor", expected="a next_cursor value")
 
 
-def _if_match(header: str | None) -> int:
+def if_match_version(header: str | None) -> int:
+    """The version an If-Match header names (428 without one: a PATCH needs it)."""
     if header is None:
         raise PreconditionRequired("send If-Match: <version> (the job's ETag); a PATCH "
                                    "without it could overwrite a change you have not seen")

@@ -300,10 +300,10 @@ END $$;
 
 CREATE FUNCTION public.crondepot_audit_summary(p_tenant_id bigint, p_action text, p_subject text, p_after jsonb) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    SET search_path TO '$user', 'public'
     AS $_$
 BEGIN
-    IF p_action !~ '^(job\.bulk_(pause|resume|cancel)|job\.backfill|(rate_limit|host)\.(pause|resume))$'
+    IF p_action !~ '^(job\.bulk_(pause|resume|cancel)|job\.backfill|job\.apply|(rate_limit|host)\.(pause|resume))$'
     THEN
         RAISE EXCEPTION 'crondepot_audit_summary: % is not a summary action', p_action
             USING ERRCODE = 'insufficient_privilege';
