@@ -391,6 +391,8 @@ def test_calendars_round_trip_and_a_delete_refused_in_use(
     assert [e.field for e in bad.value.errors] == ["dates[0]"]
     with pytest.raises(ValueError, match="either dates or ics"):
         api.calendars.put("in-bank-holidays")
+    with pytest.raises(ValueError, match="list of dates"):
+        api.calendars.put("in-bank-holidays", "2026-12-25")
 
 
 def test_tokens_the_role_allows(api: Any, clients: Clients) -> None:

@@ -306,6 +306,8 @@ def calendars_put(name: str, dates: Iterable[str | date] | None = None, *,
     # A calendar is replaced whole: sent twice, the same dates. Idempotent.
     if (dates is None) == (ics is None):
         raise ValueError("expected either dates or ics (an iCalendar file), not both")
+    if isinstance(dates, str | bytes):      # a str is an iterable of one-letter strings
+        raise ValueError("expected dates to be a list of dates, not one string")
     if ics is not None:
         content = ics.encode() if isinstance(ics, str) else ics
         return Call("PUT", f"/v1/calendars/{segment(name)}", _as(M.Calendar), content=content,
