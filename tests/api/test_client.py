@@ -4,7 +4,7 @@ both clients (the ``clients`` fixture)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -177,6 +177,84 @@ def test_import_in_batches_numbers_lines_in_the_whole_iterable(api: Any) -> None
         api.jobs.import_documents(documents, batch_size=0)
 
 
+def test_put_by_key_creates_leaves_and_replaces_with_if_match(
+        api: Any, conn: psycopg.Connection[Any]) -> None:
+    document = {k: v for k, v in _doc("bank42:70001/emi").items() if k != "key"}
+    made = api.jobs.put_by_key("bank42:70001/emi", document)               # "/" encoded
+    assert made["key"] == "bank42:70001/emi" and made["version"] == 1
+    same = api.jobs.put_by_key("bank42:70001/emi", document)
+    assert (same["id"], same["version"]) == (made["id"], made["version"])   # unchanged
+    changed = api.jobs.put_by_key("bank42:70001/emi", {**document, "cron": "0 10 5 * *"},
+                                  version=made["version"])
+    assert changed["cron"] == "0 10 5 * *" and changed["version"] == made["version"] + 1
+    before = snapshot(conn)
+    with pytest.raises(C.VersionMismatch) as stale:
+        api.jobs.put_by_key("bank42:70001/emi", {**document, "cron": "0 11 5 * *"},
+                            version=made["version"])
+    assert stale.value.status == 412 and stale.value.current_version == changed["version"]
+    with pytest.raises(C.VersionMismatch) as absent:
+        api.jobs.put_by_key("bank42:70002/emi", document, version=1)        # no such job
+    assert absent.value.current_version == 0
+    with pytest.raises(C.ValidationError) as other_key:
+        api.jobs.put_by_key("bank42:70001/emi", {**document, "key": "bank42:9/emi"})
+    assert [e.field for e in other_key.value.errors] == ["key"]
+    assert snapshot(conn) == before
+
+
+def test_apply_a_dry_run_plans_and_a_real_apply_changes(
+        api: Any, conn: psycopg.Connection[Any]) -> None:
+    emi, bill = _doc("bank42:70001:emi"), _doc("bank42:70001:bill", cron="0 10 1 * *")
+    before = snapshot(conn)
+    plan = api.jobs.apply([emi, bill], scope={"deploy": "reminders"}, dry_run=True, days=40)
+    assert (plan["dry_run"], plan["days"], plan["scope"]) == \
+        (True, 40, {"deploy": "reminders"})
+    assert plan["counts"]["created"] == 2 and plan["counts"]["fires_added"] >= 2
+    assert [(c["key"], c["action"]) for c in plan["changes"]] == \
+        [("bank42:70001:bill", "create"), ("bank42:70001:emi", "create")]
+    assert snapshot(conn) == before                                      # nothing changed
+    done = api.jobs.apply(iter([emi, bill]), scope={"deploy": "reminders"})
+    assert done["counts"]["created"] == 2 and not done["dry_run"]
+    assert api.jobs.get_by_key("bank42:70001:bill")["labels"] == {"deploy": "reminders"}
+    again = api.jobs.apply([emi, bill], scope={"deploy": "reminders"})     # idempotent
+    assert (again["counts"]["changes"], again["counts"]["unchanged"]) == (0, 2)
+    pruned = api.jobs.apply([emi], scope={"deploy": "reminders"}, prune=True)
+    assert [(c["key"], c["action"]) for c in pruned["changes"]] == \
+        [("bank42:70001:bill", "cancel")]
+    assert api.jobs.get_by_key("bank42:70001:bill")["cancelled_at"] is not None
+    with pytest.raises(C.ValidationError) as caught:
+        api.jobs.apply([bill, {**emi, "cron": "61 9 * * *"}], scope={"deploy": "reminders"})
+    assert caught.value.errors[0].field == "jobs[1].cron"
+    with pytest.raises(C.ValidationError) as unscoped:
+        api.jobs.apply([], prune=True)
+    assert [e.field for e in unscoped.value.errors] == ["prune"]
+
+
+def test_overlap_calendar_and_delivery_window_round_trip(api: Any) -> None:
+    api.calendars.put("in-bank-holidays", ["2027-01-26"])
+    calendar = {"exclude": "in-bank-holidays", "on_excluded": "previous_business_day",
+                "business_days": "mon-fri"}
+    window = {"from": "09:00", "to": "21:00", "days": "mon-sat", "outside": "defer"}
+    job = api.jobs.create(_doc("emi:1", overlap="skip", calendar=calendar,
+                               delivery_window=window))
+    assert (job["overlap"], job["calendar"], job["delivery_window"]) == \
+        ("skip", calendar, window)
+    read = api.jobs.get(job["id"])
+    assert (read["overlap"], read["calendar"], read["delivery_window"]) == \
+        ("skip", calendar, window)
+    changed = api.jobs.update(job["id"], {"overlap": "buffer_one", "calendar": None,
+                                          "delivery_window": "none"},
+                              version=job["version"])
+    assert (changed["overlap"], changed["calendar"], changed["delivery_window"]) == \
+        ("buffer_one", None, "none")
+    plain = api.jobs.create(_doc("emi:2"))
+    assert (plain["overlap"], plain["calendar"], plain["delivery_window"]) == \
+        ("allow", None, None)
+    with pytest.raises(C.ValidationError) as caught:
+        api.jobs.create(_doc("emi:3", overlap="queue",
+                             delivery_window={"from": "25:00", "to": "21:00"}))
+    assert {e.field for e in caught.value.errors} >= {"overlap", "delivery_window.from"}
+
+
 def test_bulk_actions_by_filter(api: Any) -> None:
     for i in range(3):
         api.jobs.create(_doc(f"emi:{i}", labels={"bank": "42"}))
@@ -279,6 +357,42 @@ def test_limits_own_and_shared(api: Any) -> None:
         api.limits.put("sms-gateway", rate_per_second=1)
     with pytest.raises(C.NotFound):
         api.limits.get("nobody-s")
+
+
+ICS = ("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//bank42//holidays//EN\r\n"
+       "BEGIN:VEVENT\r\nUID:xmas@bank42\r\nSUMMARY:Christmas\r\n"
+       "DTSTART;VALUE=DATE:20261225\r\nRRULE:FREQ=YEARLY;COUNT=2\r\nEND:VEVENT\r\n"
+       "END:VCALENDAR\r\n")
+
+
+def test_calendars_round_trip_and_a_delete_refused_in_use(
+        api: Any, clients: Clients, other: dict[str, str]) -> None:
+    made = api.calendars.put("in-bank-holidays", ["2027-01-26", date(2026, 12, 25)])
+    assert made["dates"] == ["2026-12-25", "2027-01-26"] and made["version"] == 1
+    assert api.calendars.get("in-bank-holidays") == made
+    from_ics = api.calendars.put("in-bank-holidays", ics=ICS)          # text/calendar
+    assert from_ics["dates"] == ["2026-12-25", "2027-12-25"] and from_ics["version"] == 2
+    assert api.calendars.put("bank-closures", ics=ICS.encode())["count"] == 2
+    assert [c["name"] for c in api.calendars.list()["items"]] == \
+        ["bank-closures", "in-bank-holidays"]
+    job = api.jobs.create(_doc("emi:1", calendar={"exclude": "in-bank-holidays"}))
+    with pytest.raises(C.CalendarInUse) as in_use:
+        api.calendars.delete("in-bank-holidays")
+    assert in_use.value.job_ids == [job["id"]] and isinstance(in_use.value, C.Conflict)
+    assert api.calendars.get("in-bank-holidays")["version"] == 2          # still there
+    api.jobs.cancel(job["id"])
+    assert api.calendars.delete("in-bank-holidays") is None
+    with pytest.raises(C.NotFound):
+        api.calendars.get("in-bank-holidays")
+    with pytest.raises(C.NotFound):
+        clients(_token(other)).calendars.get("bank-closures")          # another tenant's
+    with pytest.raises(C.ValidationError) as bad:
+        api.calendars.put("in-bank-holidays", ["2026-02-30"])
+    assert [e.field for e in bad.value.errors] == ["dates[0]"]
+    with pytest.raises(ValueError, match="either dates or ics"):
+        api.calendars.put("in-bank-holidays")
+    with pytest.raises(ValueError, match="list of dates"):
+        api.calendars.put("in-bank-holidays", "2026-12-25")
 
 
 def test_tokens_the_role_allows(api: Any, clients: Clients) -> None:

@@ -140,6 +140,12 @@ NEVER = transport_error(httpx.ConnectError("refused"))
     (ops.dead_letter_replay(job_id=1), LOST, None),
     (ops.runs_retry("1:1"), LOST, None),
     (ops.tokens_create(), LOST, None),
+    (ops.jobs_put_by_key("emi:1", EMI), LOST, "backoff"),           # the same job twice
+    (ops.jobs_put_by_key("emi:1", EMI, version=3), LOST, None),     # made: a 412 next
+    (ops.jobs_apply([EMI], scope={"deploy": "reminders"}, prune=True), LOST, "backoff"),
+    (ops.calendars_put("in-bank-holidays", ["2026-12-25"]), LOST, "backoff"),
+    (ops.calendars_put("in-bank-holidays", ics="BEGIN:VCALENDAR"), LOST, "backoff"),
+    (ops.calendars_delete("in-bank-holidays"), LOST, "backoff"),
 ])
 def test_what_is_sent_again(call: Any, outcome: Any, again: Any) -> None:
     wait = POLICY.delay(call, outcome, 0)

@@ -60,7 +60,7 @@ def register(commands: Any) -> None:
                         help="apply the @crondepot.periodic declarations of MODULE (imported "
                              "from the current directory) instead of files; the scope is "
                              "crondepot.module=MODULE unless --scope is given")
-    parser.add_argument("--scope", type=_scope, default=None, metavar="LABEL=VALUE",
+    parser.add_argument("--scope", type=scope_argument, default=None, metavar="LABEL=VALUE",
                         help="the label stamped on every job written; --prune cancels only "
                              "jobs carrying it")
     parser.add_argument("--prune", action="store_true",
@@ -73,7 +73,8 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _scope(text: str) -> Scope:
+def scope_argument(text: str) -> Scope:
+    """--scope LABEL=VALUE as argparse reads it (crondepot export takes it too)."""
     try:
         return Scope.parse(text)
     except InvalidJob as exc:

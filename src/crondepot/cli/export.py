@@ -16,7 +16,7 @@ import sys
 from contextlib import nullcontext
 from typing import IO, Any
 
-from crondepot.cli.apply import _scope
+from crondepot.cli.apply import scope_argument
 from crondepot.cli.shared.options import add_database, operator_connection
 from crondepot.cli.shared.tenant import add_tenant, tenant_id
 from crondepot.job.apply import export_document, export_jobs
@@ -30,7 +30,7 @@ def register(commands: Any) -> None:
                     "are skipped with a warning.")
     add_database(parser)
     add_tenant(parser, help_text="the tenant whose jobs are written")
-    parser.add_argument("--scope", type=_scope, default=None, metavar="LABEL=VALUE",
+    parser.add_argument("--scope", type=scope_argument, default=None, metavar="LABEL=VALUE",
                         help="only the jobs carrying this label")
     parser.add_argument("--format", choices=("yaml", "json"), default="yaml",
                         help="YAML (one document per job) or JSON (a list); default yaml")

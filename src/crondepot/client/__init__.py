@@ -19,6 +19,7 @@ from crondepot.client.errors import (
     ApiError,
     BadRequest,
     BodiesFull,
+    CalendarInUse,
     ClientError,
     Conflict,
     DatabaseUnavailable,
@@ -53,12 +54,12 @@ from crondepot.client.errors import (
 from crondepot.client.sync import Client
 
 __all__ = [
-    "ApiError", "AsyncClient", "BadRequest", "BodiesFull", "Client", "ClientError", "Conflict",
-    "DatabaseUnavailable", "FieldError", "Forbidden", "JobCancelled", "KeyConflict",
-    "LimitNotOwned", "MethodNotAllowed", "NotFound", "NotGranted", "PayloadTooLarge",
-    "PoolStarved", "PreconditionFailed", "PreconditionRequired", "QuotaExceeded",
-    "RateLimited", "RequestTimeout", "RetryPolicy", "RunNotRetryable", "RunPastDeadline",
-    "SchemaNotCurrent", "ServerError", "TokenConflict", "TransportError", "Unauthorized",
-    "Unavailable", "UnsupportedMediaType", "UrgentNotAllowed", "ValidationError",
+    "ApiError", "AsyncClient", "BadRequest", "BodiesFull", "CalendarInUse", "Client",
+    "ClientError", "Conflict", "DatabaseUnavailable", "FieldError", "Forbidden", "JobCancelled",
+    "KeyConflict", "LimitNotOwned", "MethodNotAllowed", "NotFound", "NotGranted",
+    "PayloadTooLarge", "PoolStarved", "PreconditionFailed", "PreconditionRequired",
+    "QuotaExceeded", "RateLimited", "RequestTimeout", "RetryPolicy", "RunNotRetryable",
+    "RunPastDeadline", "SchemaNotCurrent", "ServerError", "TokenConflict", "TransportError",
+    "Unauthorized", "Unavailable", "UnsupportedMediaType", "UrgentNotAllowed", "ValidationError",
     "VersionMismatch", "models",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -29,7 +29,8 @@ T = TypeVar("T")
 
 
 class Jobs:
-    """Jobs: create, read, list, change, pause, resume, trigger, cancel, backfill, import."""
+    """Jobs: create, read, list, change, pause, resume, trigger, cancel, backfill, import,
+    upsert by key, and apply a set of them (schedules as code)."""
 
     def __init__(self, client: AsyncClient) -> None:
         self._c = client
@@ -114,6 +115,28 @@ class Jobs:
             except ValidationError as refusal:
                 totals.refused(before, refusal)
         return totals.result()
+
+    async def put_by_key(self, key: str, document: Mapping[str, Any], *,
+                         version: int | None = None) -> M.Job:
+        """Create or replace the job whose key is ``key`` with ``document`` (the whole
+        document: fields left out take their defaults; its ``key``, if given, must be
+        ``key``); the same document changes nothing. ``version`` (If-Match): the version
+        read, VersionMismatch if the job is at another or does not exist. Retried without
+        ``version`` (sent twice, the same job); with it, not retried (a lost answer of an
+        upsert that was made would come back as VersionMismatch)."""
+        return await self._c.send(ops.jobs_put_by_key(key, document, version=version))
+
+    async def apply(self, jobs: Iterable[Mapping[str, Any]], *,
+                    scope: Mapping[str, str] | None = None, prune: bool = False,
+                    dry_run: bool = False, days: int | None = None) -> M.ApplyPlan:
+        """Make the tenant's jobs what the set ``jobs`` (each with its key) says, all or
+        nothing: upsert each by key, stamp ``scope`` (one label, {"deploy": "reminders"})
+        on them, and with ``prune`` cancel the scope's jobs the set no longer names. The
+        plan answered lists each change and the fires it adds and removes over the next
+        ``days``; ``dry_run`` changes nothing. Idempotent by design, so retried: applying
+        the same set again finds every job as it says and changes nothing."""
+        call = ops.jobs_apply(jobs, scope=scope, prune=prune, dry_run=dry_run, days=days)
+        return await self._c.send(call)
 
 
 class Bulk:
@@ -260,6 +283,33 @@ class Limits:
                                                  burst=burst))
 
 
+class Calendars:
+    """The tenant's exclusion calendars (a job names one in ``calendar.exclude``). A
+    calendar is replaced whole, from its dates or an iCalendar file."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._c = client
+
+    async def list(self) -> M.CalendarList:
+        return await self._c.send(ops.calendars_list())
+
+    async def get(self, name: str) -> M.Calendar:
+        return await self._c.send(ops.calendars_get(name))
+
+    async def put(self, name: str, dates: Iterable[str | date] | None = None, *,
+                  ics: str | bytes | None = None) -> M.Calendar:
+        """Create or replace a calendar with ``dates`` (YYYY-MM-DD strings or dates), or
+        with the all-day events of ``ics``, an iCalendar file (one of the two). Retried:
+        sent twice, the same dates."""
+        return await self._c.send(ops.calendars_put(name, dates, ics=ics))
+
+    async def delete(self, name: str) -> None:
+        """Delete a calendar no live job names (CalendarInUse otherwise, with some of their
+        ids). Retried: if the first answer was lost, the retry may answer NotFound (the
+        calendar is gone either way)."""
+        return await self._c.send(ops.calendars_delete(name))
+
+
 class Tokens:
     """The tenant's API tokens (any token lists them; issuing, revoking and rotating the
     webhook signing secret need an admin token)."""
@@ -324,6 +374,7 @@ class AsyncClient:
         self.dead_letter = DeadLetter(self)
         self.holds = Holds(self)
         self.limits = Limits(self)
+        self.calendars = Calendars(self)
         self.tokens = Tokens(self)
         self.audit = Audit(self)
 

@@ -16,7 +16,8 @@
         │   ├── JobCancelled
         │   ├── RunNotRetryable     (``.run_status``)
         │   ├── RunPastDeadline
-        │   └── TokenConflict       the tenant's last admin token
+        │   ├── TokenConflict       the tenant's last admin token
+        │   └── CalendarInUse       live jobs name the calendar (``.job_ids``: some of them)
         ├── PreconditionFailed 412
         │   └── VersionMismatch     the job changed since it was read (``.current_version``)
         ├── PayloadTooLarge   413
@@ -153,6 +154,14 @@ class TokenConflict(Conflict):
     pass
 
 
+class CalendarInUse(Conflict):
+    """A calendar live jobs name cannot be deleted: change or cancel them first."""
+
+    @property
+    def job_ids(self) -> list[int]:
+        return list(self.problem.get("job_ids") or ())
+
+
 class PreconditionFailed(ApiError):
     pass
 
@@ -255,6 +264,7 @@ BY_SLUG: dict[str, type[ApiError]] = {
     "run-not-retryable": RunNotRetryable,
     "run-past-deadline": RunPastDeadline,
     "token-conflict": TokenConflict,
+    "calendar-in-use": CalendarInUse,
     "version-mismatch": VersionMismatch,
     "payload-too-large": PayloadTooLarge,
     "unsupported-media-type": UnsupportedMediaType,

@@ -47,6 +47,9 @@ class Job(TypedDict):
     labels: dict[str, str] | None
     alert_after_failures: int | None
     pause_after_failures: int | None
+    overlap: Literal["allow", "skip", "buffer_one", "replace"]
+    calendar: dict[str, Any] | None         # {"exclude": name, "on_excluded", "business_days"}
+    delivery_window: dict[str, Any] | str | None    # {"from", "to", "days", "outside"}, "none"
     paused: bool
     pause: JobPause | None
     next_run_at: str | None
@@ -233,6 +236,35 @@ class LimitList(TypedDict):
     items: list[Limit]
 
 
+class Calendar(TypedDict):
+    """A tenant's exclusion calendar: its dates (YYYY-MM-DD, sorted) and their count."""
+
+    name: str
+    dates: list[str]
+    count: int
+    version: int
+    created_at: str
+    updated_at: str
+
+
+class CalendarList(TypedDict):
+    items: list[Calendar]
+
+
+class ApplyPlan(TypedDict):
+    """What an apply changed (or, as a dry run, would change): ``counts`` (created,
+    updated, cancelled, unchanged, changes, runs_cancelled, fires_added, fires_removed)
+    and one entry of ``changes`` by key (action, id, fields, the fires added and removed
+    over the next ``days``)."""
+
+    scope: dict[str, str] | None
+    prune: bool
+    dry_run: bool
+    days: int
+    counts: dict[str, int]
+    changes: list[dict[str, Any]]
+
+
 class Token(TypedDict):
     id: int
     role: Literal["admin", "read"]
@@ -340,7 +372,8 @@ SCHEMAS: dict[str, type[Any]] = {
     "DeadRunList": DeadRunList, "ReplayResult": ReplayResult,
     "BackfillResult": BackfillResult, "BulkResult": BulkResult, "LineError": LineError,
     "ImportResult": ImportResult, "HoldChange": HoldChange, "HoldItem": HoldItem,
-    "HoldList": HoldList, "Limit": Limit, "LimitList": LimitList, "Token": Token,
+    "HoldList": HoldList, "Limit": Limit, "LimitList": LimitList, "Calendar": Calendar,
+    "CalendarList": CalendarList, "ApplyPlan": ApplyPlan, "Token": Token,
     "NewToken": NewToken, "TokenList": TokenList, "RotatedSecret": RotatedSecret,
     "LedgerFire": LedgerFire, "LedgerUnreadable": LedgerUnreadable,
     "LedgerReport": LedgerReport, "QueueStats": QueueStats, "LagStats": LagStats,

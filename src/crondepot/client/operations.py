@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from itertools import islice
 from typing import Any, TypeVar, cast
 
@@ -24,6 +24,7 @@ from crondepot.client.errors import ValidationError
 
 T = TypeVar("T")
 JSON_LINES = "application/x-ndjson"
+ICALENDAR = "text/calendar"
 
 
 def _as(_: type[T]) -> Any:
@@ -102,6 +103,28 @@ def jobs_backfill(job_id: int, *, since: datetime, until: datetime | None = None
     return Call("POST", f"/v1/jobs/{segment(job_id)}/backfill", _as(M.BackfillResult),
                 json={**body(to=until), "from": since.isoformat(),
                       "include_skipped": include_skipped, "dry_run": dry_run},
+                idempotent=True)
+
+
+def jobs_put_by_key(key: str, document: Mapping[str, Any], *,
+                    version: int | None = None) -> Call[M.Job]:
+    # An upsert sent twice leaves the job as once (the second finds the same document and
+    # changes nothing): idempotent. With If-Match it is not sent again: a lost answer of an
+    # upsert that was made would come back as a version mismatch, as for an update.
+    headers = {"If-Match": f'"{version}"'} if version is not None else {}
+    return Call("PUT", f"/v1/jobs/by-key/{segment(key)}", _as(M.Job), json=dict(document),
+                headers=headers, idempotent=version is None)
+
+
+def jobs_apply(jobs: Iterable[Mapping[str, Any]], *, scope: Mapping[str, str] | None = None,
+               prune: bool = False, dry_run: bool = False,
+               days: int | None = None) -> Call[M.ApplyPlan]:
+    # Idempotent by design: applying the same set again finds every job as the set says
+    # and changes nothing (with prune, the jobs it cancelled stay cancelled).
+    return Call("POST", "/v1/apply", _as(M.ApplyPlan),
+                json={**body(scope=dict(scope) if scope is not None else None, days=days),
+                      "prune": prune, "dry_run": dry_run,
+                      "jobs": [dict(document) for document in jobs]},
                 idempotent=True)
 
 
@@ -268,6 +291,38 @@ def limits_put(name: str, *, rate_per_second: float,
                 json=body(rate_per_second=rate_per_second, burst=burst), idempotent=True)
 
 
+# -- calendars ---------------------------------------------------------------------------
+
+def calendars_list() -> Call[M.CalendarList]:
+    return _get("/v1/calendars", M.CalendarList)
+
+
+def calendars_get(name: str) -> Call[M.Calendar]:
+    return _get(f"/v1/calendars/{segment(name)}", M.Calendar)
+
+
+def calendars_put(name: str, dates: Iterable[str | date] | None = None, *,
+                  ics: str | bytes | None = None) -> Call[M.Calendar]:
+    # A calendar is replaced whole: sent twice, the same dates. Idempotent.
+    if (dates is None) == (ics is None):
+        raise ValueError("expected either dates or ics (an iCalendar file), not both")
+    if isinstance(dates, str | bytes):      # a str is an iterable of one-letter strings
+        raise ValueError("expected dates to be a list of dates, not one string")
+    if ics is not None:
+        content = ics.encode() if isinstance(ics, str) else ics
+        return Call("PUT", f"/v1/calendars/{segment(name)}", _as(M.Calendar), content=content,
+                    headers={"Content-Type": ICALENDAR}, idempotent=True)
+    days = [d.isoformat() if isinstance(d, date) else d for d in dates or ()]
+    return Call("PUT", f"/v1/calendars/{segment(name)}", _as(M.Calendar),
+                json={"dates": days}, idempotent=True)
+
+
+def calendars_delete(name: str) -> Call[None]:
+    # Sent again after a lost answer, a delete that was made answers NotFound: the
+    # calendar is gone either way.
+    return Call("DELETE", f"/v1/calendars/{segment(name)}", _nothing, idempotent=True)
+
+
 # -- tokens ------------------------------------------------------------------------------
 
 def tokens_list() -> Call[M.TokenList]:
@@ -322,6 +377,8 @@ OPERATIONS: dict[str, str] = {
     "jobs_create": "jobs.create",
     "jobs_read": "jobs.get",
     "job_keys_read_by_key": "jobs.get_by_key",
+    "job_keys_upsert_by_key": "jobs.put_by_key",
+    "apply_apply": "jobs.apply",
     "jobs_list": "jobs.list",
     "jobs_patch": "jobs.update",
     "jobs_pause": "jobs.pause",
@@ -347,6 +404,10 @@ OPERATIONS: dict[str, str] = {
     "ratelimits_list": "limits.list",
     "ratelimits_read": "limits.get",
     "ratelimits_put": "limits.put",
+    "calendars_list": "calendars.list",
+    "calendars_read": "calendars.get",
+    "calendars_put": "calendars.put",
+    "calendars_delete": "calendars.delete",
     "tokens_list": "tokens.list",
     "tokens_create": "tokens.create",
     "tokens_revoke": "tokens.revoke",
@@ -368,6 +429,8 @@ REQUEST_SCHEMAS: dict[str, str] = {
     "ReplayRequest": "dead_letter.replay",
     "RetryRequest": "runs.retry",
     "LimitDocument": "limits.put",
+    "CalendarDocument": "calendars.put",
+    "ApplyRequest": "jobs.apply",
     "TokenRequest": "tokens.create",
     "SecretRotation": "tokens.rotate_signing_secret",
     # the error document: crondepot.client.errors.ApiError and its FieldError list
