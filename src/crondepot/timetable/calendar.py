@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
-from crondepot.base.errors import InvalidSchedule
+from crondepot.timetable.days import DAY_NAMES, weekdays
 from crondepot.timetable.zone import Kind, place, validate_zone
 
 __all__ = ["DAY_NAMES", "MAX_SEARCH_DAYS", "ON_EXCLUDED", "OnExcluded", "Rule", "Shift",
@@ -23,27 +23,13 @@ __all__ = ["DAY_NAMES", "MAX_SEARCH_DAYS", "ON_EXCLUDED", "OnExcluded", "Rule", 
 
 OnExcluded = Literal["skip", "next_business_day", "previous_business_day"]
 ON_EXCLUDED: tuple[OnExcluded, ...] = ("skip", "next_business_day", "previous_business_day")
-DAY_NAMES: tuple[str, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 # A move looks this far for a business day; a calendar that leaves none in a year skips.
 MAX_SEARCH_DAYS = 366
 
 
 def business_days(text: object, field: str = "calendar.business_days") -> frozenset[int]:
-    """The weekdays (Monday 0) a ``business_days`` text names: a range ("mon-fri", or
-    "sun-thu", which wraps), a comma list ("mon,wed,fri"), or both ("mon-wed,fri")."""
-    example = "like 'mon-fri' or 'sun-thu' or 'mon,wed,fri'"
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidSchedule(f"expected {field} to be weekday names, {example}, got "
-                              f"{text!r}", field=field)
-    days: set[int] = set()
-    for item in text.lower().replace(" ", "").split(","):
-        ends = item.split("-")
-        if len(ends) > 2 or any(end not in DAY_NAMES for end in ends):
-            raise InvalidSchedule(f"{field}: {item!r} is not a weekday name or a range of "
-                                  f"two ({', '.join(DAY_NAMES)}), {example}", field=field)
-        first, last = DAY_NAMES.index(ends[0]), DAY_NAMES.index(ends[-1])
-        days.update((first + n) % 7 for n in range((last - first) % 7 + 1))
-    return frozenset(days)
+    """The weekdays (Monday 0) a ``business_days`` text names (timetable/days.py)."""
+    return weekdays(text, field)
 
 
 @dataclass(frozen=True, slots=True)

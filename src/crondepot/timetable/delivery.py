@@ -25,12 +25,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 
+from crondepot.base.errors import InvalidSchedule
+from crondepot.timetable.days import DAY_NAMES, format_days, weekdays
 from crondepot.timetable.zone import Placement, place, validate_zone
 
 __all__ = ["DAY_NAMES", "OPT_OUT", "DeliveryWindow", "InvalidWindow", "parse_days",
            "parse_window", "resolve"]
 
-DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 ALL_DAYS = frozenset(range(7))
 # What a job says to have no window even when its tenant has a default.
 OPT_OUT = "none"
@@ -103,33 +104,12 @@ def _instant(where: Placement) -> datetime:
     return where.first.replace(tzinfo=UTC)
 
 
-def format_days(days: frozenset[int]) -> str:
-    """Days as runs of names: {0..5} -> "mon-sat", {0, 2, 4} -> "mon,wed,fri"."""
-    runs: list[tuple[int, int]] = []
-    for day in sorted(days):
-        if runs and runs[-1][1] == day - 1:
-            runs[-1] = (runs[-1][0], day)
-        else:
-            runs.append((day, day))
-    return ",".join(DAY_NAMES[a] if a == b else f"{DAY_NAMES[a]}-{DAY_NAMES[b]}"
-                    for a, b in runs)
-
-
 def parse_days(text: Any, path: str = "delivery_window.days") -> frozenset[int]:
     """"mon-sat", "mon,wed,fri", "fri-mon" (a range may wrap past Sunday), "sat,sun"."""
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidWindow(f"expected {path} to be days like \"mon-sat\" or "
-                            f"\"mon,wed,fri\", got {json.dumps(text)}", field=path)
-    days: set[int] = set()
-    for part in text.lower().replace(" ", "").split(","):
-        ends = part.split("-")
-        if len(ends) > 2 or any(end not in DAY_NAMES for end in ends):
-            raise InvalidWindow(f"expected {path} to be day names ({', '.join(DAY_NAMES)}) "
-                                f"or ranges like \"mon-sat\", got {json.dumps(text)}",
-                                field=path)
-        first, last = DAY_NAMES.index(ends[0]), DAY_NAMES.index(ends[-1])
-        days.update((first + step) % 7 for step in range((last - first) % 7 + 1))
-    return frozenset(days)
+    try:
+        return weekdays(text, path)
+    except InvalidSchedule as exc:
+        raise InvalidWindow(str(exc), field=path) from None
 
 
 def _local_time(window: dict[str, Any], name: str, path: str) -> time:

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 from zoneinfo import ZoneInfo
 
 from crondepot.timetable.cron import CronSpec
@@ -55,6 +56,29 @@ class Fire:
     local: datetime
     scheduled_local: datetime
     note: str | None
+
+
+class FireStream:
+    """``next_fires`` and ``fires_between`` for a timetable that has ``fires_after`` (an
+    interval, a list of crons): the questions the scheduler, the ledger and the previews
+    ask, answered from the one stream."""
+
+    __slots__ = ()
+
+    def fires_after(self, after: datetime) -> Iterator[Fire]:
+        raise NotImplementedError
+
+    def next_fires(self, after: datetime, count: int) -> list[datetime]:
+        return [fire.at for fire in islice(self.fires_after(after), max(count, 0))]
+
+    def fires_between(self, after: datetime, until: datetime, limit: int) -> list[Fire]:
+        """The fires with ``after < at <= until``, the earliest ``limit`` of them."""
+        fires: list[Fire] = []
+        for fire in self.fires_after(after):
+            if fire.at > until or len(fires) >= limit:
+                break
+            fires.append(fire)
+        return fires
 
 
 # How each ``Fire.note`` reads for people (``crondepot next``, a job's preview, the plan of

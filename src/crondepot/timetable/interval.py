@@ -16,10 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from itertools import islice
 
 from crondepot.base.errors import InvalidSchedule
-from crondepot.timetable.dst import Fire
+from crondepot.timetable.dst import Fire, FireStream
 from crondepot.timetable.zone import validate_zone
 
 __all__ = ["EPOCH", "INTERVAL_PREFIX", "MAX_EVERY_SECONDS", "Interval", "every_seconds",
@@ -74,7 +73,7 @@ def is_interval_text(text: str) -> bool:
     return text.startswith(INTERVAL_PREFIX)
 
 
-class Interval:
+class Interval(FireStream):
     """Fires at ``anchor + k·every`` (aware UTC), shown on ``tz``'s clock."""
 
     __slots__ = ("_zone", "anchor", "cron", "every", "every_s", "tz")
@@ -136,13 +135,3 @@ class Interval:
             yield Fire(at=at, local=local, scheduled_local=local.replace(tzinfo=None), note=None)
             k += 1
 
-    def next_fires(self, after: datetime, count: int) -> list[datetime]:
-        return [fire.at for fire in islice(self.fires_after(after), max(count, 0))]
-
-    def fires_between(self, after: datetime, until: datetime, limit: int) -> list[Fire]:
-        fires: list[Fire] = []
-        for fire in self.fires_after(after):
-            if fire.at > until or len(fires) >= limit:
-                break
-            fires.append(fire)
-        return fires

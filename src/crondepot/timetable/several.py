@@ -15,11 +15,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from itertools import islice
 
 from crondepot.base.errors import InvalidSchedule
 from crondepot.timetable.cron import expand_hash as expand_one
-from crondepot.timetable.dst import Fire
+from crondepot.timetable.dst import Fire, FireStream
 from crondepot.timetable.table import Timetable
 
 __all__ = ["MAX_CRONS", "SEPARATOR", "Several", "expand_hash", "several_text", "split"]
@@ -43,7 +42,7 @@ def expand_hash(text: str, hash_key: str) -> str:
     return several_text(expand_one(part, hash_key) for part in split(text))
 
 
-class Several:
+class Several(FireStream):
     """The union of several Timetables on one zone, equal instants collapsed."""
 
     __slots__ = ("cron", "tables", "tz")
@@ -82,16 +81,6 @@ class Several:
         streams = [t.fires_after(after) for t in self.tables]   # checks ``after`` now
         return _collapsed(heapq.merge(*streams, key=lambda fire: fire.at))
 
-    def next_fires(self, after: datetime, count: int) -> list[datetime]:
-        return [fire.at for fire in islice(self.fires_after(after), max(count, 0))]
-
-    def fires_between(self, after: datetime, until: datetime, limit: int) -> list[Fire]:
-        fires: list[Fire] = []
-        for fire in self.fires_after(after):
-            if fire.at > until or len(fires) >= limit:
-                break
-            fires.append(fire)
-        return fires
 
 
 def _collapsed(fires: Iterator[Fire]) -> Iterator[Fire]:
