@@ -227,7 +227,8 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo, tenant_window: Any = None
 def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
            now: datetime | None) -> int:
     inserted = insert_runs(conn, [(row.id, row.tenant_id, row.priority, job_plan.runs)
-                                  for row, job_plan in plans], now)
+                                  for row, job_plan in plans], now,
+                           overlaps=[row.overlap for row, _ in plans])
     conn.execute(Q.advance_jobs, {
         "ids": [row.id for row, _ in plans],
         "next_run_ats": [p.next_run_at for _, p in plans],
@@ -243,16 +244,21 @@ def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
 
 def insert_runs(conn: psycopg.Connection[Any],
                 jobs: Sequence[tuple[int, int, str, Sequence[PlannedRun]]],
-                now: datetime | None) -> int:
+                now: datetime | None, *, overlaps: Sequence[str] | None = None) -> int:
     """Write the planned runs of ``jobs`` (job id, tenant id, priority, runs) in one
     statement, a run id written before being left as it is; wake the workers if any run was
-    queued. Returns the rows the insert added."""
+    queued. Returns the rows the insert added.
+
+    ``overlaps``: each job's overlap policy, in the order of ``jobs``, read with the job's
+    row lock held (the tick's claim); without it the insert reads each run's job row."""
     cols: dict[str, list[Any]] = {name: [] for name in (
         "run_ids", "job_ids", "tenant_ids", "priorities", "nominal_ats", "due_ats",
-        "skip_reasons", "deadline_ats")}
+        "skip_reasons", "deadline_ats", "overlaps")}
     queued_priorities: set[str] = set()
-    for job_id, tenant_id, priority, runs in jobs:
+    policies = overlaps if overlaps is not None else [None] * len(jobs)
+    for (job_id, tenant_id, priority, runs), overlap in zip(jobs, policies, strict=True):
         for run in runs:
+            cols["overlaps"].append(overlap)
             cols["run_ids"].append(run.run_id)
             cols["job_ids"].append(job_id)
             cols["tenant_ids"].append(tenant_id)
