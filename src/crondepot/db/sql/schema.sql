@@ -1137,6 +1137,28 @@ CREATE TABLE public.calendars (
 );
 
 --
+-- Name: connection_grants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.connection_grants (
+    tenant_id bigint NOT NULL,
+    connection_name text NOT NULL,
+    granted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: connections; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.connections (
+    name text NOT NULL,
+    url text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT connections_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$'::text)),
+    CONSTRAINT connections_url_check CHECK ((url ~ '^(amqps?|nats|tls|rediss?)://'::text))
+);
+
+--
 -- Name: console_sessions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1754,6 +1776,20 @@ ALTER TABLE ONLY public.calendars
     ADD CONSTRAINT calendars_pkey PRIMARY KEY (tenant_id, name);
 
 --
+-- Name: connection_grants connection_grants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connection_grants
+    ADD CONSTRAINT connection_grants_pkey PRIMARY KEY (tenant_id, connection_name);
+
+--
+-- Name: connections connections_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connections
+    ADD CONSTRAINT connections_pkey PRIMARY KEY (name);
+
+--
 -- Name: console_sessions console_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2113,6 +2149,20 @@ ALTER TABLE ONLY public.calendars
     ADD CONSTRAINT calendars_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
 
 --
+-- Name: connection_grants connection_grants_connection_name_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connection_grants
+    ADD CONSTRAINT connection_grants_connection_name_fkey FOREIGN KEY (connection_name) REFERENCES public.connections(name) ON DELETE CASCADE;
+
+--
+-- Name: connection_grants connection_grants_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connection_grants
+    ADD CONSTRAINT connection_grants_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE;
+
+--
 -- Name: console_sessions console_sessions_token_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2178,6 +2228,12 @@ ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.calendars ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: connection_grants; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.connection_grants ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: rate_limits granted_shared_rows; Type: POLICY; Schema: public; Owner: -
@@ -2252,6 +2308,12 @@ CREATE POLICY tenant_rows ON public.audit_log USING ((( SELECT (current_setting(
 --
 
 CREATE POLICY tenant_rows ON public.calendars USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: connection_grants tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.connection_grants USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
 
 --
 -- Name: handler_grants tenant_rows; Type: POLICY; Schema: public; Owner: -

@@ -97,12 +97,14 @@ class _MadeOnFirstCall:
 
 
 def default_targets(webhooks: Callable[[], WebhookTarget], signing_keys: SigningKeys,
-                    abandoned: AbandonedCalls | None = None) -> Targets:
+                    abandoned: AbandonedCalls | None = None,
+                    connections: Callable[[str], str] | None = None) -> Targets:
     """Every kind of target a job may name (TARGET_KINDS), each made by its module for the
     kind's first run: the HTTP target, and the client under it (``webhooks()``), are not
     loaded by a worker whose runs call handlers only."""
     setup = TargetSetup(webhooks=webhooks, signing_keys=signing_keys,
-                        abandoned=abandoned or AbandonedCalls())
+                        abandoned=abandoned or AbandonedCalls(),
+                        **({"connections": connections} if connections else {}))
     return Targets({kind: _MadeOnFirstCall(kind, partial(_make, kind, setup))
                     for kind in TARGET_KINDS})
 
