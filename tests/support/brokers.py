@@ -77,7 +77,8 @@ def nats_messages(stream: str) -> list[tuple[bytes, dict[str, str]]]:
         js = nc.jetstream()
         info = await js.stream_info(stream)
         out = []
-        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        first = max(1, info.state.first_seq)     # an empty stream says 0
+        for seq in range(first, info.state.last_seq + 1 if info.state.messages else first):
             try:
                 msg = await js.get_msg(stream, seq)
             except NotFoundError:
