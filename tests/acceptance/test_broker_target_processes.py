@@ -11,8 +11,8 @@ worker retries the run, and
 The kill lands in the gap on purpose: the test holds the job's row lock, which the success
 record takes (record_successes heals a failing job's count), so the worker has published
 and waits to record when it is killed; its database session, which would otherwise finish
-the record once the lock is released, is terminated with it (the record never lands). Each test skips, naming its broker, when that broker
-is not running."""
+the record once the lock is released, is terminated with it (the record never lands).
+Each test skips, naming its broker, when that broker is not running."""
 
 from __future__ import annotations
 
@@ -138,24 +138,30 @@ def test_redis_holds_one_entry_after_a_kill_between_publish_and_record(db_url: s
         brokers.redis_drop(stream, guard_key(run_id))
 
 
-@pytest.mark.slow
-def test_amqp_delivers_at_least_once_after_a_kill_between_publish_and_record(
-        db_url: str) -> None:
+@pytest.fixture
+def amqp_exchange() -> Iterator[tuple[str, str]]:
     brokers.require("amqp")
     exchange = brokers.unique("crondepot-kill.")
     for queue in brokers.amqp_queue(exchange, "sms"):
-        taken: list[tuple[bytes, Any]] = []
+        yield exchange, queue
 
-        def published() -> bool:
-            taken.extend(brokers.amqp_messages(queue))
-            return len(taken) >= 1
 
-        with connect(db_url) as conn:
-            run_id = _queue_one(conn, "amqp", {"type": "amqp", "exchange": exchange,
-                                               "routing_key": "sms"})
-        done = _killed_between_publish_and_record(db_url, run_id, published)
-        assert done["attempt"] == 2
+@pytest.mark.slow
+def test_amqp_delivers_at_least_once_after_a_kill_between_publish_and_record(
+        db_url: str, amqp_exchange: tuple[str, str]) -> None:
+    exchange, queue = amqp_exchange
+    taken: list[tuple[bytes, Any]] = []
+
+    def published() -> bool:
         taken.extend(brokers.amqp_messages(queue))
-        # at least once: the victim's message and the rescuer's, one message id
-        assert [p.message_id for _, p in taken] == [run_id, run_id]
-        assert [json.loads(b)["attempt"] for b, _ in taken] == [1, 2]
+        return len(taken) >= 1
+
+    with connect(db_url) as conn:
+        run_id = _queue_one(conn, "amqp", {"type": "amqp", "exchange": exchange,
+                                           "routing_key": "sms"})
+    done = _killed_between_publish_and_record(db_url, run_id, published)
+    assert done["attempt"] == 2
+    taken.extend(brokers.amqp_messages(queue))
+    # at least once: the victim's message and the rescuer's, one message id
+    assert [p.message_id for _, p in taken] == [run_id, run_id]
+    assert [json.loads(b)["attempt"] for b, _ in taken] == [1, 2]
