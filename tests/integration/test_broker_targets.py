@@ -174,3 +174,82 @@ def test_redis_a_key_of_another_type_fails_and_leaves_no_guard(redis_stream: str
                                             "stream": redis_stream}), "bank42")
     assert client.exists(redis.guard_key("7:1")) == 0     # a retry after the fix adds it
     client.close()
+
+
+# -- a broker connection lost under load ---------------------------------------------------
+
+def _through(proxy: brokers.CuttableProxy, kind: str) -> TargetSetup:
+    setup = _setup()
+    return TargetSetup(webhooks=setup.webhooks, signing_keys=setup.signing_keys,
+                       connections=lambda _: proxy.url(kind))
+
+
+def _publish_all(target: Any, docs: dict[str, Any], proxy: brokers.CuttableProxy,
+                 runs: int = 20) -> list[dict[str, Any] | None]:
+    """Publish runs 7:1…7:runs, cutting every connection after the tenth, each run retried
+    on a TemporaryError as the worker's retries would (a few, quickly): no run may be lost
+    or end in an OutcomeUnknown."""
+    import time
+
+    results = []
+    for n in range(1, runs + 1):
+        if n == 11:
+            proxy.cut()
+        for attempt in range(1, 40):
+            try:
+                results.append(target.call(brokers.claimed(f"7:{n}", docs, attempt=attempt),
+                                           "bank42"))
+                break
+            except TemporaryError:
+                time.sleep(0.25)
+        else:
+            raise AssertionError(f"run 7:{n} never got through after the cut")
+        if n == 10:
+            before = proxy.accepted
+    assert proxy.accepted > before, "no reconnect after the cut"
+    return results
+
+
+@pytest.fixture
+def proxy(request: pytest.FixtureRequest) -> Iterator[brokers.CuttableProxy]:
+    kind = request.param
+    brokers.require(kind)
+    made = brokers.CuttableProxy({"amqp": 5672, "nats": 4222, "redis": 6379}[kind])
+    yield made
+    made.close()
+
+
+@pytest.mark.parametrize("proxy", ["nats"], indirect=True)
+def test_nats_reconnects_after_its_connection_is_cut_and_loses_no_run(
+        proxy: brokers.CuttableProxy, nats_subject: tuple[str, str]) -> None:
+    stream, subject = nats_subject
+    target = nats.make(_through(proxy, "nats"))
+    _publish_all(target, {"type": "nats", "connection": "bus", "subject": subject,
+                          "timeout_s": 2}, proxy)
+    ids = [json.loads(d)["run_id"] for d, _ in brokers.nats_messages(stream)]
+    assert ids == [f"7:{n}" for n in range(1, 21)]       # each once, none lost
+
+
+@pytest.mark.parametrize("proxy", ["redis"], indirect=True)
+def test_redis_reconnects_after_its_connection_is_cut_and_loses_no_run(
+        proxy: brokers.CuttableProxy, redis_stream: str) -> None:
+    brokers.redis_drop(*(redis.guard_key(f"7:{n}") for n in range(1, 21)))
+    target = redis.make(_through(proxy, "redis"))
+    try:
+        _publish_all(target, {"type": "redis", "connection": "cache",
+                              "stream": redis_stream, "timeout_s": 2}, proxy)
+        ids = [e[b"run_id"].decode() for e in brokers.redis_entries(redis_stream)]
+        assert ids == [f"7:{n}" for n in range(1, 21)]
+    finally:
+        brokers.redis_drop(*(redis.guard_key(f"7:{n}") for n in range(1, 21)))
+
+
+@pytest.mark.parametrize("proxy", ["amqp"], indirect=True)
+def test_amqp_reconnects_after_its_connection_is_cut_and_loses_no_run(
+        proxy: brokers.CuttableProxy, amqp_exchange: tuple[str, str]) -> None:
+    exchange, queue = amqp_exchange
+    target = amqp.make(_through(proxy, "amqp"))
+    _publish_all(target, {"type": "amqp", "connection": "rabbit", "exchange": exchange,
+                          "routing_key": "sms", "timeout_s": 2}, proxy)
+    ids = [json.loads(b)["run_id"] for b, _ in brokers.amqp_messages(queue)]
+    assert ids == [f"7:{n}" for n in range(1, 21)]

@@ -5,6 +5,7 @@ is not reachable (CI machines run all three: .ci/run)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import uuid
 from collections.abc import Iterator
@@ -146,3 +147,68 @@ def redis_drop(*keys: str) -> None:
         client.delete(*keys)
     finally:
         client.close()
+
+
+# -- a connection the test can cut (a broker restart, as the clients see it) ---------------
+
+class CuttableProxy:
+    """A TCP forwarder to a broker's port on loopback: ``cut()`` resets every connection
+    through it (what a client sees when its broker restarts) and keeps accepting new ones.
+    The brokers are shared by the machine, so a test cuts its own connections, never
+    restarts the broker."""
+
+    def __init__(self, port: int) -> None:
+        import threading
+
+        self._upstream = port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.accepted = 0       # connections made through it: a reconnect adds one
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, kind: str) -> str:
+        return URLS[kind].replace(f":{_PORTS[kind]}", f":{self.port}")
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self._upstream))
+            with self._lock:
+                self._pairs.append((client, upstream))
+                self.accepted += 1
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            for s in pair:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        self.cut()

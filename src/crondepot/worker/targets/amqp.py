@@ -44,6 +44,17 @@ def _connect(url: str, timeout: float) -> _Client:
     return conn, channel
 
 
+def _usable(client: _Client) -> bool:
+    conn, channel = client
+    if not (conn.is_open and channel.is_open):
+        return False
+    try:
+        conn.process_data_events(0)     # reads a pending close, or the end of the socket
+    except (amqp_errors.AMQPError, OSError):
+        return False
+    return bool(conn.is_open and channel.is_open)
+
+
 def _close(client: _Client) -> None:
     if client[0].is_open:
         client[0].close()
@@ -61,7 +72,13 @@ class AmqpTarget:
         url = self._urls(str(target["connection"]))
         try:
             client = self._clients.take(url)
-        except amqp_errors.AMQPError as exc:
+            if not _usable(client):
+                # A pooled connection the broker closed or lost while idle (a restart): a
+                # new one now, rather than a publish on it that could not tell whether the
+                # message left.
+                self._clients.close(client)
+                client = _connect(url, 10.0)
+        except (amqp_errors.AMQPError, OSError) as exc:
             raise TemporaryError(f"amqp connection {target['connection']}: cannot connect: "
                                  f"{type(exc).__name__} {exc}") from None
         _, channel = client
