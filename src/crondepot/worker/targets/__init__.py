@@ -4,7 +4,8 @@
 - one module per kind (``TARGET_KINDS``), named as the kind, whose ``make`` returns its
   ``Target``: ``http``, the webhook target (signed POST, response classification, no
   redirects); ``python``, the handlers registered by name (``handlers``, the public
-  registry).
+  registry); ``amqp``, ``nats`` and ``redis``, publishes to brokers through connections the
+  operator named (``broker``: the message and the client pool they share; docs/targets.md).
 - ``backend``: applies the address guard (``crondepot.job.guard``, which the job validator
   checks at create too) to the address actually connected to.
 - ``webhook_signature``: Standard Webhooks signatures, also usable by receivers (``verify``).
