@@ -89,3 +89,17 @@ def test_a_tenant_names_only_the_connections_granted_to_it(cli: Any) -> None:
     assert cli("jobs", "add", "--tenant", "bank42", _job("c", "rabbit")).code == 2
     unknown = cli("tenants", "grant", "bank42", "--connection", "nope")
     assert unknown.code == 2 and "no connection named 'nope'" in unknown.err
+
+
+def test_a_connection_grant_and_revoke_are_in_the_tenants_audit_log(
+        cli: Any, db_url: str) -> None:
+    from crondepot.db import connect
+
+    assert cli("tenants", "create", "bank42").code == 0
+    assert cli("connections", "add", "bus", "nats://127.0.0.1:4222").code == 0
+    assert cli("tenants", "grant", "bank42", "--connection", "bus").code == 0
+    assert cli("tenants", "revoke", "bank42", "--connection", "bus").code == 0
+    with connect(db_url) as conn:
+        rows = conn.execute("SELECT action, after -> 'connections' FROM audit_log "
+                            "WHERE subject = 'grants' ORDER BY id").fetchall()
+    assert rows == [("tenant.grant", ["bus"]), ("tenant.revoke", ["bus"])]

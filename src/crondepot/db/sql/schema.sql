@@ -52,6 +52,32 @@ BEGIN
 END $$;
 
 --
+-- Name: crondepot_audit_connection_grants(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_connection_grants() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '$user', 'public'
+    AS $$
+DECLARE
+    actor constant text := crondepot_audit_actor();
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (OLD.tenant_id, actor, 'tenant.revoke', 'grants', jsonb_build_object(
+            'handlers', '[]'::jsonb, 'limits', '[]'::jsonb,
+            'connections', jsonb_build_array(OLD.connection_name)));
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (NEW.tenant_id, actor, 'tenant.grant', 'grants', jsonb_build_object(
+            'handlers', '[]'::jsonb, 'limits', '[]'::jsonb,
+            'connections', jsonb_build_array(NEW.connection_name)));
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: crondepot_audit_grants(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2055,6 +2081,12 @@ CREATE TRIGGER audit_log_no_update BEFORE DELETE OR UPDATE ON public.audit_log F
 --
 
 CREATE TRIGGER calendars_audit AFTER INSERT OR DELETE OR UPDATE ON public.calendars FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_calendars();
+
+--
+-- Name: connection_grants connection_grants_audit; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER connection_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.connection_grants FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_connection_grants();
 
 --
 -- Name: handler_grants handler_grants_audit; Type: TRIGGER; Schema: public; Owner: -

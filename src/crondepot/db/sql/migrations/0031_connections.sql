@@ -29,3 +29,28 @@ CREATE POLICY tenant_rows ON connection_grants
 USING ((SELECT current_setting('crondepot.tenant_id', true) = 'all')
        OR tenant_id = (SELECT nullif(nullif(
               current_setting('crondepot.tenant_id', true), 'all'), '')::bigint));
+
+-- Each connection granted or revoked is one entry of the tenant's audit log, in the shape of
+-- the other grants' (migration 0020: 'tenant.grant' / 'tenant.revoke', subject 'grants').
+CREATE FUNCTION crondepot_audit_connection_grants() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    actor constant text := crondepot_audit_actor();
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (OLD.tenant_id, actor, 'tenant.revoke', 'grants', jsonb_build_object(
+            'handlers', '[]'::jsonb, 'limits', '[]'::jsonb,
+            'connections', jsonb_build_array(OLD.connection_name)));
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (NEW.tenant_id, actor, 'tenant.grant', 'grants', jsonb_build_object(
+            'handlers', '[]'::jsonb, 'limits', '[]'::jsonb,
+            'connections', jsonb_build_array(NEW.connection_name)));
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER connection_grants_audit AFTER INSERT OR UPDATE OR DELETE ON connection_grants
+    FOR EACH ROW EXECUTE FUNCTION crondepot_audit_connection_grants();
