@@ -34,6 +34,9 @@ _Client = tuple[BlockingConnection, BlockingChannel]
 
 
 def _connect(url: str, timeout: float) -> _Client:
+    """A connection with a confirm channel; ``timeout`` (the target's ``timeout_s``, that of
+    the run that made it) bounds connecting and a connection the broker blocks (RabbitMQ's
+    flow control), after which a publish fails and the connection is dropped."""
     params = pika.URLParameters(url)
     params.socket_timeout = timeout
     params.blocked_connection_timeout = timeout
@@ -65,19 +68,20 @@ class AmqpTarget:
 
     def __init__(self, setup: TargetSetup) -> None:
         self._urls = setup.connections
-        self._clients: Clients[_Client] = Clients(lambda url: _connect(url, 10.0), _close)
+        self._clients: Clients[_Client] = Clients(_close)
 
     def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
         target = run.target
         url = self._urls(str(target["connection"]))
+        timeout = float(target.get("timeout_s", 10))
         try:
-            client = self._clients.take(url)
+            client = self._clients.take(url, lambda: _connect(url, timeout))
             if not _usable(client):
                 # A pooled connection the broker closed or lost while idle (a restart): a
                 # new one now, rather than a publish on it that could not tell whether the
                 # message left.
                 self._clients.close(client)
-                client = _connect(url, 10.0)
+                client = _connect(url, timeout)
         except (amqp_errors.AMQPError, OSError) as exc:
             raise TemporaryError(f"amqp connection {target['connection']}: cannot connect: "
                                  f"{type(exc).__name__} {exc}") from None

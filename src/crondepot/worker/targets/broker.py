@@ -35,20 +35,19 @@ class Clients(Generic[C]):
     For a client one thread at a time may use (a pika connection); a thread-safe client is
     shared instead (the redis and nats modules keep one per URL)."""
 
-    def __init__(self, make: Callable[[str], C], close: Callable[[C], None],
-                 idle: int = 8) -> None:
-        self._make = make
+    def __init__(self, close: Callable[[C], None], idle: int = 8) -> None:
         self._close = close
         self._idle_max = idle
         self._idle: dict[str, list[C]] = {}
         self._lock = threading.Lock()
 
-    def take(self, url: str) -> C:
+    def take(self, url: str, make: Callable[[], C]) -> C:
+        """An idle client of ``url``, or ``make()``'s."""
         with self._lock:
             idle = self._idle.get(url)
             if idle:
                 return idle.pop()
-        return self._make(url)
+        return make()
 
     def give(self, url: str, client: C) -> None:
         with self._lock:
