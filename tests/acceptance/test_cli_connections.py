@@ -103,3 +103,11 @@ def test_a_connection_grant_and_revoke_are_in_the_tenants_audit_log(
         rows = conn.execute("SELECT action, after -> 'connections' FROM audit_log "
                             "WHERE subject = 'grants' ORDER BY id").fetchall()
     assert rows == [("tenant.grant", ["bus"]), ("tenant.revoke", ["bus"])]
+
+
+def test_a_url_may_come_from_standard_input(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"redis://:{SECRET}@cache.internal:6380/0\n"))
+    added = cli("connections", "add", "cache", "-")
+    assert added.code == 0 and added.out.strip() == "cache: redis://cache.internal:6380 (added)"

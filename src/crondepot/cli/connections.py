@@ -8,6 +8,7 @@ never printed: ``list`` shows the scheme and host.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from crondepot.cli.shared.options import add_database, add_json, operator_connection
@@ -26,7 +27,9 @@ def register(commands: Any) -> None:
     add_database(adding)
     add_json(adding)
     adding.add_argument("name", help="connection name, e.g. rabbit")
-    adding.add_argument("url", help="e.g. amqp://user:secret@mq.internal:5672/%%2F")
+    adding.add_argument("url", help="e.g. amqp://user:secret@mq.internal:5672/%%2F, or - to "
+                                    "read it from standard input (kept out of the shell's "
+                                    "history and the process list)")
     adding.set_defaults(run=run_add)
     listing = actions.add_parser("list", help="list connections (scheme and host only)")
     add_database(listing)
@@ -43,9 +46,10 @@ def register(commands: Any) -> None:
 
 
 def run_add(args: argparse.Namespace) -> int:
+    url = sys.stdin.readline().strip() if args.url == "-" else args.url
     with operator_connection(args) as conn:
-        created = connections.add(conn, args.name, args.url)
-    scheme, host = connections.redacted(args.url)
+        created = connections.add(conn, args.name, url)
+    scheme, host = connections.redacted(url)
     if args.json:
         print_json({"name": args.name, "scheme": scheme, "host": host, "created": created})
     else:
