@@ -26,7 +26,7 @@ import pytest
 
 from crondepot.db import connect
 from crondepot.tenancy import connections
-from crondepot.tenancy.grants import grant
+from crondepot.tenancy.grants import grant, revoke
 from crondepot.worker.targets.redis import guard_key
 from crondepot_testkit.processes import Proc, wait_until
 from tests.support import brokers
@@ -165,3 +165,26 @@ def test_amqp_delivers_at_least_once_after_a_kill_between_publish_and_record(
     # at least once: the victim's message and the rescuer's, one message id
     assert [p.message_id for _, p in taken] == [run_id, run_id]
     assert [json.loads(b)["attempt"] for b, _ in taken] == [1, 2]
+
+
+@pytest.mark.slow
+def test_a_worker_publishes_nothing_for_a_connection_revoked_after_the_run_was_queued(
+        db_url: str) -> None:
+    brokers.require("redis")
+    stream = brokers.unique("crondepot-revoked:reminders:")
+    with connect(db_url) as conn:
+        run_id = _queue_one(conn, "redis", {"type": "redis", "stream": stream})
+        conn.execute("UPDATE jobs SET failing_fires = 0")
+        revoke(conn, tenant(conn), connections=["broker"])
+        worker = Proc("worker", "--db", db_url, "--name", "w1")
+        try:
+            wait_until(lambda: conn.execute(
+                "SELECT status FROM runs WHERE run_id = %s", (run_id,)).fetchone() not in (
+                ("queued",), ("running",)), timeout=60, message="the run was refused")
+        finally:
+            worker.stop()
+        row = conn.execute("SELECT status, error_class, last_error FROM runs "
+                           "WHERE run_id = %s", (run_id,)).fetchone()
+    assert row is not None and row[0] in ("failed", "dead") and row[1] == "GrantMissing"
+    assert "connection 'broker' is not granted" in row[2]
+    assert brokers.redis_entries(stream) == []
