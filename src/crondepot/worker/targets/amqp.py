@@ -108,8 +108,8 @@ class AmqpTarget:
             raise TemporaryError(f"amqp: channel closed by the broker: {exc.reply_code} "
                                  f"{exc.reply_text}") from None
         except (amqp_errors.AMQPError, OSError) as exc:
-            # A pooled connection the broker dropped while idle fails here too: the message
-            # may or may not have left, and AMQP would not drop a repeat.
+            # Lost mid-publish (an idle pooled connection was checked above): the message may
+            # or may not have been queued, and AMQP would not drop a repeat.
             self._clients.close(client)
             raise OutcomeUnknown(f"amqp: connection lost before the broker confirmed "
                                  f"({type(exc).__name__}); the message may be queued"
