@@ -53,11 +53,12 @@ def test_an_operator_grants_a_handler_and_a_bucket_and_the_tenant_may_use_them(
                   "sms-gateway", "--json")
     assert granted.code == 0, granted.err
     assert granted.json() == {"tenant": "bank42", "handlers": ["sms.send"],
-                              "limits": ["sms-gateway"]}
+                              "limits": ["sms-gateway"], "connections": []}
     added = cli("jobs", "add", "--tenant", "bank42", _job("a", rate_limit="sms-gateway"))
     assert added.code == 0, added.err
     shown = cli("tenants", "show", "bank42", "--json").json()
-    assert shown["grants"] == {"handlers": ["sms.send"], "limits": ["sms-gateway"]}
+    assert shown["grants"] == {"handlers": ["sms.send"], "limits": ["sms-gateway"],
+                               "connections": []}
     assert shown["quota"] == {"max_jobs": None, "max_urgent_jobs": None,
                               "urgent_allowed": True, "active_jobs": 1, "urgent_jobs": 0}
     plain = cli("tenants", "show", "bank42")

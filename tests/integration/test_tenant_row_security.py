@@ -16,8 +16,9 @@ import psycopg
 import pytest
 
 from crondepot.db import ALL_TENANTS, Q, connect, roles
-from crondepot.tenancy import scope
+from crondepot.tenancy import connections, scope
 from crondepot.tenancy.audit import act_as
+from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import hash_token, new_token
 from tests.support.jobs import add_job, grant_limit, tenant
 
@@ -49,6 +50,8 @@ def _fill(conn: psycopg.Connection[Any], name: str) -> int:
     conn.execute("INSERT INTO rate_limits (name, rate_per_second, burst, tokens) "
                  "VALUES (%s, 1, 1, 1)", (f"{name}-shared",))
     grant_limit(conn, tenant_id, f"{name}-shared")   # limit_grants
+    connections.add(conn, f"{name}-bus", "nats://127.0.0.1:4222")
+    grant(conn, tenant_id, connections=[f"{name}-bus"])     # connection_grants
     conn.execute("INSERT INTO calendars (tenant_id, name, dates) VALUES (%s, %s, "
                  "'{2026-12-25}')", (tenant_id, f"{name}-holidays"))
     conn.execute("SELECT set_config('crondepot.actor', '', false)")

@@ -10,6 +10,7 @@ import httpx
 import psycopg
 
 from crondepot.limits.buckets import set_limit
+from crondepot.tenancy import connections
 from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import NewTenant, create_tenant
 from crondepot_testkit.processes import Proc, free_port, wait_until
@@ -42,12 +43,21 @@ def snapshot(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
     return tuple(row)
 
 
+# The connections of the broker examples (api/models.py), on this machine's brokers.
+BROKER_CONNECTIONS = {"bus": "nats://127.0.0.1:4222", "cache": "redis://127.0.0.1:6379/0",
+                      "rabbit": "amqp://guest:guest@127.0.0.1:5672/%2F"}
+
+
 def granted_tenant(conn: psycopg.Connection[Any], name: str) -> NewTenant:
-    """A new tenant (with its admin token) that may use the test handlers and the shared
-    limit sms-gateway (EMI names it), as an operator would have granted them."""
+    """A new tenant (with its admin token) that may use the test handlers, the shared
+    limit sms-gateway (EMI names it) and the broker connections the OpenAPI examples name
+    (BROKER_CONNECTIONS), as an operator would have granted them."""
     made = create_tenant(conn, name)
     set_limit(conn, "sms-gateway", 450, 50)
-    grant(conn, made.id, handlers=TEST_HANDLERS, limits=["sms-gateway"])
+    for connection, url in BROKER_CONNECTIONS.items():
+        connections.add(conn, connection, url)
+    grant(conn, made.id, handlers=TEST_HANDLERS, limits=["sms-gateway"],
+          connections=BROKER_CONNECTIONS)
     return made
 
 

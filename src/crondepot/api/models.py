@@ -97,6 +97,25 @@ NIGHTLY_RECONCILIATION: dict[str, Any] = {
     "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly"},
     "payload": {"report": "sms_delivery_reconciliation"}, "overlap": "skip",
 }
+# The broker targets: a reminder published to the SMS senders' broker through a connection
+# the operator named and granted (crondepot connections add / tenants grant --connection);
+# the message is the webhook's JSON body.
+RENEWAL_TO_NATS: dict[str, Any] = {
+    "key": "bank42:policy:31007:renewal", "cron": "0 10 1 * *", "tz": "Asia/Kolkata",
+    "target": {"type": "nats", "connection": "bus", "subject": "reminders.sms"},
+    "payload": {"policy": 31007, "template": "renewal_due"},
+}
+EMI_TO_RABBITMQ: dict[str, Any] = {
+    "key": "bank42:48213:emi-amqp", "cron": "0 9 5 * *", "tz": "Asia/Kolkata",
+    "target": {"type": "amqp", "connection": "rabbit", "exchange": "reminders",
+               "routing_key": "sms", "timeout_s": 10},
+    "payload": {"loan": 48213, "template": "emi_due"},
+}
+BILL_TO_REDIS_STREAM: dict[str, Any] = {
+    "key": "bank42:card:5521:bill-redis", "cron": "0 9 25 * *", "tz": "Asia/Kolkata",
+    "target": {"type": "redis", "connection": "cache", "stream": "reminders"},
+    "payload": {"card": 5521, "template": "card_bill_due"},
+}
 PYTHON_JOB: dict[str, Any] = {
     "key": "ops:nightly-report", "cron": "30 2 * * *", "tz": "Europe/Berlin",
     "priority": "bulk", "target": {"type": "python", "handler": "reports.nightly",

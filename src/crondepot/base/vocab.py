@@ -61,7 +61,7 @@ ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
 # What a run calls, a job document's ``target.type``. Each kind is a module of that name
 # in crondepot.job.targets (what a document may say) and in crondepot.worker.targets (the
 # call); both registries are built from this tuple.
-TargetKind = Literal["http", "python"]
+TargetKind = Literal["http", "python", "amqp", "nats", "redis"]
 TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 
 # Names a job refers to, matched whole (``fullmatch``): a shared rate limit's and a Python

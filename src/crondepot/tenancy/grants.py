@@ -1,4 +1,5 @@
-"""Grants: which Python handlers and rate-limit buckets a tenant may name.
+"""Grants: which Python handlers, rate-limit buckets and broker connections a tenant may
+name.
 
 See docs/operations.md, "Tenants".
 
@@ -65,13 +66,15 @@ class TenantUses:
     tenant: str
     handlers: frozenset[str]
     limits: frozenset[str]       # shared ones granted to it, and its own
+    connections: frozenset[str] = frozenset()     # broker connections (tenancy/connections)
 
 
 def tenant_uses(conn: psycopg.Connection[Any], tenant_id: int) -> TenantUses:
     row = conn.execute(Q.tenant_uses, {"tenant_id": tenant_id}).fetchone()
     if row is None:
         raise InvalidGrant(f"no tenant with id {tenant_id}")
-    return TenantUses(tenant=row[0], handlers=frozenset(row[1]), limits=frozenset(row[2]))
+    return TenantUses(tenant=row[0], handlers=frozenset(row[1]), limits=frozenset(row[2]),
+                      connections=frozenset(row[3]))
 
 
 def refusal(spec: Uses, uses: TenantUses) -> NotGranted | None:
@@ -83,6 +86,14 @@ def refusal(spec: Uses, uses: TenantUses) -> NotGranted | None:
             f"{did_you_mean(handler, uses.handlers)} (an operator "
             f"grants it: crondepot tenants grant {uses.tenant} --handler {handler})",
             field="target.handler")
+    connection = spec.target.get("connection")     # a broker target's (job/targets/amqp…)
+    if connection is not None and connection not in uses.connections:
+        # An unknown name and another tenant's read the same: nothing is told of either.
+        return NotGranted(
+            f"connection {connection!r} is not one tenant {uses.tenant} may use"
+            f"{did_you_mean(connection, uses.connections)}: it does not exist or is not "
+            f"granted (an operator grants it: crondepot tenants grant {uses.tenant} "
+            f"--connection {connection})", field="target.connection")
     if spec.rate_limit is not None and spec.rate_limit not in uses.limits:
         return NotGranted(
             f"rate limit {spec.rate_limit!r} is not one tenant {uses.tenant} may use"
@@ -97,19 +108,26 @@ def refusal(spec: Uses, uses: TenantUses) -> NotGranted | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Grant:
-    kind: str           # "handler" | "limit"
+    kind: str           # "handler" | "limit" | "connection"
     name: str
     granted_at: Any
 
 
 def grant(conn: psycopg.Connection[Any], tenant_id: int, *, handlers: Iterable[str] = (),
-          limits: Iterable[str] = ()) -> None:
+          limits: Iterable[str] = (), connections: Iterable[str] = ()) -> None:
     """Grant every name given, or none of them (InvalidGrant says which name is wrong).
     Granting a name already granted changes nothing."""
-    handlers, limits = _names(handlers, limits)
+    connections = list(dict.fromkeys(connections))
+    handlers, limits = _names(handlers, limits, connections)
     with conn.transaction():
         for name in limits:
             _check_shared(conn, name)
+        for name in connections:
+            if conn.execute(Q.connection_url, {"name": name}).fetchone() is None:
+                raise InvalidGrant(f"connection: no connection named {name!r} (add it first: "
+                                   f"crondepot connections add {name} URL); nothing was "
+                                   "changed")
+            conn.execute(Q.grant_connection, {"tenant_id": tenant_id, "name": name})
         for name in handlers:
             conn.execute(Q.grant_handler, {"tenant_id": tenant_id, "name": name})
         for name in limits:
@@ -117,13 +135,15 @@ def grant(conn: psycopg.Connection[Any], tenant_id: int, *, handlers: Iterable[s
 
 
 def revoke(conn: psycopg.Connection[Any], tenant_id: int, *, handlers: Iterable[str] = (),
-           limits: Iterable[str] = ()) -> None:
+           limits: Iterable[str] = (), connections: Iterable[str] = ()) -> None:
     """Revoke every name given, or none of them: a name that is not granted is an error.
     Jobs naming it stay (they are the tenant's), but their runs fail until it is granted."""
-    handlers, limits = _names(handlers, limits)
+    connections = list(dict.fromkeys(connections))
+    handlers, limits = _names(handlers, limits, connections)
     with conn.transaction():
         for kind, names, query in (("handler", handlers, Q.revoke_handler),
-                                   ("limit", limits, Q.revoke_limit)):
+                                   ("limit", limits, Q.revoke_limit),
+                                   ("connection", connections, Q.revoke_connection)):
             for name in names:
                 if conn.execute(query, {"tenant_id": tenant_id, "name": name}).rowcount == 0:
                     raise InvalidGrant(f"{kind} {name!r} is not granted to this tenant; "
@@ -135,10 +155,12 @@ def list_grants(conn: psycopg.Connection[Any], tenant_id: int) -> list[Grant]:
             for kind, name, at in conn.execute(Q.list_grants, {"tenant_id": tenant_id})]
 
 
-def _names(handlers: Iterable[str], limits: Iterable[str]) -> tuple[list[str], list[str]]:
+def _names(handlers: Iterable[str], limits: Iterable[str],
+           connections: list[str]) -> tuple[list[str], list[str]]:
     handlers, limits = list(dict.fromkeys(handlers)), list(dict.fromkeys(limits))
-    if not handlers and not limits:
-        raise InvalidGrant("name at least one --handler NAME or --limit NAME")
+    if not handlers and not limits and not connections:
+        raise InvalidGrant("name at least one --handler NAME, --limit NAME or --connection "
+                           "NAME")
     for name in handlers:
         if not HANDLER_NAME.fullmatch(name):
             raise InvalidGrant(f"handler: expected a name like 'sms.send' (letters, digits, "
@@ -230,6 +252,10 @@ def run_refusal(target: dict[str, Any], rate_limit: str | None,
     if "handler" in target and target["handler"] not in uses.handlers:
         return GrantMissing(f"handler {target.get('handler')!r} is not granted to tenant "
                             f"{uses.tenant} (revoked after the run was queued?); not called")
+    if "connection" in target and target["connection"] not in uses.connections:
+        return GrantMissing(f"connection {target.get('connection')!r} is not granted to "
+                            f"tenant {uses.tenant} (revoked or removed after the run was "
+                            "queued?); not published")
     if rate_limit is not None and rate_limit not in uses.limits:
         return GrantMissing(f"rate limit {rate_limit!r} is not one tenant {uses.tenant} may "
                             "use (revoked or removed after the run was queued?); not called")

@@ -46,6 +46,7 @@ from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
 from crondepot.queue.retry import decide
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff
+from crondepot.tenancy.connections import ConnectionUrls
 from crondepot.tenancy.grants import GrantCache, run_refusal
 from crondepot.timetable.delivery import DeliveryWindow
 from crondepot.worker.handlers import UnknownHandler
@@ -104,7 +105,8 @@ class Executor:
         # call handlers never loads the HTTP client).
         self._targets = targets or default_targets(
             webhooks if callable(webhooks) else lambda: webhooks,
-            signing_keys or SigningKeys(fetch_from(pool)), abandoned)
+            signing_keys or SigningKeys(fetch_from(pool)), abandoned,
+            ConnectionUrls(pool).url)
         self._stopping = stopping
 
     def run(self, attempt: Attempt,

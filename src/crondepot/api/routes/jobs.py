@@ -14,13 +14,16 @@ from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.body import json_body
 from crondepot.api.models import (
     BILL_DUE_ONCE,
+    BILL_TO_REDIS_STREAM,
     BRANCH_HOURS_REMINDER,
     EMI_REMINDER,
     EMI_SMS_IN_HOURS,
+    EMI_TO_RABBITMQ,
     EMI_TWELVE_MONTH_ENDS,
     NIGHTLY_RECONCILIATION,
     PAYMENT_RECHECK_EVERY_4H,
     PYTHON_JOB,
+    RENEWAL_TO_NATS,
     Job,
     JobDocument,
     JobPage,
@@ -83,7 +86,11 @@ def _job_response(job: StoredJob, status: int = 200) -> JSONResponse:
                                                           BRANCH_HOURS_REMINDER,
                                                       "emi_sms_in_hours": EMI_SMS_IN_HOURS,
                                                       "nightly_reconciliation_no_overlap":
-                                                          NIGHTLY_RECONCILIATION}))
+                                                          NIGHTLY_RECONCILIATION,
+                                                      "renewal_to_nats": RENEWAL_TO_NATS,
+                                                      "emi_to_rabbitmq": EMI_TO_RABBITMQ,
+                                                      "bill_to_redis_stream":
+                                                          BILL_TO_REDIS_STREAM}))
 def create(who: Writer, conn: Conn, doc: Body) -> JSONResponse:
     spec = JobSpec.from_document(doc)
     job, created = create_job(conn, who.tenant_id, spec)

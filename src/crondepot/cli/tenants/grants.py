@@ -1,9 +1,10 @@
 """``crondepot tenants grant|revoke|show|set-quota``: what a tenant may use, and how much.
 
-A grant names a Python handler (``--handler sms.send``) or a shared rate limit
-(``--limit sms-gateway``) that the tenant's jobs may name (crondepot.tenancy.grants); a quota caps
-its jobs (crondepot.tenancy.quotas). Each command changes all it was asked to or, on an error,
-nothing; each is recorded in the tenant's audit log.
+A grant names a Python handler (``--handler sms.send``), a shared rate limit
+(``--limit sms-gateway``) or a broker connection (``--connection rabbit``) that the tenant's
+jobs may name (crondepot.tenancy.grants); a quota caps its jobs (crondepot.tenancy.quotas).
+Each command changes all it was asked to or, on an error, nothing; each is recorded in the
+tenant's audit log.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ def register(actions: Any) -> None:
     for name, verb, run in (("grant", "let the tenant's jobs name", run_grant),
                             ("revoke", "stop the tenant's jobs naming", run_revoke)):
         parser = actions.add_parser(
-            name, help=f"{verb} Python handlers or shared rate limits",
-            description=f"{verb.capitalize()} Python handlers (--handler) or shared rate "
-                        "limits (--limit); each option may be repeated. All are changed, or "
-                        "none.")
+            name, help=f"{verb} Python handlers, shared rate limits or connections",
+            description=f"{verb.capitalize()} Python handlers (--handler), shared rate "
+                        "limits (--limit) or broker connections (--connection); each option "
+                        "may be repeated. All are changed, or none.")
         add_database(parser)
         add_json(parser)
         add_tenant_argument(parser)
@@ -41,6 +42,8 @@ def register(actions: Any) -> None:
                             help="a handler name, e.g. sms.send (repeatable)")
         parser.add_argument("--limit", action="append", default=[], metavar="NAME",
                             help="a shared rate limit, e.g. sms-gateway (repeatable)")
+        parser.add_argument("--connection", action="append", default=[], metavar="NAME",
+                            help="a broker connection, e.g. rabbit (repeatable)")
         parser.set_defaults(run=run)
     showing = actions.add_parser("show", help="a tenant's grants, rate limits and quotas")
     add_database(showing)
@@ -82,14 +85,16 @@ def _cap(option: str) -> Any:
 def run_grant(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
-        grants.grant(conn, tenant, handlers=args.handler, limits=args.limit)
+        grants.grant(conn, tenant, handlers=args.handler, limits=args.limit,
+                     connections=args.connection)
         return _print_change(conn, args, tenant, "granted to")
 
 
 def run_revoke(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         tenant = tenant_id(conn, args.tenant)
-        grants.revoke(conn, tenant, handlers=args.handler, limits=args.limit)
+        grants.revoke(conn, tenant, handlers=args.handler, limits=args.limit,
+                     connections=args.connection)
         return _print_change(conn, args, tenant, "revoked from")
 
 
@@ -99,7 +104,8 @@ def _print_change(conn: psycopg.Connection[Any], args: argparse.Namespace, tenan
         print_json(_grants_json(conn, tenant) | {"tenant": args.tenant})
         return 0
     names = [f"handler {n}" for n in dict.fromkeys(args.handler)] \
-        + [f"limit {n}" for n in dict.fromkeys(args.limit)]
+        + [f"limit {n}" for n in dict.fromkeys(args.limit)] \
+        + [f"connection {n}" for n in dict.fromkeys(args.connection)]
     print(f"{done} {args.tenant}: {', '.join(names)}")
     return 0
 
@@ -107,7 +113,8 @@ def _print_change(conn: psycopg.Connection[Any], args: argparse.Namespace, tenan
 def _grants_json(conn: psycopg.Connection[Any], tenant: int) -> dict[str, Any]:
     found = grants.list_grants(conn, tenant)
     return {"handlers": [g.name for g in found if g.kind == "handler"],
-            "limits": [g.name for g in found if g.kind == "limit"]}
+            "limits": [g.name for g in found if g.kind == "limit"],
+            "connections": [g.name for g in found if g.kind == "connection"]}
 
 
 def run_set_quota(args: argparse.Namespace) -> int:
@@ -146,7 +153,8 @@ def run_show(args: argparse.Namespace) -> int:
         buckets = tenant_limits(conn, tenant)
     doc = {"tenant": args.tenant, "id": tenant, "created_at": row[2].isoformat(),
            "grants": {"handlers": [g.name for g in found if g.kind == "handler"],
-                      "limits": [g.name for g in found if g.kind == "limit"]},
+                      "limits": [g.name for g in found if g.kind == "limit"],
+            "connections": [g.name for g in found if g.kind == "connection"]},
            "own_limits": [{"name": b.name, "rate_per_second": b.rate_per_second,
                            "burst": b.burst} for b in buckets if b.owned],
            "quota": quota.document()}

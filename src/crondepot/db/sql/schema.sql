@@ -52,6 +52,32 @@ BEGIN
 END $$;
 
 --
+-- Name: crondepot_audit_connection_grants(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_audit_connection_grants() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '$user', 'public'
+    AS $$
+DECLARE
+    actor constant text := crondepot_audit_actor();
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (OLD.tenant_id, actor, 'tenant.revoke', 'grants', jsonb_build_object(
+            'handlers', '[]'::jsonb, 'limits', '[]'::jsonb,
+            'connections', jsonb_build_array(OLD.connection_name)));
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO audit_log (tenant_id, actor, action, subject, after)
+        VALUES (NEW.tenant_id, actor, 'tenant.grant', 'grants', jsonb_build_object(
+            'handlers', '[]'::jsonb, 'limits', '[]'::jsonb,
+            'connections', jsonb_build_array(NEW.connection_name)));
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: crondepot_audit_grants(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1137,6 +1163,28 @@ CREATE TABLE public.calendars (
 );
 
 --
+-- Name: connection_grants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.connection_grants (
+    tenant_id bigint NOT NULL,
+    connection_name text NOT NULL,
+    granted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: connections; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.connections (
+    name text NOT NULL,
+    url text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT connections_name_check CHECK ((name ~ '^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$'::text)),
+    CONSTRAINT connections_url_check CHECK ((url ~ '^(amqps?|nats|tls|rediss?)://'::text))
+);
+
+--
 -- Name: console_sessions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1754,6 +1802,20 @@ ALTER TABLE ONLY public.calendars
     ADD CONSTRAINT calendars_pkey PRIMARY KEY (tenant_id, name);
 
 --
+-- Name: connection_grants connection_grants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connection_grants
+    ADD CONSTRAINT connection_grants_pkey PRIMARY KEY (tenant_id, connection_name);
+
+--
+-- Name: connections connections_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connections
+    ADD CONSTRAINT connections_pkey PRIMARY KEY (name);
+
+--
 -- Name: console_sessions console_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2021,6 +2083,12 @@ CREATE TRIGGER audit_log_no_update BEFORE DELETE OR UPDATE ON public.audit_log F
 CREATE TRIGGER calendars_audit AFTER INSERT OR DELETE OR UPDATE ON public.calendars FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_calendars();
 
 --
+-- Name: connection_grants connection_grants_audit; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER connection_grants_audit AFTER INSERT OR DELETE OR UPDATE ON public.connection_grants FOR EACH ROW EXECUTE FUNCTION public.crondepot_audit_connection_grants();
+
+--
 -- Name: handler_grants handler_grants_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2113,6 +2181,20 @@ ALTER TABLE ONLY public.calendars
     ADD CONSTRAINT calendars_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
 
 --
+-- Name: connection_grants connection_grants_connection_name_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connection_grants
+    ADD CONSTRAINT connection_grants_connection_name_fkey FOREIGN KEY (connection_name) REFERENCES public.connections(name) ON DELETE CASCADE;
+
+--
+-- Name: connection_grants connection_grants_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.connection_grants
+    ADD CONSTRAINT connection_grants_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE;
+
+--
 -- Name: console_sessions console_sessions_token_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2178,6 +2260,12 @@ ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.calendars ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: connection_grants; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.connection_grants ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: rate_limits granted_shared_rows; Type: POLICY; Schema: public; Owner: -
@@ -2252,6 +2340,12 @@ CREATE POLICY tenant_rows ON public.audit_log USING ((( SELECT (current_setting(
 --
 
 CREATE POLICY tenant_rows ON public.calendars USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: connection_grants tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.connection_grants USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
 
 --
 -- Name: handler_grants tenant_rows; Type: POLICY; Schema: public; Owner: -

@@ -4,7 +4,8 @@
 - one module per kind (``TARGET_KINDS``), named as the kind, whose ``make`` returns its
   ``Target``: ``http``, the webhook target (signed POST, response classification, no
   redirects); ``python``, the handlers registered by name (``handlers``, the public
-  registry).
+  registry); ``amqp``, ``nats`` and ``redis``, publishes to brokers through connections the
+  operator named (``broker``: the message and the client pool they share; docs/targets.md).
 - ``backend``: applies the address guard (``crondepot.job.guard``, which the job validator
   checks at create too) to the address actually connected to.
 - ``webhook_signature``: Standard Webhooks signatures, also usable by receivers (``verify``).
@@ -97,12 +98,14 @@ class _MadeOnFirstCall:
 
 
 def default_targets(webhooks: Callable[[], WebhookTarget], signing_keys: SigningKeys,
-                    abandoned: AbandonedCalls | None = None) -> Targets:
+                    abandoned: AbandonedCalls | None = None,
+                    connections: Callable[[str], str] | None = None) -> Targets:
     """Every kind of target a job may name (TARGET_KINDS), each made by its module for the
     kind's first run: the HTTP target, and the client under it (``webhooks()``), are not
     loaded by a worker whose runs call handlers only."""
     setup = TargetSetup(webhooks=webhooks, signing_keys=signing_keys,
-                        abandoned=abandoned or AbandonedCalls())
+                        abandoned=abandoned or AbandonedCalls(),
+                        **({"connections": connections} if connections else {}))
     return Targets({kind: _MadeOnFirstCall(kind, partial(_make, kind, setup))
                     for kind in TARGET_KINDS})
 

@@ -76,6 +76,12 @@ class TargetSetup:
     webhooks: Callable[[], WebhookTarget]     # the HTTP client, made when first asked for
     signing_keys: SigningKeys                 # the secrets webhooks are signed with
     abandoned: AbandonedCalls = field(default_factory=AbandonedCalls)
+    # A broker connection's URL by name (tenancy.connections.ConnectionUrls.url)
+    connections: Callable[[str], str] = field(default=lambda name: _no_connections(name))
+
+
+def _no_connections(name: str) -> str:
+    raise PermanentError(f"no connection named {name!r}: this worker reads no connections")
 
 
 class Targets:

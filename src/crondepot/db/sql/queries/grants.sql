@@ -1,11 +1,13 @@
 -- name: tenant_uses
--- What one tenant may use: its name, the handlers granted to it, and the rate limits it may
--- name (the shared ones granted to it and the ones it owns). A few dozen names; read once
+-- What one tenant may use: its name, the handlers granted to it, the rate limits it may
+-- name (the shared ones granted to it and the ones it owns), and the broker connections
+-- granted to it. A few dozen names; read once
 -- per admission (crondepot.tenancy.grants) and, cached for seconds, by the worker.
 SELECT t.name,
        ARRAY(SELECT handler FROM handler_grants WHERE tenant_id = t.id ORDER BY handler),
        ARRAY(SELECT limit_name FROM limit_grants WHERE tenant_id = t.id
-             UNION SELECT name FROM rate_limits WHERE tenant_id = t.id ORDER BY 1)
+             UNION SELECT name FROM rate_limits WHERE tenant_id = t.id ORDER BY 1),
+       ARRAY(SELECT connection_name FROM connection_grants WHERE tenant_id = t.id ORDER BY 1)
 FROM tenants AS t
 WHERE t.id = %(tenant_id)s::bigint;
 
@@ -25,8 +27,12 @@ DELETE FROM handler_grants WHERE tenant_id = %(tenant_id)s AND handler = %(name)
 DELETE FROM limit_grants WHERE tenant_id = %(tenant_id)s AND limit_name = %(name)s;
 
 -- name: list_grants
--- A tenant's grants, for `crondepot tenants show`: handlers, then shared limits, by name.
+-- A tenant's grants, for `crondepot tenants show`: connections, handlers, then shared
+-- limits, by name.
 SELECT 'handler' AS kind, handler AS name, granted_at FROM handler_grants
+WHERE tenant_id = %(tenant_id)s
+UNION ALL
+SELECT 'connection', connection_name, granted_at FROM connection_grants
 WHERE tenant_id = %(tenant_id)s
 UNION ALL
 SELECT 'limit', limit_name, granted_at FROM limit_grants WHERE tenant_id = %(tenant_id)s
@@ -93,3 +99,28 @@ SET rate_per_second = excluded.rate_per_second, burst = excluded.burst,
     tokens = least(r.tokens, excluded.burst)
 WHERE r.tenant_id = excluded.tenant_id
 RETURNING name, rate_per_second, burst, (xmax = 0) AS created;
+
+-- name: put_connection
+-- The operator names a broker URL (tenancy/connections.py); true when the name is new.
+INSERT INTO connections (name, url) VALUES (%(name)s, %(url)s)
+ON CONFLICT (name) DO UPDATE SET url = excluded.url
+RETURNING (xmax = 0) AS created;
+
+-- name: remove_connection
+DELETE FROM connections WHERE name = %(name)s;
+
+-- name: list_connections
+-- Every connection; the caller shows the URL's scheme and host only.
+SELECT name, url, created_at FROM connections ORDER BY name;
+
+-- name: connection_url
+-- A worker's look-up of the URL a run's target names (cached, ConnectionUrls).
+SELECT url FROM connections WHERE name = %(name)s;
+
+-- name: grant_connection
+-- The caller checked that the connection exists (the foreign key would refuse it anyway).
+INSERT INTO connection_grants (tenant_id, connection_name) VALUES (%(tenant_id)s, %(name)s)
+ON CONFLICT DO NOTHING;
+
+-- name: revoke_connection
+DELETE FROM connection_grants WHERE tenant_id = %(tenant_id)s AND connection_name = %(name)s;

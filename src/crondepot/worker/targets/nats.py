@@ -1,0 +1,89 @@
+"""The ``nats`` target: publish the run's message to a NATS JetStream subject.
+
+The publish carries ``Nats-Msg-Id`` = the run id, and waits for the stream's
+acknowledgement (PubAck): a run succeeds only when a stream has stored the message. Within
+the stream's duplicate window (``duplicate_window``, two minutes by default: set it longer
+than a run's lease) a second publish with the same id is acknowledged as a duplicate and
+not stored, so this target deduplicates by construction: a timed-out publish is retried
+(TemporaryError), and a worker killed between publish and record leaves one message.
+
+nats-py is asyncio: the worker's slots are threads, so one event loop thread per worker
+runs every publish, on one client per connection URL (nats-py multiplexes it and reconnects
+by itself after a server restart; a client found closed is replaced).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+
+from crondepot.base.errors import PermanentError, TemporaryError
+from crondepot.worker.targets.base import TargetSetup
+from crondepot.worker.targets.broker import message
+
+if TYPE_CHECKING:
+    from crondepot.queue import ClaimedRun
+
+
+class NatsTarget:
+    kind = "nats"
+
+    def __init__(self, setup: TargetSetup) -> None:
+        self._urls = setup.connections
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="crondepot-nats")
+        self._thread.start()
+        self._clients: dict[str, Client] = {}
+        self._connecting = asyncio.Lock()   # used on the loop thread only
+
+    def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
+        target = run.target
+        url = self._urls(str(target["connection"]))
+        timeout = float(target.get("timeout_s", 10))
+        future = asyncio.run_coroutine_threadsafe(
+            self._publish(url, str(target["subject"]), run, tenant, timeout), self._loop)
+        try:
+            return future.result(timeout + 5)
+        except TimeoutError:
+            future.cancel()
+            raise TemporaryError(f"nats: no acknowledgement within {timeout:g} s "
+                                 "(safe to retry: the stream drops a repeat)") from None
+
+    async def _client(self, url: str) -> Client:
+        async with self._connecting:
+            client = self._clients.get(url)
+            if client is None or client.is_closed:
+                client = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=-1,
+                                            reconnect_time_wait=0.5)
+                self._clients[url] = client
+            return client
+
+    async def _publish(self, url: str, subject: str, run: ClaimedRun, tenant: str,
+                       timeout: float) -> dict[str, Any]:
+        try:
+            client = await self._client(url)
+            ack = await client.jetstream().publish(
+                subject, message(run), timeout=timeout,
+                headers={"Nats-Msg-Id": run.run_id, "Crondepot-Tenant": tenant,
+                         "Content-Type": "application/json"})
+        except nats.js.errors.NoStreamResponseError:
+            raise PermanentError(f"nats: no JetStream stream captures subject {subject!r}"
+                                 ) from None
+        except nats.js.errors.APIError as exc:
+            raise TemporaryError(f"nats: JetStream refused the message: {exc}") from None
+        except (TimeoutError, nats.errors.Error, OSError) as exc:
+            # Dedupes by construction: whatever reached the stream, a retry stores it once.
+            raise TemporaryError(f"nats: {type(exc).__name__} {exc} (safe to retry: the "
+                                 "stream drops a repeat)") from None
+        return {"stream": ack.stream, "seq": ack.seq, "duplicate": bool(ack.duplicate)}
+
+
+def make(setup: TargetSetup) -> NatsTarget:
+    return NatsTarget(setup)
