@@ -113,6 +113,7 @@ def _reason(response: Any) -> tuple[int, str, str | None]:
     field = errors[0].get("field") if body.get("type", "").endswith("/validation") else None
     if isinstance(field, str):
         field = re.sub(r"^jobs\[\d+\]\.?", "", field)      # POST /v1/apply's documents
+        field = re.sub(r"^cron\.\d+$", "cron", field)      # one cron of a list, by index
         if field.startswith("payload."):
             field = "payload"
         elif field.startswith("labels."):

@@ -39,9 +39,9 @@ def test_the_same_names_without_the_newline_are_accepted() -> None:
 
 def test_grants_limits_and_roles_refuse_a_trailing_newline() -> None:
     with pytest.raises(InvalidGrant):
-        _names(["sms.send\n"], [])
+        _names(["sms.send\n"], [], [])
     with pytest.raises(InvalidGrant):
-        _names([], ["sms-gateway\n"])
+        _names([], ["sms-gateway\n"], [])
     with pytest.raises(InvalidLimit):
         _check_bucket("sms-gateway\n", 1)
     with pytest.raises(ValueError, match="role name"):
