@@ -13,6 +13,10 @@ What it does (everything on loopback, nothing on the machine's shared PostgreSQL
 - creates thousands of every-minute jobs (spread over 50 s of the minute, ``run_late``,
   catch-up ``all``, lease 15 s, target timeout 3 s), half to each gateway, plus a 9 a.m.-style
   spike: thousands of jobs due at one fixed UTC minute a little into the run, unspread;
+  and a few jobs under each schedule rule of issue 31 (``create_rule_jobs``): a calendar
+  holding the run's dates (every fire skipped ``calendar``, no call), a delivery window
+  opening a couple of minutes in (no call before it), ``overlap: skip`` with a gateway
+  answer slower than the minute (no two calls of a job in flight at once);
 - runs 3 ``crondepot scheduler`` copies (one under ``faketime -f +2h``: a skewed host clock;
   its wall clock only, see ``start_services``) and 3 ``crondepot worker`` processes as real
   processes, each in its own process group;
@@ -98,6 +102,7 @@ from crondepot.job.store import (
     update_job,
 )
 from crondepot.limits.buckets import set_limit
+from crondepot.tenancy.calendars import set_calendar
 from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import create_tenant
 from crondepot.timetable import run_id
@@ -108,9 +113,11 @@ from crondepot_testkit.chaos_model import (
     Fault,
     Job,
     attribute,
+    calls_before,
     clock,
     expected_runs,
     job_fires,
+    overlapping_calls,
 )
 from crondepot_testkit.cluster import PrivateCluster
 from gateway import Gateway, Request
@@ -131,6 +138,17 @@ FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
 LIMIT_NAME = "sms-gateway"
 SKEW = "+2h"
+# The schedule rules' jobs (issue 31; chaos_model's docstring): a few of each, every minute.
+RULE_JOBS = 3
+RULE_CALENDAR = "chaos-today"
+CALENDAR_ZONES = ("Asia/Kolkata", "UTC", "America/New_York")
+# The window opens at the first whole minute this long after the jobs are created: before
+# the CI run's cut-off (services start ~10 s after, the window is 180 s), so its deferred
+# fires are expected runs, not only drained ones.
+WINDOW_LEAD_S = 90
+SLOW_S = 70.0                # the overlap jobs' gateway answer: longer than their minute
+SLOW_TIMEOUT_S = 85.0        # their target timeout, and lease (> the answer)
+SLOW_LEASE_S = 100
 CLAIM_GRACE_S = 5.0   # a worker's poll interval (1 s) and a claim under load, with room
 
 
@@ -329,13 +347,20 @@ class RecordingGateway(Gateway):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.versions: dict[str, list[int]] = defaultdict(list)
+        # every request's (arrival, end of its answer): the overlap jobs' calls in flight
+        self.spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
 
     def answer(self, key: str, attempt: int, payload: dict[str, Any]) -> tuple[int, float]:
-        answered = super().answer(key, attempt, payload)
+        status, delay = super().answer(key, attempt, payload)
+        slow = payload.get("slow_s")
+        if status == 200 and isinstance(slow, (int, float)):
+            delay = max(delay, float(slow))    # the overlap jobs' slow answer
         version = payload.get("v", 0)
+        arrived = time.time()
         with self._lock:
             self.versions[key].append(version if isinstance(version, int) else -1)
-        return answered
+            self.spans[key].append((arrived, arrived + delay))
+        return status, delay
 
 
 # -- setup -------------------------------------------------------------------------------
@@ -367,6 +392,7 @@ def create_load(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
             doc["spread"] = {"seconds": SPREAD_SECONDS}
         documents.append((doc, "every-minute" if every else "spike", gateway))
     jobs: list[Job] = []
+    jobs += create_rule_jobs(conn, plan, tenant_id, urls, now)
     for start in range(0, len(documents), 1000):
         chunk = documents[start:start + 1000]
         specs = [JobSpec.from_document(doc) for doc, _, _ in chunk]
@@ -376,6 +402,51 @@ def create_load(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
                 raise SystemExit(f"job {made.id} has no first run")
             jobs.append(Job(made.id, spec, kind, gateway, made.next_nominal_at))
     return jobs, spike
+
+
+def create_rule_jobs(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
+                     urls: dict[str, str], now: datetime) -> list[Job]:
+    """A few every-minute jobs under each schedule rule (chaos_model's docstring): a
+    calendar that holds the run's local dates (the UTC date, the day before and the two
+    after: any zone's date for the whole run), a delivery window opening a couple of
+    minutes in, and ``overlap: skip`` with a gateway answer slower than the minute."""
+    today = now.astimezone(UTC).date()
+    holidays = frozenset(today + timedelta(days=d) for d in (-1, 0, 1, 2))
+    set_calendar(conn, tenant_id, RULE_CALENDAR, sorted(holidays))
+    opening = (now + timedelta(seconds=WINDOW_LEAD_S)).replace(second=0, microsecond=0)
+    opening += timedelta(minutes=1)
+    window = {"from": f"{opening:%H:%M}", "to": f"{opening + timedelta(hours=3):%H:%M}",
+              "outside": "defer"}
+    made: list[Job] = []
+    for rule in ("calendar", "window", "overlap"):
+        for i in range(RULE_JOBS):
+            gateway = "dedupe" if i % 2 == 0 else "plain"
+            target: dict[str, Any] = {"type": "http", "url": urls[gateway],
+                                      "timeout_s": plan.timeout_s,
+                                      "dedupes": gateway == "dedupe"}
+            doc: dict[str, Any] = {
+                "key": f"{rule}-{i}", "cron": "* * * * *", "tz": "UTC", "target": target,
+                "payload": {"to": f"+4478{i:08d}", "text": f"chaos {rule}"},
+                "misfire": {"policy": "run_late"}, "catchup": "all",
+                "lease_seconds": plan.lease_s, "rate_limit": LIMIT_NAME}
+            if rule == "calendar":
+                doc["tz"] = CALENDAR_ZONES[i % len(CALENDAR_ZONES)]
+                doc["calendar"] = {"exclude": RULE_CALENDAR, "on_excluded": "skip"}
+            elif rule == "window":
+                doc["delivery_window"] = window
+            else:
+                doc["overlap"] = "skip"
+                doc["payload"]["slow_s"] = SLOW_S
+                target["timeout_s"] = SLOW_TIMEOUT_S
+                doc["lease_seconds"] = SLOW_LEASE_S
+            spec = JobSpec.from_document(doc)
+            (job,) = create_jobs(conn, tenant_id, [spec])
+            if job.next_nominal_at is None:
+                raise SystemExit(f"job {job.id} has no first run")
+            made.append(Job(job.id, spec, rule, gateway, job.next_nominal_at, rule=rule,
+                            holidays=holidays if rule == "calendar" else frozenset(),
+                            opening=opening if rule == "window" else None))
+    return made
 
 
 def start_services(run: Run, url: str) -> None:
@@ -1107,6 +1178,7 @@ def ledger_check(run: Run, url: str, jobs: Sequence[Job], since: float, cutoff: 
     in_window = 0
     runs_known: set[str] = set()     # every run the model owes, any due time
     settled_early: set[str] = set()  # rows a change wrote inside their spread window
+    deferred_early: set[str] = set()  # rows due at their delivery window's opening
     payload_timeline: dict[int, list[tuple[datetime, int]]] = {}
     for job in jobs:
         if job.changes:
@@ -1116,10 +1188,12 @@ def ledger_check(run: Run, url: str, jobs: Sequence[Job], since: float, cutoff: 
             problems["job version differs from the operator's record"].append(job.id)
         for fire in job_fires(job, later):
             rid = run_id(job.id, fire.nominal)
-            if fire.state == "run":
+            if fire.state in ("run", "run-or-overlap"):
                 runs_known.add(rid)
             if fire.early:
                 settled_early.add(rid)
+            if fire.deferred:
+                deferred_early.add(rid)
             if fire.nominal > end:
                 continue
             in_window += fire.nominal >= start
@@ -1138,6 +1212,13 @@ def ledger_check(run: Run, url: str, jobs: Sequence[Job], since: float, cutoff: 
                 problems["a paused fire not recorded skipped/paused"].append((rid, status))
             elif fire.state == "run" and row[1] == "skipped":
                 problems["a fire owed a run recorded skipped"].append((rid, status))
+            elif fire.state == "calendar" and status != "skipped/calendar":
+                problems["a fire on a calendar date not recorded skipped/calendar"].append(
+                    (rid, status))
+            elif fire.state == "run-or-overlap" and row[1] == "skipped" and \
+                    status != "skipped/overlap":
+                problems["an overlap-skip fire skipped for another reason"].append(
+                    (rid, status))
     for rid, (_, status, reason) in sorted(by_run.items()):
         problems["a row for no fire of the model"].append((rid, status, reason))
     requests: Counter[str] = Counter()
@@ -1165,11 +1246,53 @@ def ledger_check(run: Run, url: str, jobs: Sequence[Job], since: float, cutoff: 
                 stale += [(key, v, required) for v in carried if v < required]
     if stale:
         problems["requests carrying a payload older than the edit before their fire"] = stale
+    rules = rule_check(run, jobs)
+    for what, items in rules.pop("problems").items():
+        problems[what] = items
     return {"states": states, "fires_in_window": in_window, "touched_rows": touched_rows,
             "pending_by_job": dict(pending_by_job), "problems": dict(problems),
             "payload_checked": checked, "stale_payloads": len(stale),
-            "early_unexplained": [r for r in early if r not in settled_early],
-            "early_by_change": sum(1 for r in early if r in settled_early)}
+            "early_unexplained": [r for r in early
+                                  if r not in settled_early and r not in deferred_early],
+            "early_by_change": sum(1 for r in early if r in settled_early),
+            "early_by_window": sum(1 for r in early if r in deferred_early),
+            "rules": rules}
+
+
+def rule_check(run: Run, jobs: Sequence[Job]) -> dict[str, Any]:
+    """The rules' own invariants, from the gateways' records: no two calls of an overlap
+    ``skip`` job in flight at once, no call of a window job before its window opened (and
+    none of a calendar job: ``ledger_check`` finds those as requests for no run)."""
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for gateway in run.gateways.values():
+        with gateway._lock:
+            for key, seen in gateway.spans.items():
+                spans[key] += seen
+    by_job: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
+    for key, seen in spans.items():
+        job_text, _, _ = key.partition(":")
+        if job_text.isdigit():
+            by_job[int(job_text)] += [(key, start, end) for start, end in seen]
+    problems: dict[str, list[Any]] = {}
+    overlapping: list[tuple[str, str]] = []
+    early: list[str] = []
+    calls: Counter[str] = Counter()
+    for job in jobs:
+        if job.rule is None:
+            continue
+        made = by_job.get(job.id, [])
+        calls[job.rule] += len(made)
+        if job.rule == "overlap":
+            overlapping += overlapping_calls(made)
+        elif job.rule == "window":
+            assert job.opening is not None
+            early += calls_before([(k, s) for k, s, _ in made], job.opening.timestamp())
+    if overlapping:
+        problems["two calls of an overlap-skip job in flight at once"] = overlapping
+    if early:
+        problems["a call of a window job before its window opened"] = early
+    return {"calls": dict(calls), "overlapping": len(overlapping), "before_window": len(early),
+            "problems": problems}
 
 
 def import_check(run: Run) -> tuple[list[dict[str, Any]], list[str]]:
@@ -1232,11 +1355,15 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
     # drain gave up on it; those are late, not lost.
     reach = (run.stopped_at or time.time()) - CLAIM_GRACE_S
     wrongly_skipped: list[str] = []
+    dropped_by_rule: Counter[str] = Counter()
     final_without_delivery: Counter[str] = Counter()
     succeeded_without_delivery: list[str] = []
     for e in expected:
         row = rows.get(e.run_id)
         if row is not None and row.status == "skipped":
+            if e.may_skip is not None and row.skip_reason == e.may_skip:
+                dropped_by_rule[e.kind] += 1     # an overlap skip job's fire: dropped
+                continue
             wrongly_skipped.append(e.run_id)     # every job here is run_late
         if e.run_id in first_ok:
             continue
@@ -1265,13 +1392,21 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
 
     dedupe = run.gateways["dedupe"].stats()
     plain = by_gateway["plain"]
-    window = plan.timeout_s + 5
+    # A fault within a call's time (its job's target timeout) explains its repeat: the
+    # overlap jobs' answers take 70 s, so a kill anywhere in them leaves the run to its lease.
+    timeouts = {job.id: float(job.spec.target.get("timeout_s", plan.timeout_s)) for job in jobs}
+
+    def call_window(key: str) -> float:
+        job_text = key.partition(":")[0]
+        return (timeouts.get(int(job_text), plan.timeout_s) if job_text.isdigit()
+                else plan.timeout_s) + 5
+
     duplicates: list[dict[str, Any]] = []
     for key, requests in sorted(plain.items()):
         accepted = sorted(r.arrived for r in requests if r.status == 200)
         if len(accepted) < 2:
             continue
-        cause = attribute(accepted[0], run.faults, evidence.get(key, {}), window)
+        cause = attribute(accepted[0], run.faults, evidence.get(key, {}), call_window(key))
         row = rows.get(key)
         duplicates.append({"run_id": key, "effects": len(accepted),
                            "first": clock(accepted[0]),
@@ -1282,8 +1417,8 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
     for key, requests in by_gateway["dedupe"].items():
         accepted = sorted(r.arrived for r in requests if r.status == 200)
         if len(accepted) >= 2:
-            dropped[attribute(accepted[0], run.faults, evidence.get(key, {}), window
-                              ).split(":")[0]] += len(accepted) - 1
+            dropped[attribute(accepted[0], run.faults, evidence.get(key, {}),
+                              call_window(key)).split(":")[0]] += len(accepted) - 1
 
     dead = [r for r in rows.values() if r.status in ("dead", "failed")]
     dead_why = Counter((r.status, r.error_class or "?", re.sub(r"\d+", "N", (r.last_error or "")
@@ -1377,6 +1512,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
         "dedupe_repeat_causes": dict(dropped),
         "succeeded_without_delivery": succeeded_without_delivery,
         "wrongly_skipped": wrongly_skipped,
+        "dropped_by_rule": dict(dropped_by_rule),
         "dedupe_gateway": dedupe,
         "duplicate_effects": dedupe["duplicate_effects"],
         "plain_gateway": run.gateways["plain"].stats(),
@@ -1515,6 +1651,18 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
         f"{len(report['raw_duplicates'])} runs "
         f"({', '.join(f'{n} {c}' for c, n in report['raw_duplicate_causes'].items()) or '-'}) |")
     add(f"| unexplained duplicates | {len(report['unexplained'])} |")
+    rules = report["ledger"]["rules"]
+    states = report["ledger"]["states"]
+    if rules["calls"] or states.get("calendar") or states.get("run-or-overlap"):
+        add(f"| schedule rules ({RULE_JOBS} jobs each) | calendar: "
+            f"{states.get('calendar', 0)} fires skipped `calendar`, "
+            f"{rules['calls'].get('calendar', 0)} calls; window (defer, opening at the first "
+            f"whole minute {WINDOW_LEAD_S} s after setup): "
+            f"{report['ledger']['early_by_window']} fires deferred to it, "
+            f"{rules['calls'].get('window', 0)} calls, **{rules['before_window']} before it**; "
+            f"overlap skip ({SLOW_S:g} s answers): {states.get('run-or-overlap', 0)} fires, "
+            f"{report['dropped_by_rule'].get('overlap', 0)} skipped `overlap`, "
+            f"**{rules['overlapping']} calls in flight at once** |")
     add(f"| runs wrongly skipped (run_late) | {len(report['wrongly_skipped'])} |")
     render_operator(report, add)
     add(f"| dead-lettered / failed | {sum(report['dead'].values())} |")

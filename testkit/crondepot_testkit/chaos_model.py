@@ -1,14 +1,25 @@
 """The chaos run's pure parts (bench/chaos.py), which tests/chaos checks without a database:
 its model of each job's fires under the operator's edits and pauses, the runs expected from
 that model, and the fault a repeated call is attributed to.
+
+The schedule rules of issue 31 the run carries, a few jobs each (``Job.rule``):
+- ``calendar``: the job's calendar holds its local date for the whole run, ``on_excluded:
+  skip``: every fire is written ``skipped``/``calendar`` and never called;
+- ``window``: a delivery window (``defer``) that opens a couple of minutes into the run: a
+  fire before the opening is due at it (deferred, delivered once), a later one at its own
+  time, and no call comes before the opening;
+- ``overlap``: ``overlap: skip`` and a gateway answer slower than the cron's minute: each
+  fire is delivered or written ``skipped``/``overlap``, and no two calls of the job are in
+  flight at once (``overlapping_calls``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from crondepot.job.spec import JobSpec
 from crondepot.timetable import run_id, spread_offset
@@ -51,6 +62,9 @@ class Job:
     gateway: str                # "dedupe" or "plain"
     first: datetime             # the first nominal instant, as create_jobs planned it
     changes: list[Change] = field(default_factory=list)   # the operator's, in order
+    rule: str | None = None     # "calendar", "window" or "overlap" (module docstring)
+    holidays: frozenset[date] = frozenset()     # rule "calendar": the calendar's dates
+    opening: datetime | None = None             # rule "window": when the window opens
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +74,7 @@ class Expected:
     kind: str                   # "every-minute", "spike" or "imported"
     gateway: str                # "dedupe" or "plain"
     due: float                  # unix seconds
+    may_skip: str | None = None  # a skip reason that is not a miss ("overlap")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +84,11 @@ class ModelFire:
     job_id: int
     nominal: datetime
     due: float                  # unix seconds: nominal + the spread offset in force
-    state: str                  # "run": a run; "paused": a skipped/paused row; "pending": none
+    state: str                  # "run": a run; "paused": a skipped/paused row; "pending": none;
+                                # "calendar": a skipped/calendar row; "run-or-overlap": a run,
+                                # or a skipped/overlap row
     early: bool                 # settled by a change before its due time (its row is early)
+    deferred: bool = False      # due at its delivery window's opening (its row is early)
 
 
 def _offset(spec: JobSpec, job_id: int) -> timedelta:
@@ -122,7 +140,23 @@ def job_fires(job: Job, until: datetime) -> list[ModelFire]:
     for at in _fires_from(spec, job.id, cursor, until):
         out.append(ModelFire(job.id, at, (at + offset).timestamp(),
                              "pending" if paused else "run", early=False))
-    return [f for f in out if f.nominal <= until]
+    return [_ruled(job, f) for f in out if f.nominal <= until]
+
+
+def _ruled(job: Job, fire: ModelFire) -> ModelFire:
+    """The fire as the job's rule leaves it (the rule jobs are not edited nor paused)."""
+    if job.rule == "calendar" and fire.state == "run":
+        local = fire.nominal.astimezone(ZoneInfo(job.spec.tz))
+        if local.date() in job.holidays:
+            return ModelFire(job.id, fire.nominal, fire.due, "calendar", early=False)
+    if job.rule == "window" and fire.state == "run":
+        assert job.opening is not None
+        if fire.due < job.opening.timestamp():
+            return ModelFire(job.id, fire.nominal, job.opening.timestamp(), "run",
+                             early=False, deferred=True)
+    if job.rule == "overlap" and fire.state == "run":
+        return ModelFire(job.id, fire.nominal, fire.due, "run-or-overlap", early=False)
+    return fire
 
 
 def expected_runs(jobs: Sequence[Job], cutoff: float) -> list[Expected]:
@@ -133,10 +167,30 @@ def expected_runs(jobs: Sequence[Job], cutoff: float) -> list[Expected]:
     out: list[Expected] = []
     for job in jobs:
         for fire in job_fires(job, end):
-            if fire.state == "run" and fire.due < cutoff:
+            if fire.state in ("run", "run-or-overlap") and fire.due < cutoff:
                 out.append(Expected(run_id(job.id, fire.nominal), job.id, job.kind,
-                                    job.gateway, fire.due))
+                                    job.gateway, fire.due,
+                                    "overlap" if fire.state == "run-or-overlap" else None))
     return out
+
+
+def overlapping_calls(calls: Iterable[tuple[str, float, float]]) -> list[tuple[str, str]]:
+    """Pairs of calls (run ids) of one job in flight at once: ``calls`` are (run id, start,
+    end) of the job's requests as the gateway saw them; a call starts where the previous one
+    ended at the earliest. Empty for a job whose overlap rule held."""
+    out: list[tuple[str, str]] = []
+    last: tuple[str, float] | None = None
+    for key, start, end in sorted(calls, key=lambda c: (c[1], c[2])):
+        if last is not None and start < last[1]:
+            out.append((last[0], key))
+        if last is None or end > last[1]:
+            last = (key, end)
+    return out
+
+
+def calls_before(calls: Iterable[tuple[str, float]], opening: float) -> list[str]:
+    """The run ids of the calls (run id, arrival) made before a window's opening."""
+    return [key for key, arrived in calls if arrived < opening]
 
 
 def attribute(first: float, faults: Sequence[Fault], evidence: dict[str, str],
