@@ -573,6 +573,7 @@ DECLARE
     locked   boolean := false;
     running  boolean := false;
     waits    boolean := false;
+    asked    boolean := false;      -- this job's running run was asked to be replaced
     dropped  text[] := '{}';
 BEGIN
     busy := p_busy;
@@ -597,6 +598,7 @@ BEGIN
     LOOP
         IF job IS DISTINCT FROM c.job_id THEN
             job := c.job_id;
+            asked := false;
             locked := pg_try_advisory_xact_lock(
                 (31001 * 65536 + ((job >> 31) & 65535))::integer,
                 (job & 2147483647)::integer);
@@ -627,6 +629,16 @@ BEGIN
         ELSE
             passed := passed || c.run_id;               -- the one that waits
             waits := true;
+        END IF;
+        -- `replace`: the running run (leased by an earlier claim; one this claim leases is
+        -- not yet 'running' and is left alone) is asked to give way. A statement of its
+        -- own, under the job's lock; coalesce keeps the first request's time.
+        IF locked AND running AND c.overlap = 'replace' AND NOT asked THEN
+            UPDATE runs AS x
+            SET replace_requested_at = coalesce(x.replace_requested_at, p_clock)
+            WHERE x.job_id = job AND x.status = 'running' AND x.overlap <> 'allow'
+              AND x.replace_requested_at IS NULL;
+            asked := true;
         END IF;
     END LOOP;
 
@@ -1637,6 +1649,7 @@ CREATE TABLE public.runs (
     worker text,
     held_available_at timestamp with time zone,
     overlap text DEFAULT 'allow'::text NOT NULL,
+    replace_requested_at timestamp with time zone,
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))
