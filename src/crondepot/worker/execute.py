@@ -404,6 +404,7 @@ def _retry_in_window(conn: Any, run: ClaimedRun, window: tuple[DeliveryWindow, s
 
 def _replaced_written(conn: Any, run: ClaimedRun, why: str) -> Written:
     record_replaced(conn, run.run_id, run.lease_token, error=why)
+    metrics.labelled(metrics.runs_skipped, "replaced").inc()
     return "replaced"
 
 
