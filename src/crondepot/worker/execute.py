@@ -158,7 +158,7 @@ class Executor:
             with calling(attempt.cancel):
                 result = self._targets.call(run, uses.tenant)
         except CallReplaced as exc:
-            self._replaced(run, str(exc))
+            self._replaced(run, str(exc), took=time.perf_counter() - began)
             return "done"
         except OutcomeUnknown as exc:
             kind, error = "unknown", exc
@@ -179,7 +179,7 @@ class Executor:
             # the target gave the call up (an HTTP call's connection shut down): the error
             # is that, not the target's answer
             self._replaced(run, f"{cancel.acted}; the call ended {type(error).__name__}: "
-                                f"{error}")
+                                f"{error}", took=took)
             return "done"
         if cancel.requested:
             # asked to give way, but the call ended as it would have: say why
@@ -204,10 +204,12 @@ class Executor:
                                  note=failure_note)
         return "done"
 
-    def _replaced(self, run: ClaimedRun, why: str) -> None:
+    def _replaced(self, run: ClaimedRun, why: str, *, took: float | None = None) -> None:
         """overlap ``replace``: record the run skipped 'replaced' (its slot and its job's
-        turn are free: the waiting run is claimed next)."""
-        _count_attempt(run, "replaced", None, 0.0)
+        turn are free: the waiting run is claimed next). ``took``: the call's time, if one
+        was made (counted as an attempt, outcome replaced)."""
+        if took is not None:
+            _count_attempt(run, "replaced", None, took)
         log.info("run %s replaced: %s", run.run_id, why, extra=_fields(run))
         self._record(run, lambda conn: _replaced_written(conn, run, why), "skipped")
 
