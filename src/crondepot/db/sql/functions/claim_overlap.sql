@@ -54,7 +54,8 @@ DECLARE
     locked   boolean := false;
     running  boolean := false;
     waits    boolean := false;
-    asked    boolean := false;      -- this job's running run was asked to be replaced
+    held     text;                  -- the job's running run (leased by an earlier claim)
+    asked    boolean := true;       -- it was asked to give way (or there is none to ask)
     dropped  text[] := '{}';
 BEGIN
     busy := p_busy;
@@ -79,15 +80,24 @@ BEGIN
     LOOP
         IF job IS DISTINCT FROM c.job_id THEN
             job := c.job_id;
-            asked := false;
             locked := pg_try_advisory_xact_lock(
                 (31001 * 65536 + ((job >> 31) & 65535))::integer,
                 (job & 2147483647)::integer);
-            -- (A statement of its own, after the lock: its snapshot is fresh.)
-            running := job = ANY (busy)
-                       OR EXISTS (SELECT FROM runs AS x
-                                  WHERE x.job_id = job AND x.status = 'running'
-                                    AND x.overlap <> 'allow');
+            -- (A statement of its own, after the lock: its snapshot is fresh. One probe
+            -- of runs_overlap_running, unique: at most one row. It also reads whether
+            -- that run was already asked to give way, for `replace`.) A job this claim
+            -- leased a run of (busy) has no other run running.
+            held := NULL;
+            asked := true;
+            IF job = ANY (busy) THEN
+                running := true;
+            ELSE
+                SELECT x.run_id, x.replace_requested_at IS NOT NULL INTO held, asked
+                FROM runs AS x
+                WHERE x.job_id = job AND x.status = 'running' AND x.overlap <> 'allow';
+                running := held IS NOT NULL;
+                asked := coalesce(asked, true);
+            END IF;
             -- One already waiting: an older ready queued ruled run of the job outside
             -- this batch (another claim holds it this instant, or a take passed it by).
             waits := running AND c.overlap <> 'skip' AND EXISTS (
@@ -112,12 +122,12 @@ BEGIN
             waits := true;
         END IF;
         -- `replace`: the running run (leased by an earlier claim; one this claim leases is
-        -- not yet 'running' and is left alone) is asked to give way. A statement of its
-        -- own, under the job's lock; coalesce keeps the first request's time.
-        IF locked AND running AND c.overlap = 'replace' AND NOT asked THEN
-            UPDATE runs AS x
-            SET replace_requested_at = coalesce(x.replace_requested_at, p_clock)
-            WHERE x.job_id = job AND x.status = 'running' AND x.overlap <> 'allow'
+        -- not yet 'running' and is left alone) is asked to give way, once: a primary-key
+        -- update under the job's lock, only when the probe above found it not yet asked
+        -- (a waiting run met again by later claims costs nothing more).
+        IF locked AND c.overlap = 'replace' AND NOT asked THEN
+            UPDATE runs AS x SET replace_requested_at = p_clock
+            WHERE x.run_id = held AND x.status = 'running'
               AND x.replace_requested_at IS NULL;
             asked := true;
         END IF;
