@@ -58,7 +58,7 @@ def _trigger_in_a_later_second(conn: psycopg.Connection[Any], t: int, job: int,
     """A manual run is named after its second: wait until the database's clock is past the
     second of ``after`` so the new run is a new row."""
     second = int(after.split(":")[1])
-    wait_until(lambda: conn.execute("SELECT extract(epoch FROM now())::bigint > %s",
+    wait_until(lambda: conn.execute("SELECT floor(extract(epoch FROM now())) > %s",
                                     (second,)).fetchone() == (True,),
                timeout=5, interval=0.05, message="the next second")
     triggered = trigger_job(conn, t, job)
