@@ -11,7 +11,15 @@ turns a call, the worker's own call) and ``record_successes``, in a fresh databa
   job's lock, "is one running?", primary-key probes), none is skipped;
 * ``mix``: half the runs are of `allow` one-run jobs, half of `skip` jobs with 5 ready runs
   each: a claim leases the oldest of each and writes the rest skipped 'overlap' (settled in
-  the claim, with no success write: more runs settled a second, not a cheaper claim).
+  the claim, with no success write: more runs settled a second, not a cheaper claim);
+* ``mix buffer_one``: half the runs of `allow` one-run jobs, a tenth of `buffer_one` jobs
+  each with a run already running (leased by another worker, never ending here) and 5
+  ready runs, interleaved in time with the allow runs: the first claim that meets a job's
+  ready runs leaves one waiting and writes the other four skipped 'overlap' (the waiting
+  runs are left queued when the drain ends);
+* ``mix replace``: the same with `replace` jobs, whose claims also ask the running run to
+  give way (its ``replace_requested_at``: the one write `replace` adds to the claim). The
+  difference from ``mix buffer_one`` is what that write costs.
 
 Runs/s counts the runs settled (succeeded, or skipped by the rule) per second of the drain;
 the claim's median ms per call and its p99 beside it; and the PostgreSQL backend's CPU µs
@@ -34,7 +42,8 @@ from common import admin_connect, fresh_database
 from crondepot.queue import Success, claim_runs, record_successes
 from crondepot.tenancy.tenants import create_tenant
 
-SHAPES = ("allow", "allow+1 rule", "all skip", "mix")
+SHAPES = ("allow", "allow+1 rule", "all skip", "mix", "mix buffer_one", "mix replace")
+ASKED: list[int] = []      # each drain's running runs asked to give way (mix replace's only)
 
 
 def _jobs(conn: psycopg.Connection[Any], tenant_id: int, count: int, overlap: str,
@@ -64,6 +73,19 @@ def _load(conn: psycopg.Connection[Any], tenant_id: int, shape: str, n: int) -> 
     if shape == "mix":
         _jobs(conn, tenant_id, n // 2, "allow", 1, "a")
         _jobs(conn, tenant_id, n // 10, "skip", 5, "s")
+    elif shape in ("mix buffer_one", "mix replace"):
+        overlap = shape.split()[1]
+        _jobs(conn, tenant_id, n // 2, "allow", 1, "a")
+        _jobs(conn, tenant_id, n // 10, overlap, 6, "r")
+        # each ruled job's oldest run is running, leased elsewhere for a day
+        conn.execute("UPDATE runs SET status = 'running', attempt = 1, lease_owner = 'other', "
+                     "lease_token = gen_random_uuid(), started_at = now(), "
+                     "lease_expires_at = now() + interval '1 day' "
+                     "WHERE overlap = %s AND run_id LIKE '%%:1'", (overlap,))
+        # interleaved with the allow runs, so the claims meet them as they drain (at the
+        # end, the waiting ones are left queued and the drain stops)
+        conn.execute("UPDATE runs SET available_at = now() - interval '1 hour' "
+                     "+ make_interval(secs => random() * 600) WHERE status = 'queued'")
     else:
         _jobs(conn, tenant_id, n, "skip" if shape == "all skip" else "allow", 1, "a")
     if shape == "allow+1 rule":
@@ -101,6 +123,9 @@ def _drain(conn: psycopg.Connection[Any]) -> tuple[float, float, float, float]:
     cpu = _backend_cpu(conn) - cpu
     row = conn.execute("SELECT count(*) FROM runs WHERE status IN ('succeeded', 'skipped') "
                        "AND available_at < now()").fetchone()
+    asked = conn.execute("SELECT count(*) FROM runs WHERE replace_requested_at IS NOT NULL"
+                         ).fetchone()
+    ASKED.append(asked[0] if asked else 0)
     settled = row[0] if row else 0
     claims.sort()
     return (settled / elapsed, statistics.median(claims) * 1e3,
@@ -131,6 +156,8 @@ def main() -> None:
               f"{statistics.median(r[2] for r in rows):8.2f} "
               f"{statistics.median(r[3] for r in rows):10.0f}   "
               f"({', '.join(f'{r[0]:.0f}' for r in rows)})")
+    print(f"  running runs asked to give way, each mix replace drain: "
+          f"{[a for a in ASKED if a]} (of {args.n // 10})")
 
 
 if __name__ == "__main__":

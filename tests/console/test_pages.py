@@ -175,7 +175,7 @@ def test_job_page_shows_the_overlap_policy(client: TestClient, world: World,
     assert 'id="overlap">skip: a fire that comes while a run of this job is running' in html
     conn.execute("UPDATE jobs SET overlap = 'replace' WHERE id = %s", (world.daily,))
     html = client.get(f"/console/jobs/{world.daily}").text
-    assert "acts as buffer_one for now" in html
+    assert "and the running run gives way: an async handler is cancelled" in html
 
 
 def test_run_page(client: TestClient, world: World) -> None:

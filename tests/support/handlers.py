@@ -90,3 +90,34 @@ async def overlap_slow(run: RunContext) -> None:
     _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at, tenant) "
                     "VALUES (%s, %s, %s, to_timestamp(%s), %s)",
                     (run.run_id, -run.attempt, os.getpid(), time.time(), run.tenant))
+
+
+@handler("test.replace_async")
+async def replace_async(run: RunContext) -> None:
+    """overlap replace: records the call's start (its attempt), sleeps the payload's
+    ``sleep`` seconds, and records its end (minus its attempt); cancelled, it records
+    attempt 0 ("saw CancelledError") and lets the cancellation through."""
+    import asyncio
+
+    _record(run)
+    try:
+        await asyncio.sleep(float(run.payload.get("sleep", 0)))
+    except asyncio.CancelledError:
+        _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at, tenant) "
+                        "VALUES (%s, 0, %s, to_timestamp(%s), %s)",
+                        (run.run_id, os.getpid(), time.time(), run.tenant))
+        raise
+    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at, tenant) "
+                    "VALUES (%s, %s, %s, to_timestamp(%s), %s)",
+                    (run.run_id, -run.attempt, os.getpid(), time.time(), run.tenant))
+
+
+@handler("test.replace_sync")
+def replace_sync(run: RunContext) -> None:
+    """overlap replace, a sync handler (cannot be cancelled): records its start and end as
+    test.replace_async does."""
+    _record(run)
+    time.sleep(float(run.payload.get("sleep", 0)))
+    _conn().execute("INSERT INTO test_calls (run_id, attempt, pid, at, tenant) "
+                    "VALUES (%s, %s, %s, to_timestamp(%s), %s)",
+                    (run.run_id, -run.attempt, os.getpid(), time.time(), run.tenant))

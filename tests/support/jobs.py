@@ -14,7 +14,8 @@ from crondepot.tenancy.tenants import create_tenant
 # tenant made by ``tenant`` may name them (crondepot.tenancy.grants), as a tenant an operator had
 # granted them would. Tests of the grant rules make their own tenants without.
 TEST_HANDLERS = ("test.noop", "test.record", "test.fail", "test.async", "test.async_blocking",
-                 "test.async_sleep", "test.overlap_slow", "test.retry_spread.busy",
+                 "test.async_sleep", "test.overlap_slow", "test.replace_async",
+                 "test.replace_sync", "test.retry_spread.busy",
                  "test.retry_curve.busy",
                  "test.retry_curve.later", "sms.send", "reports.nightly",
                  "crondepot.log")

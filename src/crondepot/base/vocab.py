@@ -32,10 +32,12 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # queue's: a queued run whose misfire deadline passed before a worker could call it;
 # ``calendar``: the fire's local date is in its job's exclusion calendar (on_excluded: skip).
 # ``overlap`` the claim's: the job's overlap policy dropped a fire that came while a run of
-# the job was running (functions/claim_overlap.sql).
+# the job was running (functions/claim_overlap.sql); ``replaced`` the worker's: a running
+# run of an overlap `replace` job given up for a newer one (queries/queue.sql,
+# record_replaced; its call cancelled, abandoned, or not started).
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
                      "misfire_local_deadline", "paused", "deadline_passed", "calendar",
-                     "delivery_window", "overlap"]
+                     "delivery_window", "overlap", "replaced"]
 SKIP_REASONS: tuple[SkipReason, ...] = get_args(SkipReason)
 
 # Why a job ended by itself (jobs.ended_reason): its one ``at`` run is written, its window

@@ -189,8 +189,10 @@ OVERLAP = Field(
     path="overlap", type="string", choices=OVERLAPS, default="allow",
     description="what a fire does while a run of this job is running: allow (it runs too), "
                 "skip (written skipped, reason overlap), buffer_one (it waits for the "
-                "running one; at most one waits, a further one is skipped), replace (for "
-                "now as buffer_one: a running attempt is not cancelled yet)")
+                "running one; at most one waits, a further one is skipped), replace (as "
+                "buffer_one, and the running run gives way: an async handler cancelled, an "
+                "HTTP call abandoned, recorded skipped, reason replaced; a sync handler "
+                "cannot be cancelled and runs to its end)")
 
 LABELS = Field(path="labels", type="object", default={}, nullable=True,
                description="names for filters and bulk actions, like {\"bank\": \"42\"}: "

@@ -97,8 +97,10 @@ OVERLAP_TEXT: dict[str, str] = {
             "(reason overlap)",
     "buffer_one": "buffer_one: a fire that comes while a run is running waits for it; at "
                   "most one waits, a further one is skipped (reason overlap)",
-    "replace": "replace: acts as buffer_one for now (a running attempt is not cancelled: "
-               "that part of replace is not built yet)",
+    "replace": "replace: a fire that comes while a run is running waits, as buffer_one, "
+               "and the running run gives way: an async handler is cancelled, an HTTP call "
+               "abandoned (skipped, reason replaced); a sync handler cannot be cancelled "
+               "and runs to its end",
 }
 
 

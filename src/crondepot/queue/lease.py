@@ -32,9 +32,12 @@ SAFETY_SECONDS = 1.0   # stop starting calls this long before the lease ends
 
 @dataclass(slots=True)
 class Deadline:
-    """A lease deadline on this process's monotonic clock."""
+    """A lease deadline on this process's monotonic clock. ``replace_requested``: the renewal
+    that gave it found that a newer run of the job (overlap ``replace``) asked this one to
+    give way (runs.replace_requested_at)."""
 
     monotonic: float
+    replace_requested: bool = False
 
     @classmethod
     def from_lease(cls, lease_expires_at: datetime, db_now: datetime,
@@ -59,7 +62,9 @@ def extend_acquired_leases(conn: psycopg.Connection[Any], held: Sequence[HeldLea
                            now: datetime | None = None) -> dict[str, Deadline]:
     """Heartbeat: extend every lease still ours; return the new deadline of each one kept.
 
-    A run missing from the result was lost (reaped, taken over, or past its cap).
+    A run missing from the result was lost (reaped, taken over, or past its cap). A kept
+    run's deadline says whether it was asked to give way (overlap ``replace``): the same
+    statement reads it, so learning of it costs the heartbeat nothing.
     """
     if not held:
         return {}
@@ -69,8 +74,12 @@ def extend_acquired_leases(conn: psycopg.Connection[Any], held: Sequence[HeldLea
         "lease_seconds": [h.lease_seconds for h in held], "max_lease": max_lease_seconds,
         "now": now,
     }).fetchall()
-    return {run_id: Deadline.from_lease(expires, db_now, sent_at)
-            for run_id, expires, db_now in rows}
+    kept: dict[str, Deadline] = {}
+    for run_id, expires, db_now, replace in rows:
+        deadline = Deadline.from_lease(expires, db_now, sent_at)
+        deadline.replace_requested = bool(replace)
+        kept[run_id] = deadline
+    return kept
 
 
 def reap_abandoned_runs(conn: psycopg.Connection[Any], *,

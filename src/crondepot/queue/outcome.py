@@ -124,6 +124,14 @@ def record_final_failure(conn: psycopg.Connection[Any], run_id: str, token: UUID
                                            "error": error[:2000], "error_class": error_class})
 
 
+def record_replaced(conn: psycopg.Connection[Any], run_id: str, token: UUID, *,
+                    error: str) -> None:
+    """overlap ``replace``: end a running run that a newer run of its job asked to give way,
+    skipped 'replaced' (queries/queue.sql, record_replaced). Raises LostLease if the run
+    is no longer ours."""
+    _fenced(conn, Q.record_replaced, {"run_id": run_id, "token": token, "error": error[:2000]})
+
+
 def release_run(conn: psycopg.Connection[Any], run_id: str, token: UUID) -> None:
     _fenced(conn, Q.release_run, {"run_id": run_id, "token": token})
 

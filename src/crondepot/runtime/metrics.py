@@ -100,7 +100,8 @@ runs_finished = Counter(
 )
 attempts = Counter(
     "crondepot_attempts_total",
-    "Target calls, by outcome (ok, temporary, permanent, unknown) and HTTP status class "
+    "Target calls, by outcome (ok, temporary, permanent, unknown, replaced) and HTTP "
+    "status class "
     "(2xx … 5xx, or none for handlers and calls that got no answer).",
     ["outcome", "status_class"],
 )

@@ -11,8 +11,13 @@ The order matters:
    another worker may be calling it right now); give the run back, due at the next opening,
    if its job's delivery window is closed now (before the rate-limit wait and after it);
 4. call the target through its kind's ``Target`` (worker/targets/: http, python), passing
-   the run id as the idempotency key (and, to a handler, the tenant's name);
-5. record the outcome, fenced by the lease token; a refused write is counted and logged.
+   the run id as the idempotency key (and, to a handler, the tenant's name), with the
+   attempt's ``Cancellation`` current (overlap ``replace``: the heartbeat requests it when a
+   newer run of the job asks this one to give way);
+5. record the outcome, fenced by the lease token; a refused write is counted and logged. A
+   call given up for a newer run (an async handler cancelled, an HTTP call abandoned) is
+   recorded skipped 'replaced'; one that could not be (a sync handler) is recorded as it
+   ended, with why it was not given up.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,6 +43,7 @@ from crondepot.queue import (
     defer_queued_run,
     defer_run,
     record_final_failure,
+    record_replaced,
     retry_later,
     skip_past_deadline,
 )
@@ -52,6 +58,7 @@ from crondepot.timetable.delivery import DeliveryWindow
 from crondepot.worker.handlers import UnknownHandler
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.targets import AbandonedCalls, OutcomeUnknown, Targets, default_targets
+from crondepot.worker.targets.base import CallReplaced, Cancellation, calling
 from crondepot.worker.webhook_keys import SigningKeys, fetch_from
 
 if TYPE_CHECKING:
@@ -79,6 +86,8 @@ class Attempt:
     # the job's delivery window and zone (queue.claimed_windows); None: no window
     window: tuple[DeliveryWindow, str] | None = None
     claimed_at: float = 0.0       # monotonic time the claim was sent (run.db_now is its answer)
+    # requested by the heartbeat when a newer run of the job asks this one to give way
+    cancel: Cancellation = field(default_factory=Cancellation)
 
     def db_now(self) -> datetime:
         """The database's clock now, from the claim's answer: ahead of it by at most the
@@ -137,6 +146,10 @@ class Executor:
             return "done"
         if attempt.window is not None and self._outside_window(attempt):
             return "done"
+        if attempt.cancel.requested:      # replaced while it waited for a token: not called
+            self._replaced(run, "given way before its call started: a newer run of the job "
+                                "replaced it (overlap replace)")
+            return "done"
         attempt.started = True
         began = time.perf_counter()
         kind: Kind | None = None
@@ -144,7 +157,11 @@ class Executor:
         error: BaseException | None = None
         result: dict[str, Any] | None = None
         try:
-            result = self._targets.call(run, uses.tenant)
+            with calling(attempt.cancel):
+                result = self._targets.call(run, uses.tenant)
+        except CallReplaced as exc:
+            self._replaced(run, str(exc), took=time.perf_counter() - began)
+            return "done"
         except OutcomeUnknown as exc:
             kind, error = "unknown", exc
         except PermanentError as exc:
@@ -158,6 +175,22 @@ class Executor:
             log.warning("handler raised %s", type(exc).__name__,
                         extra=_fields(run) | {"trace": traceback.format_exc(limit=5)})
         took = time.perf_counter() - began
+        cancel = attempt.cancel
+        failure_note = ""
+        if cancel.acted is not None and error is not None:
+            # the target gave the call up (an HTTP call's connection shut down): the error
+            # is that, not the target's answer
+            self._replaced(run, f"{cancel.acted}; the call ended {type(error).__name__}: "
+                                f"{error}", took=took)
+            return "done"
+        if cancel.requested:
+            # asked to give way, but the call ended as it would have: say why
+            note = cancel.note or "the call ended before it could be given up"
+            log.info("run %s not replaced: %s", run.run_id, note, extra=_fields(run))
+            if error is None:
+                result = (result or {}) | {"replace": f"not replaced: {note}"}
+            else:
+                failure_note = f" (replace asked; not replaced: {note})"
         if kind is None or error is None:
             code = result.get("status_code") if result else None
             # Counted by the outcome writer's one thread as it takes the success: these
@@ -169,8 +202,18 @@ class Executor:
         else:
             code = error.status_code if isinstance(error, TargetError) else None
             _count_attempt(run, kind, code, took)
-            self._record_failure(run, kind, error, retry_after, attempt.window)
+            self._record_failure(run, kind, error, retry_after, attempt.window,
+                                 note=failure_note)
         return "done"
+
+    def _replaced(self, run: ClaimedRun, why: str, *, took: float | None = None) -> None:
+        """overlap ``replace``: record the run skipped 'replaced' (its slot and its job's
+        turn are free: the waiting run is claimed next). ``took``: the call's time, if one
+        was made (counted as an attempt, outcome replaced)."""
+        if took is not None:
+            _count_attempt(run, "replaced", None, took)
+        log.info("run %s replaced: %s", run.run_id, why, extra=_fields(run))
+        self._record(run, lambda conn: _replaced_written(conn, run, why), "skipped")
 
     def _ready_to_call(self, attempt: Attempt) -> bool:
         """Take a rate-limit token if the job names a limit, then check the lease. A token
@@ -249,10 +292,12 @@ class Executor:
 
     def _record_failure(self, run: ClaimedRun, kind: Kind, error: BaseException,
                         retry_after: float | None,
-                        window: tuple[DeliveryWindow, str] | None = None) -> None:
+                        window: tuple[DeliveryWindow, str] | None = None, *,
+                        note: str = "") -> None:
         decision = decide(kind=kind, attempt=run.attempt, max_attempts=run.max_attempts,
                           retry_after=retry_after)
         message = f"{decision.reason}: {error}" if str(error) else decision.reason
+        message += note
         error_class = type(error).__name__
         logged = f"{error_class}: {message}"
         if decision.action == "retry":
@@ -359,6 +404,12 @@ def _retry_in_window(conn: Any, run: ClaimedRun, window: tuple[DeliveryWindow, s
         # the retry is recorded: writing it again would find the lease gone. Unmoved, the
         # run is given back to the opening by the worker that claims it (the guard).
         log.warning("retry not moved to its delivery window: %s", exc, extra=_fields(run))
+
+
+def _replaced_written(conn: Any, run: ClaimedRun, why: str) -> Written:
+    record_replaced(conn, run.run_id, run.lease_token, error=why)
+    metrics.labelled(metrics.runs_skipped, "replaced").inc()
+    return "replaced"
 
 
 def _count_attempt(run: ClaimedRun, kind: str, code: Any, took: float) -> None:

@@ -421,6 +421,13 @@ class Worker(Stoppable):
             deadline = renewed.get(attempt.run.run_id)
             if deadline is not None:
                 attempt.deadline = deadline
+                if deadline.replace_requested and not attempt.cancel.requested:
+                    # overlap replace: a newer run of the job waits for this one's turn.
+                    # The call is given up where its target can (execute.py records it);
+                    # the lease stays renewed until the outcome is written.
+                    log.info("heartbeat: run replaced by a newer run of its job",
+                             extra={"run_id": attempt.run.run_id})
+                    attempt.cancel.request()
             elif not attempt.lost:
                 attempt.lost = True
                 metrics.stale_writes.inc()

@@ -1,6 +1,6 @@
 """The claim's overlap rules (functions/claim_overlap.sql): allow, skip, buffer_one and
-replace (as buffer_one for now), in one claim, across claims, and two workers claiming the
-same job's runs at the same instant."""
+replace (buffer_one's waiting, and the running run asked to give way), in one claim,
+across claims, and two workers claiming the same job's runs at the same instant."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ import psycopg
 import pytest
 
 from crondepot.db import connect
-from crondepot.queue import claim_runs, reap_abandoned_runs, record_success
+from crondepot.queue import (
+    LostLease,
+    claim_runs,
+    extend_acquired_leases,
+    reap_abandoned_runs,
+    record_replaced,
+    record_success,
+)
+from crondepot.queue.lease import HeldLease
 from tests.support.jobs import queued_runs, tenant
 
 
@@ -87,11 +95,42 @@ def test_buffer_one_keeps_one_waiting(conn: psycopg.Connection[Any]) -> None:
     assert [r.run_id for r in _claim(conn)] == [ids[1]]
 
 
-def test_replace_behaves_as_buffer_one(conn: psycopg.Connection[Any]) -> None:
+def _asked(conn: psycopg.Connection[Any], run_id: str) -> bool:
+    row = conn.execute("SELECT replace_requested_at IS NOT NULL FROM runs WHERE run_id = %s",
+                       (run_id,)).fetchone()
+    return row == (True,)
+
+
+def test_replace_asks_the_running_run_to_give_way(conn: psycopg.Connection[Any]) -> None:
     job_id, ids = _job(conn, "replace", 3)
-    assert [r.run_id for r in _claim(conn)] == [ids[0]]
+    (first,) = _claim(conn)
+    assert first.run_id == ids[0]
+    # as buffer_one: one waits, the newer is dropped
     assert _states(conn, job_id)[ids[1]] == ("queued", None)
     assert _states(conn, job_id)[ids[2]] == ("skipped", "overlap")
+    # The claim that leased it did not ask it (it was not running yet); the next one,
+    # which finds the waiting run behind it, does, and the lease renewal tells its worker.
+    assert not _asked(conn, ids[0])
+    held = [HeldLease(first.run_id, first.lease_token, first.lease_seconds)]
+    assert not extend_acquired_leases(conn, held)[first.run_id].replace_requested
+    assert _claim(conn) == []
+    assert _asked(conn, ids[0]) and not _asked(conn, ids[1])
+    assert extend_acquired_leases(conn, held)[first.run_id].replace_requested
+    # Its worker gives up the call and records it: skipped 'replaced', the waiting run next.
+    record_replaced(conn, first.run_id, first.lease_token, error="async handler cancelled")
+    assert _states(conn, job_id)[ids[0]] == ("skipped", "replaced")
+    assert [r.run_id for r in _claim(conn)] == [ids[1]]
+    # fenced by the token: a second write finds the run no longer its
+    with pytest.raises(LostLease):
+        record_replaced(conn, first.run_id, first.lease_token, error="again")
+
+
+def test_allow_and_buffer_one_never_ask(conn: psycopg.Connection[Any]) -> None:
+    for overlap in ("allow", "buffer_one"):
+        _job_id, ids = _job(conn, overlap, 2)
+        _claim(conn)
+        _claim(conn)
+        assert not any(_asked(conn, run_id) for run_id in ids), overlap
 
 
 def test_waiting_runs_do_not_starve_a_small_claim(conn: psycopg.Connection[Any]) -> None:

@@ -67,8 +67,8 @@ def register(actions: Any, action: Any) -> None:
                         help="after downtime, send all missed fires or only the latest")
     parser.add_argument("--overlap", choices=F.OVERLAP.choices,
                         help="what a fire does while a run of the job is running: allow, "
-                             "skip, buffer_one (waits; at most one), replace (as buffer_one "
-                             "for now)")
+                             "skip, buffer_one (waits; at most one), replace (waits; the "
+                             "running call is cancelled where it can be)")
     parser.set_defaults(run=run_update)
 
 

@@ -599,6 +599,8 @@ DECLARE
     locked   boolean := false;
     running  boolean := false;
     waits    boolean := false;
+    held     text;                  -- the job's running run (leased by an earlier claim)
+    asked    boolean := true;       -- it was asked to give way (or there is none to ask)
     dropped  text[] := '{}';
 BEGIN
     busy := p_busy;
@@ -626,11 +628,21 @@ BEGIN
             locked := pg_try_advisory_xact_lock(
                 (31001 * 65536 + ((job >> 31) & 65535))::integer,
                 (job & 2147483647)::integer);
-            -- (A statement of its own, after the lock: its snapshot is fresh.)
-            running := job = ANY (busy)
-                       OR EXISTS (SELECT FROM runs AS x
-                                  WHERE x.job_id = job AND x.status = 'running'
-                                    AND x.overlap <> 'allow');
+            -- (A statement of its own, after the lock: its snapshot is fresh. One probe
+            -- of runs_overlap_running, unique: at most one row. It also reads whether
+            -- that run was already asked to give way, for `replace`.) A job this claim
+            -- leased a run of (busy) has no other run running.
+            held := NULL;
+            asked := true;
+            IF job = ANY (busy) THEN
+                running := true;
+            ELSE
+                SELECT x.run_id, x.replace_requested_at IS NOT NULL INTO held, asked
+                FROM runs AS x
+                WHERE x.job_id = job AND x.status = 'running' AND x.overlap <> 'allow';
+                running := held IS NOT NULL;
+                asked := coalesce(asked, true);
+            END IF;
             -- One already waiting: an older ready queued ruled run of the job outside
             -- this batch (another claim holds it this instant, or a take passed it by).
             waits := running AND c.overlap <> 'skip' AND EXISTS (
@@ -653,6 +665,16 @@ BEGIN
         ELSE
             passed := passed || c.run_id;               -- the one that waits
             waits := true;
+        END IF;
+        -- `replace`: the running run (leased by an earlier claim; one this claim leases is
+        -- not yet 'running' and is left alone) is asked to give way, once: a primary-key
+        -- update under the job's lock, only when the probe above found it not yet asked
+        -- (a waiting run met again by later claims costs nothing more).
+        IF locked AND c.overlap = 'replace' AND NOT asked THEN
+            UPDATE runs AS x SET replace_requested_at = p_clock
+            WHERE x.run_id = held AND x.status = 'running'
+              AND x.replace_requested_at IS NULL;
+            asked := true;
         END IF;
     END LOOP;
 
@@ -1685,6 +1707,7 @@ CREATE TABLE public.runs (
     worker text,
     held_available_at timestamp with time zone,
     overlap text DEFAULT 'allow'::text NOT NULL,
+    replace_requested_at timestamp with time zone,
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))

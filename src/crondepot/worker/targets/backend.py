@@ -2,18 +2,25 @@
 checks every address with the ``AddressGuard`` (job/guard.py), and connects to a
 checked address by number.
 
+Every stream it makes can be abandoned mid-call (overlap ``replace``, ``_Abandonable``).
+
 It must never resolve a name twice (once to check, once to connect): the gap between the
 two is what DNS rebinding uses to send a "public" target to 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Sequence
+import socket
+import ssl
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import httpcore
 
 from crondepot.job.guard import AddressGuard, Resolver, TargetRefused, resolve
+from crondepot.worker.targets.base import current
 
 log = logging.getLogger("crondepot.worker")
 
@@ -47,7 +54,7 @@ class GuardedBackend(httpcore.SyncBackend):
                 error = exc  # like create_connection: try the next address
                 continue
             self._check_peer(host, stream)
-            return stream
+            return _Abandonable(stream)
         assert error is not None  # _allowed returns at least one address
         raise error
 
@@ -92,3 +99,64 @@ def _refused(refusal: TargetRefused) -> TargetRefused:
     the operator."""
     log.warning("target refused: %s", refusal)
     return refusal.for_tenant()
+
+
+class _Abandonable(httpcore.NetworkStream):
+    """A connection whose call can be abandoned from another thread (overlap ``replace``).
+
+    A sync httpx call blocks its slot's thread in the socket's recv (or send); nothing in
+    httpx cancels it from outside. While this stream reads or writes for a call that has a
+    cancellation (``targets.base.current()``: the slot thread's), a request shuts the socket
+    down (``shutdown(SHUT_RDWR)`` wakes a blocked recv at once, on every platform we run
+    on), so the call fails at once with a transport error, and the executor records the
+    run replaced. Pooled connections pass from call to call, so the call is looked up at
+    each read and write, not when the connection was made. A stream used outside any call
+    (or a call with no cancellation) costs one thread-local read.
+    """
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def _abandoning(self) -> Callable[[], None]:
+        cancel = current()
+        if cancel is None:
+            return _nothing
+
+        def abandon() -> None:
+            cancel.acted = ("HTTP call abandoned: its connection was shut down mid-call "
+                            "(the target may have acted)")
+            sock = self._stream.get_extra_info("socket")
+            if sock is not None:
+                # (already closed: the call is failing anyway)
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        return cancel.on_request(abandon)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        forget = self._abandoning()
+        try:
+            return self._stream.read(max_bytes, timeout)
+        finally:
+            forget()
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        forget = self._abandoning()
+        try:
+            self._stream.write(buffer, timeout)
+        finally:
+            forget()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _Abandonable(self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+def _nothing() -> None:
+    pass

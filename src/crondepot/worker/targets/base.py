@@ -13,7 +13,8 @@ crondepot.job.targets.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,6 +32,78 @@ class OutcomeUnknown(PermanentError):
     A read timeout or a connection lost after sending: the target may have acted. Retrying
     could act twice, so the run is not retried automatically.
     """
+
+
+class CallReplaced(Exception):
+    """The call was given up because a newer run of its job (overlap ``replace``) asked
+    its run to give way: an async handler cancelled, an HTTP call abandoned. The text says
+    which; the run is recorded skipped 'replaced' (queue.record_replaced)."""
+
+
+class Cancellation:
+    """A request, from another thread, to give up one call (overlap ``replace``).
+
+    The heartbeat thread learns of it at a lease renewal and calls ``request``; the target
+    running the call in its slot's thread registers what cancels it (``on_request``): an
+    async handler's task cancelled in its event loop, an HTTP call's socket shut down. A
+    target that cannot cancel (a sync handler) says so in ``note``, which the attempt
+    records. Reached by the target through ``current()`` (the slot thread's), so the
+    ``Target`` interface is unchanged.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requested = False
+        self._callbacks: list[Callable[[], None]] = []
+        self.note: str | None = None     # why the call was not cancelled, if it was not
+        self.acted: str | None = None    # what a target did to give the call up, if it did
+
+    @property
+    def requested(self) -> bool:
+        return self._requested
+
+    def request(self) -> None:
+        with self._lock:
+            if self._requested:
+                return
+            self._requested = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:       # outside the lock: a callback may take others
+            callback()
+
+    def on_request(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when (or now, if) the request comes; returns what unregisters
+        it (a call that is over must not be cancelled later)."""
+        with self._lock:
+            if not self._requested:
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+_calling = threading.local()
+
+
+def current() -> Cancellation | None:
+    """The cancellation of the call this thread is making (set by the executor), if any."""
+    cancel: Cancellation | None = getattr(_calling, "cancel", None)
+    return cancel
+
+
+@contextmanager
+def calling(cancel: Cancellation) -> Iterator[None]:
+    """Make ``cancel`` the current thread's for the call inside (``current()``)."""
+    _calling.cancel = cancel
+    try:
+        yield
+    finally:
+        _calling.cancel = None
 
 
 class Target(Protocol):

@@ -14,11 +14,18 @@ so it is ``OutcomeUnknown`` (the dead letter) unless the target says ``dedupes``
 handler checks the run id before it acts, and the attempt is then retried like any
 temporary failure. Without ``timeout_s`` the handler runs in the slot's own thread, as it
 always has: no thread is started and the lease's cap is the only bound.
+
+A job whose overlap is ``replace`` may have its running call given up when a newer run
+comes (the worker's heartbeat learns it; targets.base.Cancellation): an async handler's
+task is cancelled (it sees ``CancelledError`` at its next ``await``) and the call ends
+``CallReplaced``; a sync handler cannot be cancelled, so it runs to its end, as under
+``buffer_one``, and the attempt records why (``Cancellation.note``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 from collections.abc import Callable
@@ -27,7 +34,13 @@ from typing import TYPE_CHECKING, Any
 from crondepot.base.errors import TemporaryError
 from crondepot.runtime import metrics
 from crondepot.worker.handlers import RunContext, lookup
-from crondepot.worker.targets.base import AbandonedCalls, OutcomeUnknown
+from crondepot.worker.targets.base import (
+    AbandonedCalls,
+    CallReplaced,
+    Cancellation,
+    OutcomeUnknown,
+    current,
+)
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
@@ -54,19 +67,26 @@ class PythonTarget:
                              tenant=tenant, scheduled_at=run.nominal_at, due_at=run.due_at,
                              attempt=run.attempt, payload=run.payload)
         timeout = run.target.get("timeout_s")
+        cancel = current()
+        if cancel is not None and not inspect.iscoroutinefunction(handler):
+            cancel.note = (f"a sync handler ({run.target['handler']}) cannot be cancelled: "
+                           "it ran to its end, as under buffer_one")
         if timeout is None:
             outcome = handler(context)
             if inspect.isawaitable(outcome):
-                outcome = asyncio.run(_await(outcome))
+                if cancel is not None:
+                    cancel.note = None          # a coroutine after all: it can be cancelled
+                outcome = asyncio.run(_cancellable(outcome, cancel, None, run.target))
         else:
-            outcome = self._bounded(handler, context, float(timeout), run.target)
+            outcome = self._bounded(handler, context, float(timeout), run.target, cancel)
         return outcome if isinstance(outcome, dict) else None
 
     def _bounded(self, handler: Callable[[RunContext], Any], context: RunContext,
-                 timeout: float, target: dict[str, Any]) -> Any:
+                 timeout: float, target: dict[str, Any],
+                 cancel: Cancellation | None = None) -> Any:
         if inspect.iscoroutinefunction(handler):
             try:
-                return asyncio.run(asyncio.wait_for(_await(handler(context)), timeout))
+                return asyncio.run(_cancellable(handler(context), cancel, timeout, target))
             except TimeoutError:
                 raise _timed_out(target, timeout, "cancelled") from None
         box: dict[str, Any] = {}
@@ -106,3 +126,30 @@ def make(setup: TargetSetup) -> PythonTarget:
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
+
+
+async def _cancellable(awaitable: Any, cancel: Cancellation | None, timeout: float | None,
+                       target: dict[str, Any]) -> Any:
+    """Await the handler as a task that ``cancel`` (overlap ``replace``; requested from the
+    heartbeat's thread) cancels in this loop; within ``timeout`` if one is given."""
+    if cancel is None:
+        call = _await(awaitable)
+        return await (call if timeout is None else asyncio.wait_for(call, timeout))
+    task = asyncio.ensure_future(_await(awaitable))
+    loop = asyncio.get_running_loop()
+
+    def cancel_task() -> None:
+        # (the loop closed meanwhile: the call is over anyway)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(task.cancel)
+
+    forget = cancel.on_request(cancel_task)
+    try:
+        return await (task if timeout is None else asyncio.wait_for(task, timeout))
+    except asyncio.CancelledError:
+        if cancel.requested:
+            raise CallReplaced(f"async handler {target['handler']} cancelled: a newer run "
+                               "of the job replaced it (overlap replace)") from None
+        raise
+    finally:
+        forget()

@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- crondepot_claim_overlap: the claim's overlap rules (issue 31, item 1; docs/worker.md,
 -- "Overlap rules in the claim"). Called by crondepot_claim_pick (claim_pick.sql) with a
 -- batch a take just locked (FOR UPDATE: every run of p_batch is this transaction's to
@@ -28,9 +28,12 @@
 --     twice.
 -- Not running: the oldest run is leased; the job is then busy for the rest of the batch.
 -- Busy: `skip` writes the run skipped 'overlap' (no attempt counted, never sent);
--- `buffer_one` (and `replace`, which does not cancel yet) leaves the oldest waiting run
--- queued and writes any newer one skipped 'overlap': at most one waits, the newer is
--- dropped (Temporal's BufferOne). The one waiting is queued and ready: it is leased by the
+-- `buffer_one` and `replace` leave the oldest waiting run queued and write any newer one
+-- skipped 'overlap': at most one waits, the newer is dropped (Temporal's BufferOne).
+-- `replace` also writes runs.replace_requested_at on the running run (migration 0029),
+-- once, under the job's lock: its worker reads it at its next lease renewal, cancels the
+-- call where it can and records the run skipped 'replaced', which frees the job for the
+-- one waiting. Only ever reached on the rules path: an `allow` claim pays nothing. The one waiting is queued and ready: it is leased by the
 -- first claim after the running run ends (succeeded, failed, retried or dead) or is
 -- reaped when its worker was lost (the reaper's requeue makes it queued, not running).
 -- Settings as crondepot_claim_runs's (generic plans, index scans).
@@ -51,6 +54,8 @@ DECLARE
     locked   boolean := false;
     running  boolean := false;
     waits    boolean := false;
+    held     text;                  -- the job's running run (leased by an earlier claim)
+    asked    boolean := true;       -- it was asked to give way (or there is none to ask)
     dropped  text[] := '{}';
 BEGIN
     busy := p_busy;
@@ -78,11 +83,21 @@ BEGIN
             locked := pg_try_advisory_xact_lock(
                 (31001 * 65536 + ((job >> 31) & 65535))::integer,
                 (job & 2147483647)::integer);
-            -- (A statement of its own, after the lock: its snapshot is fresh.)
-            running := job = ANY (busy)
-                       OR EXISTS (SELECT FROM runs AS x
-                                  WHERE x.job_id = job AND x.status = 'running'
-                                    AND x.overlap <> 'allow');
+            -- (A statement of its own, after the lock: its snapshot is fresh. One probe
+            -- of runs_overlap_running, unique: at most one row. It also reads whether
+            -- that run was already asked to give way, for `replace`.) A job this claim
+            -- leased a run of (busy) has no other run running.
+            held := NULL;
+            asked := true;
+            IF job = ANY (busy) THEN
+                running := true;
+            ELSE
+                SELECT x.run_id, x.replace_requested_at IS NOT NULL INTO held, asked
+                FROM runs AS x
+                WHERE x.job_id = job AND x.status = 'running' AND x.overlap <> 'allow';
+                running := held IS NOT NULL;
+                asked := coalesce(asked, true);
+            END IF;
             -- One already waiting: an older ready queued ruled run of the job outside
             -- this batch (another claim holds it this instant, or a take passed it by).
             waits := running AND c.overlap <> 'skip' AND EXISTS (
@@ -105,6 +120,16 @@ BEGIN
         ELSE
             passed := passed || c.run_id;               -- the one that waits
             waits := true;
+        END IF;
+        -- `replace`: the running run (leased by an earlier claim; one this claim leases is
+        -- not yet 'running' and is left alone) is asked to give way, once: a primary-key
+        -- update under the job's lock, only when the probe above found it not yet asked
+        -- (a waiting run met again by later claims costs nothing more).
+        IF locked AND c.overlap = 'replace' AND NOT asked THEN
+            UPDATE runs AS x SET replace_requested_at = p_clock
+            WHERE x.run_id = held AND x.status = 'running'
+              AND x.replace_requested_at IS NULL;
+            asked := true;
         END IF;
     END LOOP;
 

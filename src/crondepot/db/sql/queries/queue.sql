@@ -14,7 +14,10 @@ SELECT * FROM crondepot_claim_runs(
 -- Heartbeat: extend the leases this worker still holds. Fenced by token: a run that was
 -- reaped and claimed by another worker has a new token and is not touched; an expired lease
 -- is not revived. Capped so that the run's lease time over all its attempts (lease_used
--- holds the ended ones') stays within max_lease seconds (default 12 h).
+-- holds the ended ones') stays within max_lease seconds (default 12 h). `replace` says a
+-- newer run of the job (overlap `replace`) asked for this one to give way
+-- (runs.replace_requested_at, written by the claim): the worker cancels the call where it
+-- can and records the run with record_replaced. Still one statement.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
 UPDATE runs AS r
 SET lease_expires_at = least(clock.now + make_interval(secs => h.lease_seconds),
@@ -25,7 +28,8 @@ FROM clock, unnest(%(run_ids)s::text[], %(tokens)s::uuid[], %(lease_seconds)s::i
      AS h(run_id, token, lease_seconds)
 WHERE r.run_id = h.run_id AND r.lease_token = h.token AND r.status = 'running'
   AND r.lease_expires_at > clock.now
-RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now;
+RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now,
+          r.replace_requested_at IS NOT NULL AS replace;
 
 -- name: record_successes
 -- Successes, many runs in one statement and one commit: the function
@@ -112,6 +116,20 @@ WITH done AS (
     FROM done WHERE j.id = done.job_id
 )
 SELECT job_id FROM done;
+
+-- name: record_replaced
+-- overlap `replace`: a newer run of the job asked this one to give way and its call was
+-- cancelled (an async handler), abandoned (an HTTP call) or ended meanwhile. Recorded
+-- skipped, reason 'replaced', with what happened to the call in last_error: one row for
+-- its fire (the ledger), never retried, not the dead letter, and not a failed fire for the
+-- job's health (replacing is what the job asked for). Its lease ends here, so the run that
+-- waits is claimed next. Fenced by the lease token.
+UPDATE runs
+SET status = 'skipped', skip_reason = 'replaced', finished_at = now(), updated_at = now(),
+    last_error = %(error)s, error_class = 'Replaced', worker = lease_owner,
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+RETURNING run_id;
 
 -- name: release_run
 -- Shutdown: give back a run that was claimed but not started; the attempt does not count,
