@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from crondepot.base.errors import InvalidJob
-from crondepot.job.checks import matches, seconds
+from crondepot.job.checks import matches, no_extra, seconds
 from crondepot.job.fields import Field
 
 CONNECTION = Field(path="target.connection", type="string",
@@ -38,3 +38,13 @@ def common(target: dict[str, Any]) -> dict[str, Any]:
     return {"connection": name(target, CONNECTION, "a connection name like 'rabbit' "
                                                    "(lowercase letters, digits, '.', '_', '-')"),
             "timeout_s": seconds(target, TIMEOUT_S)}
+
+
+def one_destination(kind: str, target: dict[str, Any], members: frozenset[str],
+                    spec: Field, what: str) -> dict[str, Any]:
+    """A kind that names one destination besides the common members (nats: a subject,
+    redis: a stream), checked in order: no other member, the common ones, the destination."""
+    no_extra(target, members, "target")
+    checked = common(target)
+    return {"type": kind, "connection": checked["connection"],
+            spec.name: name(target, spec, what), "timeout_s": checked["timeout_s"]}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from crondepot.job.checks import no_extra, variant_members
+from crondepot.job.checks import variant_members
 from crondepot.job.fields import Field, Variant
 from crondepot.job.targets import broker
 
@@ -25,13 +25,9 @@ _MEMBERS = variant_members(VARIANT, "type")
 
 
 def check(target: dict[str, Any]) -> dict[str, Any]:
-    no_extra(target, _MEMBERS, "target")
-    checked = broker.common(target)
-    subject = broker.name(target, SUBJECT, "a subject like 'reminders.sms' (dot-separated "
-                                           "tokens of letters, digits, '_' or '-'; no "
-                                           "wildcards)")
-    return {"type": "nats", "connection": checked["connection"], "subject": subject,
-            "timeout_s": checked["timeout_s"]}
+    return broker.one_destination("nats", target, _MEMBERS, SUBJECT,
+                                  "a subject like 'reminders.sms' (dot-separated "
+                                  "tokens of letters, digits, '_' or '-'; no wildcards)")
 
 
 def summary(target: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from crondepot.job.checks import no_extra, variant_members
+from crondepot.job.checks import variant_members
 from crondepot.job.fields import Field, Variant
 from crondepot.job.targets import broker
 
@@ -22,12 +22,9 @@ _MEMBERS = variant_members(VARIANT, "type")
 
 
 def check(target: dict[str, Any]) -> dict[str, Any]:
-    no_extra(target, _MEMBERS, "target")
-    checked = broker.common(target)
-    stream = broker.name(target, STREAM, "a stream key like 'reminders' (letters, digits, "
-                                         "'_', '.', ':', '{', '}' or '-', at most 255)")
-    return {"type": "redis", "connection": checked["connection"], "stream": stream,
-            "timeout_s": checked["timeout_s"]}
+    return broker.one_destination("redis", target, _MEMBERS, STREAM,
+                                  "a stream key like 'reminders' (letters, digits, "
+                                  "'_', '.', ':', '{', '}' or '-', at most 255)")
 
 
 def summary(target: dict[str, Any]) -> str:
