@@ -8,8 +8,8 @@
 -- scan's WHERE as coalesce(...), PostgreSQL counts it as leaky (it may not run before the
 -- row-level security policy, docs/operations.md) and reads every job instead of jobs_due.
 -- delivery_window is the job's own; its tenant's default comes from tenant_delivery_windows,
--- once a tick for the batch's tenants (a probe of tenants per job here cost 2-3 ms a batch
--- of 2,000). overlap travels with the job to insert_runs, which then reads no job row.
+-- read once a tick for the batch's tenants, never a probe of tenants per claimed job.
+-- overlap travels with the job to insert_runs, which then reads no job row.
 SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
        j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
        j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count,
