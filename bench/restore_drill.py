@@ -10,17 +10,26 @@ binaries) with WAL archiving on:
    ``--minutes``, noting the database time ``--back`` minutes before the end: the point the
    operator will restore to;
 3. stop everything, restore the backup and replay the archived WAL up to that point
-   (``recovery_target_time``, then promote), and start crondepot on it as it would be;
+   (``recovery_target_time``, then promote), and start crondepot on it: it notices the
+   restore and refuses to start (crondepot.db.restore); the operator answers
+   ``crondepot db restored --skip-repeats`` (the default here) or ``--resend``
+   (``--resolution``), and starts it again;
 4. wait until every fire up to a minute ago has its run and nothing is queued, then count.
+
+The processes run with ``CRONDEPOT_RESTORE_GAP_SECONDS=60`` (``--gap``): a restore point
+only a couple of minutes back is inside the default gap (5 minutes) a failover may leave.
 
 It prints: the restore point and what the restored database holds; which fires were written
 again (their run ids are the ones already delivered: ids are stable); the calls each gateway
 got again, and the repeated effects (a second SMS) at each; what ``crondepot verify`` says of
-the window; and the catch-up's lateness. Nothing is asserted: this is the measurement
-docs/operations.md, "Restoring from a backup", is built on.
+the window; and the catch-up's lateness. Exit 1 if the processes did not refuse to start
+on the restored database, or if a repeated effect reached a target with
+``--resolution skip-repeats``; the figures are docs/operations.md's, "Restoring from a
+backup".
 
-    python bench/restore_drill.py                  # 100 jobs, 4 minutes, restore 2 minutes back
-    python bench/restore_drill.py --jobs 300 --minutes 14 --back 10
+    python bench/restore_drill.py                      # 100 jobs, 3 min, restore 1.5 min back
+    python bench/restore_drill.py --resolution resend  # what happens without the guard
+    python bench/restore_drill.py --jobs 300 --minutes 14 --back 10 --gap 300
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from typing import Any
 import psycopg
 
 from crondepot.db import connect, migrate
+from crondepot.db.restore import RESTORE_GAP_ENV
 from crondepot.job.guard import ALLOWLIST_ENV
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import create_jobs
@@ -85,6 +95,11 @@ def processes(url: str, tag: str) -> list[Proc]:
     return [Proc("scheduler", "--db", url, "--tick", "1s", "--name", f"scheduler-{tag}"),
             Proc("worker", "--db", url, "--concurrency", "32", "--retention-days", "0",
                  "--name", f"worker-{tag}")]
+
+
+def crondepot(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "crondepot", *args], capture_output=True,
+                          text=True, timeout=600)
 
 
 def wait_archived(url: str) -> None:
@@ -138,11 +153,16 @@ def settled(url: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100)
-    parser.add_argument("--minutes", type=float, default=4.0, help="runs flow this long")
-    parser.add_argument("--back", type=float, default=2.0,
+    parser.add_argument("--minutes", type=float, default=3.0, help="runs flow this long")
+    parser.add_argument("--back", type=float, default=1.5,
                         help="minutes before the end the backup is restored to")
+    parser.add_argument("--resolution", choices=("skip-repeats", "resend"),
+                        default="skip-repeats", help="the operator's answer to the restore")
+    parser.add_argument("--gap", type=float, default=60.0,
+                        help="CRONDEPOT_RESTORE_GAP_SECONDS for the processes (60)")
     args = parser.parse_args(argv)
     os.environ[ALLOWLIST_ENV] = "127.0.0.1/32"      # the gateways listen on loopback
+    os.environ[RESTORE_GAP_ENV] = str(args.gap)
     if not 0 < args.back < args.minutes:
         parser.error("--back must be between 0 and --minutes")
 
@@ -187,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         assert row is not None
         rows_restored, last_restored = row
 
+        refused = processes(url, "refused")
+        codes = [proc.popen.wait(timeout=120) for proc in refused]
+        refusal = next((line for proc in refused for line in proc.output().splitlines()
+                        if "looks restored" in line), "")
+        answered = crondepot("db", "restored", "--db", url, f"--{args.resolution}", "--json")
+        if answered.returncode != 0:
+            raise SystemExit(f"crondepot db restored failed: {answered.stderr}")
+        resolution = json.loads(answered.stdout)
         back_up = db_now(url)
         running = processes(url, "after")
         wait_until(lambda: settled(url), timeout=240, interval=1.0,
@@ -205,11 +233,10 @@ def main(argv: list[str] | None = None) -> int:
                 " FROM runs WHERE created_at >= %s AND nominal_at < %s",
                 (back_up, back_up)).fetchone()
         assert again is not None
-        verify = subprocess.run(
-            [sys.executable, "-m", "crondepot", "verify", "--db", url, "--json",
-             "--since", (back_up - timedelta(minutes=args.minutes + 1)).isoformat(),
-             "--until", (back_up - timedelta(seconds=70)).isoformat()],
-            capture_output=True, text=True, timeout=300)
+        verify = crondepot(
+            "verify", "--db", url, "--json",
+            "--since", (back_up - timedelta(minutes=args.minutes + 1)).isoformat(),
+            "--until", (back_up - timedelta(seconds=70)).isoformat())
         verified = json.loads(verify.stdout)
 
         figures: dict[str, Any] = {}
@@ -223,11 +250,17 @@ def main(argv: list[str] | None = None) -> int:
                 "runs_repeated": len({r.key for r in repeats}),
             }
         print(f"restore drill: {args.jobs} every-minute jobs (half dedupe), runs for "
-              f"{args.minutes:g} min, restored to {args.back:g} min before the end")
+              f"{args.minutes:g} min, restored to {args.back:g} min before the end, "
+              f"answered --{args.resolution} (restore gap {args.gap:g} s)")
         print(f"  restore point {target.isoformat()}; restore and replay took "
               f"{restore_seconds:.1f} s")
         print(f"  runs in the database: {rows_before} before, {rows_restored} after the "
               f"restore (last written {last_before} -> {last_restored})")
+        print(f"  processes started on the restored database exited {codes}: "
+              f"{refusal[:160]}…")
+        print(f"  crondepot db restored --{args.resolution}: {resolution['fires_skipped']} "
+              f"fires and {resolution['runs_skipped']} queued or running runs of "
+              f"{resolution['jobs']} jobs without a repeat guard skipped (restored)")
         print(f"  fires written again on start: {again[0]} runs, nominal "
               f"{again[1]} .. {again[2]}; started late by p50 {again[3] or 0:.1f} s, "
               f"max {again[4] or 0:.1f} s")
@@ -239,9 +272,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  verify: fires {verified['fires']}, unaccounted "
               f"{verified['unaccounted_count']}, duplicated {verified['duplicated_count']}, "
               f"clean {verified['clean']}")
-        print("  counted in", json.dumps(Counter(
+        print("  calls by status", json.dumps(Counter(
             r.status for gw in gateways.values() for r in gw.requests)))
-        return 0
+        failed = []
+        if codes != [2, 2]:
+            failed.append("the processes did not refuse the restored database")
+        if args.resolution == "skip-repeats" and any(
+                fig["repeated_effects"] for fig in figures.values()):
+            failed.append("a repeated effect reached a target")
+        print("RESULT: " + ("FAIL: " + "; ".join(failed) if failed else "PASS"))
+        return 1 if failed else 0
     finally:
         for proc in running:
             proc.kill(signal.SIGKILL)

@@ -1220,6 +1220,52 @@ CREATE TABLE public.console_sessions (
 );
 
 --
+-- Name: crondepot_cluster_marks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.crondepot_cluster_marks (
+    system_identifier bigint NOT NULL,
+    timeline_id integer NOT NULL,
+    first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: crondepot_restores; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.crondepot_restores (
+    id bigint NOT NULL,
+    detected_at timestamp with time zone DEFAULT now() NOT NULL,
+    system_identifier bigint NOT NULL,
+    timeline_id integer NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    resolved_at timestamp with time zone,
+    resolved_by text,
+    resolution text,
+    runs_skipped integer,
+    CONSTRAINT crondepot_restores_check CHECK (((resolved_at IS NULL) = (resolution IS NULL))),
+    CONSTRAINT crondepot_restores_resolution_check CHECK ((resolution = ANY (ARRAY['skip_repeats'::text, 'resend'::text])))
+);
+
+--
+-- Name: crondepot_restores_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.crondepot_restores_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: crondepot_restores_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.crondepot_restores_id_seq OWNED BY public.crondepot_restores.id;
+
+--
 -- Name: crondepot_schema_definitions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1797,6 +1843,12 @@ CREATE TABLE public.workers (
 );
 
 --
+-- Name: crondepot_restores id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_restores ALTER COLUMN id SET DEFAULT nextval('public.crondepot_restores_id_seq'::regclass);
+
+--
 -- Name: api_tokens api_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1844,6 +1896,27 @@ ALTER TABLE ONLY public.connections
 
 ALTER TABLE ONLY public.console_sessions
     ADD CONSTRAINT console_sessions_pkey PRIMARY KEY (id_hash);
+
+--
+-- Name: crondepot_cluster_marks crondepot_cluster_marks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_cluster_marks
+    ADD CONSTRAINT crondepot_cluster_marks_pkey PRIMARY KEY (system_identifier, timeline_id);
+
+--
+-- Name: crondepot_restores crondepot_restores_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_restores
+    ADD CONSTRAINT crondepot_restores_pkey PRIMARY KEY (id);
+
+--
+-- Name: crondepot_restores crondepot_restores_system_identifier_timeline_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_restores
+    ADD CONSTRAINT crondepot_restores_system_identifier_timeline_id_key UNIQUE (system_identifier, timeline_id);
 
 --
 -- Name: crondepot_schema_definitions crondepot_schema_definitions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
