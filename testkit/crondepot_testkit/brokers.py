@@ -6,7 +6,7 @@ with that data.
 - ``RedisServer``: persistence on (``appendonly yes``, ``appendfsync always``), so the
   stream entries and the redis target's guard keys outlive a restart, even a crash: without
   it a restart forgets both (docs/targets.md).
-- ``NatsServer``: JetStream with its store in the directory.
+- ``NatsServer``: JetStream with its store in the directory (or, asked, no JetStream).
 - ``RabbitNode``: a node of its own name (``crondepot-test-…@localhost``), its own Erlang
   cookie (``HOME`` is the directory) and no configuration file of the machine's, stopped
   with ``rabbitmqctl -n NODE stop``.
@@ -142,18 +142,19 @@ class RedisServer(PrivateBroker):
 class NatsServer(PrivateBroker):
     kind = "nats"
 
-    def __init__(self) -> None:
+    def __init__(self, *, jetstream: bool = True) -> None:
         super().__init__("crondepot-nats-")
         self.monitor_port = free_port()
+        self.jetstream = jetstream
 
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
+        store = ["-js", "-sd", str(self.root / "store")] if self.jetstream else []
         return [shutil.which("nats-server") or "nats-server", "-a", "127.0.0.1",
-                "-p", str(self.port), "-m", str(self.monitor_port), "-js",
-                "-sd", str(self.root / "store")]
+                "-p", str(self.port), "-m", str(self.monitor_port), *store]
 
     def ready(self) -> bool:
         # /healthz answers 200 once JetStream has recovered its streams
