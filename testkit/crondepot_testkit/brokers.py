@@ -13,10 +13,14 @@ with that data.
 
 ``restart()`` stops and starts the broker on the same port and says how long it took to
 answer again.
+
+``PrivateStream`` is the other way to be alone on a broker: a JetStream stream of a unique
+name and subjects on a NATS server others share (bench/chaos.py's, on the machine's NATS).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -26,11 +30,16 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from crondepot_testkit.processes import free_port, wait_until
 
 _START_TIMEOUT = 120.0
+T = TypeVar("T")
 
 
 def _accepting(port: int) -> bool:
@@ -230,3 +239,75 @@ class RabbitNode(PrivateBroker):
                            env=self.env(), stdout=self._log, stderr=self._log, timeout=120,
                            check=False)
         self._reap()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    msg_id: str         # its Nats-Msg-Id
+    stored: float       # when the stream stored it (unix seconds)
+    data: bytes
+
+
+class PrivateStream:
+    """A JetStream stream of the caller's own on a NATS server others share (the machine's):
+    a name and subjects no other run uses, file storage, a duplicate window of
+    ``duplicate_window`` seconds; ``delete`` removes it."""
+
+    def __init__(self, url: str, prefix: str = "crondepot",
+                 duplicate_window: float = 1200.0) -> None:
+        tag = uuid.uuid4().hex[:10]
+        self.url = url
+        self.name = f"{prefix}_{tag}".upper().replace("-", "_")
+        self.prefix = f"{prefix}.{tag}"
+        self.duplicate_window = duplicate_window
+
+    def subject(self, leaf: str) -> str:
+        return f"{self.prefix}.{leaf}"
+
+    def _call(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        import nats
+
+        async def go() -> T:
+            client = await nats.connect(self.url, connect_timeout=5,
+                                        allow_reconnect=False)
+            try:
+                return await work(client.jetstream())
+            finally:
+                await client.close()
+
+        return asyncio.run(go())
+
+    def create(self) -> None:
+        async def add(js: Any) -> None:
+            await js.add_stream(name=self.name, subjects=[f"{self.prefix}.>"],
+                                duplicate_window=self.duplicate_window)
+
+        self._call(add)
+
+    def messages(self) -> list[StoredMessage]:
+        """Every message the stream holds, in order."""
+        from nats.js.errors import NotFoundError
+
+        async def read(js: Any) -> list[StoredMessage]:
+            info = await js.stream_info(self.name)
+            out: list[StoredMessage] = []
+            if not info.state.messages:
+                return out
+            for seq in range(max(1, info.state.first_seq), info.state.last_seq + 1):
+                try:
+                    msg = await js.get_msg(self.name, seq)
+                except NotFoundError:
+                    continue
+                out.append(StoredMessage(str((msg.headers or {}).get("Nats-Msg-Id", "")),
+                                         msg.time.timestamp() if msg.time else 0.0,
+                                         msg.data or b""))
+            return out
+
+        return self._call(read)
+
+    def delete(self) -> None:
+        async def drop(js: Any) -> None:
+            await js.delete_stream(self.name)
+
+        with contextlib.suppress(Exception):    # gone already, or the server is
+            self._call(drop)
