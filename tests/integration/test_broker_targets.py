@@ -97,6 +97,27 @@ def test_nats_a_server_whose_jetstream_does_not_answer_is_retried() -> None:
         server.close()
 
 
+def test_nats_a_repeat_after_a_server_restart_is_still_dropped() -> None:
+    # the duplicate window outlives a restart: the server rebuilds it from the stored messages
+    server = NatsServer()
+    try:
+        server.start()
+        for stream in brokers.nats_stream("restart.s", server.url):
+            setup = _setup()
+            target = nats.make(TargetSetup(webhooks=setup.webhooks,
+                                           signing_keys=setup.signing_keys,
+                                           connections=lambda _: server.url))
+            doc = {"type": "nats", "connection": "bus", "subject": "restart.s.sms",
+                   "timeout_s": 5}
+            first = target.call(brokers.claimed("7:1", doc), "bank42")
+            server.restart()
+            again = target.call(brokers.claimed("7:1", doc, attempt=2), "bank42")
+            assert first and again and (first["duplicate"], again["duplicate"]) == (False, True)
+            assert len(brokers.nats_messages(stream, server.url)) == 1
+    finally:
+        server.close()
+
+
 def test_nats_an_unreachable_server_is_retried() -> None:
     setup = _setup()
     target = nats.make(TargetSetup(webhooks=setup.webhooks, signing_keys=setup.signing_keys,

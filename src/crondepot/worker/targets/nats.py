@@ -15,6 +15,7 @@ by itself after a server restart; a client found closed is replaced).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,14 @@ from crondepot.worker.targets.broker import message
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
+
+log = logging.getLogger("crondepot.worker")
+
+
+async def _connection_error(exc: Exception) -> None:
+    # nats-py's own logs a traceback for every failed reconnect (twice a second while a
+    # server is down); the runs that failed meanwhile carry their own errors
+    log.warning("nats connection: %s %s", type(exc).__name__, exc)
 
 
 class NatsTarget:
@@ -61,7 +70,8 @@ class NatsTarget:
             client = self._clients.get(url)
             if client is None or client.is_closed:
                 client = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=-1,
-                                            reconnect_time_wait=0.5)
+                                            reconnect_time_wait=0.5,
+                                            error_cb=_connection_error)
                 self._clients[url] = client
             return client
 
