@@ -54,6 +54,11 @@ class PrivateBroker:
     """A broker process of the caller's own: ``start``, ``stop``, ``restart``, ``close``."""
 
     kind = ""
+    binary = ""     # the server's executable, looked up on PATH
+
+    @classmethod
+    def installed(cls) -> bool:
+        return shutil.which(cls.binary) is not None
 
     def __init__(self, prefix: str) -> None:
         self.root = Path(tempfile.mkdtemp(prefix=prefix))
@@ -125,6 +130,7 @@ class PrivateBroker:
 
 class RedisServer(PrivateBroker):
     kind = "redis"
+    binary = "redis-server"
 
     def __init__(self) -> None:
         super().__init__("crondepot-redis-")
@@ -134,7 +140,7 @@ class RedisServer(PrivateBroker):
         return f"redis://127.0.0.1:{self.port}/0"
 
     def command(self) -> list[str]:
-        return [shutil.which("redis-server") or "redis-server", "--port", str(self.port),
+        return [self.binary, "--port", str(self.port),
                 "--bind", "127.0.0.1", "--dir", str(self.root), "--save", "",
                 "--appendonly", "yes", "--appendfsync", "always"]
 
@@ -150,6 +156,7 @@ class RedisServer(PrivateBroker):
 
 class NatsServer(PrivateBroker):
     kind = "nats"
+    binary = "nats-server"
 
     def __init__(self, *, jetstream: bool = True) -> None:
         super().__init__("crondepot-nats-")
@@ -162,7 +169,7 @@ class NatsServer(PrivateBroker):
 
     def command(self) -> list[str]:
         store = ["-js", "-sd", str(self.root / "store")] if self.jetstream else []
-        return [shutil.which("nats-server") or "nats-server", "-a", "127.0.0.1",
+        return [self.binary, "-a", "127.0.0.1",
                 "-p", str(self.port), "-m", str(self.monitor_port), *store]
 
     def ready(self) -> bool:
@@ -182,6 +189,7 @@ _nodes = itertools.count(1)
 
 class RabbitNode(PrivateBroker):
     kind = "amqp"
+    binary = "rabbitmq-server"
 
     def __init__(self) -> None:
         super().__init__("crondepot-rabbit-")

@@ -82,6 +82,8 @@ def test_nats_a_subject_no_stream_captures_fails_for_good() -> None:
 
 def test_nats_a_server_whose_jetstream_does_not_answer_is_retried() -> None:
     # as a server restarting answers before its JetStream has recovered the streams
+    if not NatsServer.installed():
+        pytest.skip("nats-server is not installed (CI machines have it: .ci/run)")
     server = NatsServer(jetstream=False)
     try:
         server.start()
@@ -99,6 +101,8 @@ def test_nats_a_server_whose_jetstream_does_not_answer_is_retried() -> None:
 
 def test_nats_a_repeat_after_a_server_restart_is_still_dropped() -> None:
     # the duplicate window outlives a restart: the server rebuilds it from the stored messages
+    if not NatsServer.installed():
+        pytest.skip("nats-server is not installed (CI machines have it: .ci/run)")
     server = NatsServer()
     try:
         server.start()
