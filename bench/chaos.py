@@ -126,6 +126,7 @@ from crondepot_testkit.chaos_model import (
     overlapping_calls,
 )
 from crondepot_testkit.cluster import PrivateCluster
+from crondepot_testkit.deploy import process_env
 from gateway import Gateway, Request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -520,14 +521,23 @@ def broker_check(run: Run, url: str) -> dict[str, Any]:
             "runs": len(per_run),
             "duplicate_effects": sum(n - 1 for n in per_run.values()),
             "repeats_dropped": row[0] if row else 0, "first_stored": first}
+def deployed_env(kind: str, url: str) -> dict[str, str]:
+    """The environment the reference unit of ``kind`` gets (deploy/env: crondepot.env, then
+    its own file), with this machine's values put in: the database, the gateways' loopback
+    addresses allowed, and no metrics port (several copies share one host). The plan's
+    flags (slots for the gateways' rate, runs kept for the analysis, a shorter grace) are
+    given on the command line, over the files."""
+    env = {**os.environ, **process_env(kind), "PYTHONUNBUFFERED": "1",
+           "CRONDEPOT_DATABASE_URL": url, ALLOWLIST_ENV: TARGET_ALLOWLIST,
+           "CRONDEPOT_METRICS_PORT": "0"}
+    for name in ("CRONDEPOT_DATA_DIR", "CRONDEPOT_TENANT"):
+        env.pop(name, None)
+    return env
 
 
 def start_services(run: Run, url: str) -> None:
     plan = run.plan
-    env = {**os.environ, "CRONDEPOT_LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1",
-           ALLOWLIST_ENV: TARGET_ALLOWLIST}
-    for name in ("CRONDEPOT_DATABASE_URL", "CRONDEPOT_DATA_DIR", "CRONDEPOT_TENANT"):
-        env.pop(name, None)
+    env = deployed_env("worker", url)
     run.env = env
     crondepot = [sys.executable, "-m", "crondepot"]
     faketime = shutil.which("faketime")
@@ -544,14 +554,15 @@ def start_services(run: Run, url: str) -> None:
     # libfaketime 0.9.10: time.sleep fails there (EINVAL), and the scheduler sleeps only
     # while it waits for the database at start, so a skewed scheduler started while the
     # database is down exits 1 and is restarted like any crashed process (the report says).
-    skewed_env = {**env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    scheduler_env = deployed_env("scheduler", url)
+    skewed_env = {**scheduler_env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     for i in range(1, plan.schedulers + 1):
         skewed = i == plan.schedulers and faketime is not None
         prefix = [faketime, "-f", SKEW] if skewed and faketime else []
         name = f"scheduler-{i}" + ("-skewed" if skewed else "")
         run.services.append(Service(name, [
-            *prefix, *crondepot, "scheduler", "--db", url, "--tick", "1s", "--log-json",
-            "--name", f"{name}.g{{gen}}"], skewed_env if skewed else env, run.logs))
+            *prefix, *crondepot, "scheduler", "--db", url, "--log-json",
+            "--name", f"{name}.g{{gen}}"], skewed_env if skewed else scheduler_env, run.logs))
     for i in range(1, plan.workers + 1):
         name = f"worker-{i}"
         run.services.append(Service(name, [
