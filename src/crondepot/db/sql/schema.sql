@@ -1708,6 +1708,7 @@ CREATE TABLE public.runs (
     held_available_at timestamp with time zone,
     overlap text DEFAULT 'allow'::text NOT NULL,
     replace_requested_at timestamp with time zone,
+    rate_limit text,
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))
@@ -2050,6 +2051,12 @@ CREATE INDEX runs_queued ON public.runs USING btree (priority, tenant_id, availa
 --
 
 CREATE INDEX runs_queued_deadline ON public.runs USING btree (deadline_at) WHERE ((status = 'queued'::text) AND (deadline_at IS NOT NULL));
+
+--
+-- Name: runs_queued_limit_deadline; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_queued_limit_deadline ON public.runs USING btree (priority, tenant_id, rate_limit, deadline_at, available_at) WHERE ((status = 'queued'::text) AND (rate_limit IS NOT NULL) AND (deadline_at IS NOT NULL));
 
 --
 -- Name: runs_running; Type: INDEX; Schema: public; Owner: -
