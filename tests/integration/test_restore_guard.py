@@ -73,7 +73,7 @@ def test_an_old_mark_of_another_timeline_or_cluster_is_a_restore_until_resolved(
     assert found is not None
     (gap,) = conn.execute("SELECT now() - %s", (found.last_seen_at,)).fetchone()  # type: ignore[misc]
     assert timedelta(minutes=9) < gap < timedelta(minutes=11)
-    with pytest.raises(RestoredDatabase, match="looks restored.*db restored --skip-repeats"):
+    with pytest.raises(RestoredDatabase, match=r"looks restored.*db restored --skip-repeats"):
         refuse_if_restored(conn)
     assert inspect(conn) == found               # one row, however many processes ask
     assert conn.execute("SELECT count(*) FROM crondepot_restores").fetchone() == (1,)

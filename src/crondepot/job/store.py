@@ -441,6 +441,9 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         assert changed == 1   # the row is locked and was checked above
         if spec.overlap != job.spec.overlap:
             conn.execute(Q.set_queued_runs_overlap, {"job_id": job_id, "overlap": spec.overlap})
+        if spec.rate_limit != job.spec.rate_limit:
+            conn.execute(Q.set_queued_runs_rate_limit,
+                         {"job_id": job_id, "rate_limit": spec.rate_limit})
         conn.execute(Q.notify_jobs_changed)
         stored = get_job(conn, tenant_id, job_id)
     count_skipped(settled)
