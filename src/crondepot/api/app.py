@@ -40,6 +40,7 @@ from crondepot.api.routes import (
 )
 from crondepot.api.slots import DEFAULT_WAIT_SECONDS, DbSlots
 from crondepot.db import open_pool
+from crondepot.db.connect import refuse_all_tenants_role
 from crondepot.job.url import check_allow_list
 from crondepot.runtime import logs
 
@@ -138,6 +139,8 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with open_pool(database_url, min_size=config.pool_min_size,
                        max_size=config.pool_max_size, application_name="crondepot-api") as pool:
+            with pool.connection() as conn:
+                refuse_all_tenants_role(conn)
             app.state.pool = pool
             # At most one request per pooled connection holds or waits for one (slots.py).
             app.state.db_slots = DbSlots(pool, size=config.pool_max_size,

@@ -8,7 +8,16 @@ from typing import Any
 
 from crondepot.cli.prune import add_maintenance, maintenance_config
 from crondepot.cli.shared.metrics import add_metrics_host, add_metrics_token
-from crondepot.cli.shared.options import add_database, check_schema, database, duration, int_in
+from crondepot.cli.shared.options import (
+    add_database,
+    add_pooled_database,
+    check_pooled_database,
+    check_schema,
+    database,
+    duration,
+    int_in,
+)
+from crondepot.cli.shared.output import fail
 from crondepot.runtime import logs, metrics
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 
@@ -17,6 +26,7 @@ def register(commands: Any) -> None:
     parser = commands.add_parser("scheduler", help="run a scheduler copy (claims due jobs, "
                                                    "writes their runs)")
     add_database(parser)
+    add_pooled_database(parser)
     parser.add_argument("--tick", type=duration, metavar="DURATION",
                         default=os.environ.get("CRONDEPOT_TICK", "2s"),
                         help="longest sleep between ticks, e.g. 2s or 500ms (default 2s)")
@@ -41,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
     metrics.serve(args.metrics_port, args.metrics_host, token=args.metrics_token)
     with database(args) as db:
         check_schema(db, "crondepot-scheduler")
-        scheduler = Scheduler(SchedulerConfig(url=db.url, tick_seconds=args.tick,
+        if problem := check_pooled_database(args.pooled_db, "crondepot-scheduler"):
+            return fail(problem)
+        scheduler = Scheduler(SchedulerConfig(url=db.url, pooled_url=args.pooled_db,
+                                              tick_seconds=args.tick,
                                               batch=args.batch, name=args.name,
                                               maintenance=maintenance_config(
                                                   args, db.url, args.name)))

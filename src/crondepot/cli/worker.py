@@ -12,7 +12,14 @@ from typing import Any, TypeVar
 
 from crondepot.cli.prune import add_maintenance, maintenance_config
 from crondepot.cli.shared.metrics import add_metrics_host, add_metrics_token
-from crondepot.cli.shared.options import add_database, check_schema, database, int_in
+from crondepot.cli.shared.options import (
+    add_database,
+    add_pooled_database,
+    check_pooled_database,
+    check_schema,
+    database,
+    int_in,
+)
 from crondepot.cli.shared.output import fail
 from crondepot.cli.shared.tenant import add_tenant
 from crondepot.runtime import logs, metrics
@@ -23,6 +30,7 @@ T = TypeVar("T", int, float)
 def register(commands: Any) -> None:
     parser = commands.add_parser("worker", help="run a worker (claims runs, calls targets)")
     add_database(parser)
+    add_pooled_database(parser)
     env = os.environ.get
     # Text defaults: argparse applies the ``type`` to them, so a bad CRONDEPOT_* value is a
     # usage error naming the option (exit 2), not a traceback while the parser is built.
@@ -93,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
         check_schema(db, "crondepot-worker")
         if args.sync_schedules:
             sync_schedules(db.url, args.tenant, args.imports)
-        config = WorkerConfig(url=db.url, concurrency=args.concurrency,
+        if problem := check_pooled_database(args.pooled_db, "crondepot-worker"):
+            return fail(problem)
+        config = WorkerConfig(url=db.url, pooled_url=args.pooled_db,
+                              concurrency=args.concurrency,
                               urgent_only=urgent_only, weights=weights,
                               grace_seconds=args.grace, heartbeat_seconds=args.heartbeat,
                               max_lease_seconds=args.max_lease,

@@ -22,6 +22,17 @@ and outcomes, the maintenance leader, the operator's commands, migrate) do, in t
 connection's startup options, so it holds for every statement and survives a reconnect.
 The API does not: its pooled connections see nothing until a request's token is known, and
 forget the tenant when they go back to the pool (docs/operations.md, "Row-level security").
+
+A transaction-mode pooler (PgBouncer, ``pool_mode = transaction``) lends a server session for
+one transaction at a time: startup options do not reach the server, and whatever a statement
+sets for the session stays with the server connection for the next client. So only the
+connections that hold no session state take the pooled URL (``--pooled-db``,
+``CRONDEPOT_POOLED_DATABASE_URL``): the worker's pool and the scheduler's tick connection.
+Their role carries ``crondepot.tenant_id = all`` (``ALTER ROLE … SET``), which every server
+connection of that role's pool starts with, and is checked on every new connection
+(``connect_pooled``), so a role without it fails loudly instead of seeing no rows. LISTEN,
+the session advisory locks (maintenance leadership, the ledger check's turn), the API (a
+request's tenant is set for the session) and the operator's commands stay on the direct URL.
 """
 
 from __future__ import annotations
@@ -39,11 +50,13 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
+from crondepot.base.errors import CrondepotError
 from crondepot.db import roles
 from crondepot.db.embedded import EmbeddedPostgres, default_data_dir
 from crondepot.db.queries import Q
 
 URL_ENV = "CRONDEPOT_DATABASE_URL"
+POOLED_URL_ENV = "CRONDEPOT_POOLED_DATABASE_URL"
 DATA_DIR_ENV = "CRONDEPOT_DATA_DIR"
 
 # libpq parameters added to every URL that does not set them (docs/availability.md). The
@@ -98,6 +111,65 @@ def bounded(url: str, *, tenants: str | None = None) -> str:
     if settings:
         extra["options"] = " ".join([options, *settings]).strip()
     return make_conninfo(url, **extra) if extra else url
+
+
+class TenantSettingError(CrondepotError):
+    """A connection whose role's default tenant setting is wrong for its use: a pooled one
+    that does not see every tenant, or the API's that does."""
+
+
+def pooled(url: str) -> str:
+    """``url`` (a transaction-mode pooler's) with the TCP bounds above and no startup options:
+    PgBouncer refuses ``options`` (or, told to ignore it, drops it), and the session settings
+    come from the role instead (the module's docstring)."""
+    params: dict[str, Any] = conninfo_to_dict(url)
+    extra: dict[str, Any] = {k: v for k, v in CONNECTION_DEFAULTS.items() if k not in params}
+    return make_conninfo(url, **extra) if extra else url
+
+
+# Server-side prepared statements belong to a server session, which a transaction-mode
+# pooler hands to other clients between transactions (PgBouncer before 1.21 cannot track
+# them): psycopg must send every statement unprepared.
+POOLED_CONNECTION: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+
+
+def check_pooled(conn: psycopg.Connection[Any]) -> None:
+    """Raise ``TenantSettingError`` unless ``conn`` sees every tenant's rows without having said so
+    itself: through a pooler, the only setting that survives is the role's (or database's)."""
+    row = conn.execute(Q.session_tenant).fetchone()
+    if not row or row[0] != ALL_TENANTS:
+        raise TenantSettingError(
+            f"the pooled database URL's role does not see every tenant "
+            f"({TENANT_SETTING} is {row[0] if row else None!r}, expected {ALL_TENANTS!r}): "
+            f"give the workers and schedulers a role of their own behind the pooler, with "
+            f"ALTER ROLE name SET {TENANT_SETTING} = '{ALL_TENANTS}' "
+            f"(deploy/README.md, \"PgBouncer\"); never the API's role")
+
+
+def refuse_all_tenants_role(conn: psycopg.Connection[Any]) -> None:
+    """Raise ``TenantSettingError`` if ``conn``, fresh and told nothing, sees every tenant's
+    rows: the API's role must see none until a request's token names its tenant (a role
+    made for the pooler, ``ALTER ROLE … SET crondepot.tenant_id = 'all'``, must not serve
+    it)."""
+    row = conn.execute(Q.session_tenant).fetchone()
+    if row and row[0] == ALL_TENANTS:
+        raise TenantSettingError(
+            f"the API's database role sees every tenant's rows by default ({TENANT_SETTING} "
+            f"= {ALL_TENANTS!r} from ALTER ROLE or ALTER DATABASE): connect the API as the "
+            f"runtime role, not as the workers' pooled role")
+
+
+def connect_pooled(url: str, *, application_name: str = "crondepot") -> psycopg.Connection[Any]:
+    """An autocommit connection through a transaction-mode pooler, checked to see every
+    tenant's rows (``check_pooled``); for the statements of cross-tenant processes that
+    keep no session state."""
+    conn = psycopg.connect(pooled(url), application_name=application_name, **POOLED_CONNECTION)
+    try:
+        check_pooled(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 @dataclass

@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 
 from crondepot.db import ALL_TENANTS, Q, connect
+from crondepot.db.connect import connect_pooled
 from crondepot.maintenance import Maintainer, MaintenanceConfig
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff, Stoppable
@@ -47,6 +48,9 @@ FIRST_BATCH = 100
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
     url: str
+    # A transaction-mode pooler's URL for the ticks (None: ``url``); the LISTEN connection
+    # and maintenance keep ``url`` (db/connect.py).
+    pooled_url: str | None = None
     tick_seconds: float = 2.0
     batch: int = 2000
     name: str = "scheduler"
@@ -151,8 +155,10 @@ class Scheduler(Stoppable):
 
     def _connect(self) -> None:
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self.config.url, application_name=f"crondepot-{self.config.name}",
-                                 tenants=ALL_TENANTS)
+            name = f"crondepot-{self.config.name}"
+            self._conn = (connect_pooled(self.config.pooled_url, application_name=name)
+                          if self.config.pooled_url else
+                          connect(self.config.url, application_name=name, tenants=ALL_TENANTS))
         if self._listener is None or self._listener.closed:
             self._listener = connect(self.config.url,
                                      application_name=f"crondepot-{self.config.name}-listen")

@@ -38,6 +38,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot.base.jsontext import loads_stored
 from crondepot.db import ALL_TENANTS, Q, bounded, connect, idle_check
+from crondepot.db.connect import POOLED_CONNECTION, check_pooled, pooled
 from crondepot.job.guard import AddressGuard
 from crondepot.limits.buckets import RateLimiter
 from crondepot.maintenance import Maintainer, MaintenanceConfig
@@ -75,6 +76,9 @@ MAX_IN_HAND_FACTOR = 2      # runs in hand (calling or being recorded) per slot,
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerConfig:
     url: str
+    # A transaction-mode pooler's URL for the pool of claims, heartbeats and outcomes (None:
+    # ``url``); LISTEN and maintenance keep ``url`` (db/connect.py).
+    pooled_url: str | None = None
     concurrency: int = 20
     urgent_only: int = 4
     weights: tuple[int, int, int] = (6, 3, 1)
@@ -103,6 +107,13 @@ def _configure_connection(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET TimeZone = 'UTC'")
 
 
+def _configure_pooled_connection(conn: psycopg.Connection[Any]) -> None:
+    # TimeZone is one of the parameters PgBouncer keeps per client and sets again on each
+    # server connection it lends, so the SET above holds through the pooler too.
+    check_pooled(conn)
+    _configure_connection(conn)
+
+
 class Worker(Stoppable):
     def __init__(self, config: WorkerConfig, guard: AddressGuard | None = None) -> None:
         super().__init__()
@@ -123,11 +134,16 @@ class Worker(Stoppable):
         self.abandoned = 0        # calls still running when the grace period ended
         self.restart_wanted = False   # too many hung handler threads: the CLI starts afresh
         self._hung = AbandonedCalls(config.max_abandoned)
-        self._pool = ConnectionPool(bounded(config.url, tenants=ALL_TENANTS), min_size=2,
+        if config.pooled_url:
+            conninfo, kwargs = pooled(config.pooled_url), dict(POOLED_CONNECTION)
+            configure = _configure_pooled_connection
+        else:
+            conninfo, kwargs = bounded(config.url, tenants=ALL_TENANTS), {"autocommit": True}
+            configure = _configure_connection
+        self._pool = ConnectionPool(conninfo, min_size=2,
                                     max_size=min(config.concurrency, 10) + 2,
-                                    kwargs={"autocommit": True,
-                                            "application_name": "crondepot-worker"},
-                                    configure=_configure_connection, **idle_check(), open=False)
+                                    kwargs={**kwargs, "application_name": "crondepot-worker"},
+                                    configure=configure, **idle_check(), open=False)
         # Read now, so that a bad CRONDEPOT_TARGET_ALLOWLIST or CA setting stops the worker at
         # start; the HTTP client itself is made for the first HTTP run (_open_webhooks).
         self._guard = guard or AddressGuard.from_env()

@@ -18,9 +18,12 @@ from crondepot.db import roles
 from crondepot.db.connect import (
     ALL_TENANTS,
     DATA_DIR_ENV,
+    POOLED_URL_ENV,
     URL_ENV,
     Database,
+    TenantSettingError,
     connect,
+    connect_pooled,
     open_database,
 )
 from crondepot.db.migrations import require_current
@@ -55,6 +58,31 @@ def add_database(parser: argparse.ArgumentParser) -> None:
         "--data-dir", metavar="DIR", default=os.environ.get(DATA_DIR_ENV),
         help=f"data directory of the embedded PostgreSQL (env {DATA_DIR_ENV})",
     )
+
+
+def add_pooled_database(parser: argparse.ArgumentParser) -> None:
+    """The transaction-mode pooler in front of the database, for the hot path of the
+    cross-tenant processes (worker, scheduler); db/connect.py says what goes through it."""
+    parser.add_argument(
+        "--pooled-db", metavar="URL", default=os.environ.get(POOLED_URL_ENV) or None,
+        type=_database_url,
+        help=f"URL of a transaction-mode PgBouncer in front of --db, as a role that sees "
+             f"every tenant (env {POOLED_URL_ENV}); claims, heartbeats, outcomes and ticks "
+             f"go through it, LISTEN and maintenance stay on --db (default: --db for all)")
+
+
+def check_pooled_database(url: str | None, name: str) -> str | None:
+    """A message saying why the pooled URL cannot be used, or None (also when not given)."""
+    if not url:
+        return None
+    try:
+        connect_pooled(url, application_name=f"{name}-check").close()
+    except TenantSettingError as exc:
+        return f"--pooled-db: {exc}"
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"--pooled-db: cannot connect through the pooler: {first}"
+    return None
 
 
 def _database_url(text: str) -> str:

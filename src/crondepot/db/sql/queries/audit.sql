@@ -34,3 +34,9 @@ WHERE tenant_id = %(tenant_id)s::bigint
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s::integer;
+
+-- name: session_tenant
+-- The tenant this session sees rows of, whence it came (startup options, the role's or the
+-- database's default, set_config): a connection through a transaction-mode pooler must
+-- see 'all' from its role before it is used (db/connect.py, connect_pooled).
+SELECT current_setting('crondepot.tenant_id', true) AS tenant;
