@@ -39,7 +39,7 @@ def make_pooled_role(admin_url: str, runtime_role: str = "crondepot_runtime",
     """``role``: logs in, has the runtime role's privileges, and sees every tenant's rows in
     the database of ``admin_url`` (a default of the role there, which every session it
     starts, through a pooler or not, begins with)."""
-    dbname = conninfo_to_dict(admin_url).get("dbname") or "postgres"
+    dbname = str(conninfo_to_dict(admin_url).get("dbname") or "postgres")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         # Made by another test already (roles belong to the cluster), or at the same moment.
         with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
