@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from crondepot.db import ALL_TENANTS, bounded, roles
-from crondepot.db.connect import TenantSettingError, connect_pooled
+from crondepot.db.connect import TenantSettingError, TransactionPoolerError, connect_pooled
 from crondepot_testkit.pgbouncer import (
     POOLED_ROLE,
     PgBouncer,
@@ -97,6 +97,28 @@ def test_the_api_refuses_a_role_that_sees_every_tenant(db_url: str) -> None:
     app = create_app(roles.runtime_url(db_url, POOLED_ROLE))
     with pytest.raises(TenantSettingError, match="sees every tenant"), TestClient(app):
         pass
+
+
+@pytest.mark.parametrize("mode", ["transaction", "session"])
+def test_the_api_refuses_a_transaction_pooler_not_a_session_one(db_url: str, mode: str) -> None:
+    # A request's tenant is a session setting: through transaction pooling another client
+    # would see it. (PgBouncer refuses the API's startup options unless told to ignore
+    # them, which is what an operator would have done to put the API behind it.)
+    from fastapi.testclient import TestClient
+
+    from crondepot.api import create_app
+
+    if pgbouncer_binary() is None:
+        pytest.skip("pgbouncer not installed")
+    with PgBouncer(db_url, pool_mode=mode, ignore_startup_parameters="options") as pgb:
+        app = create_app(pgb.url(db_url, roles.DEFAULT_RUNTIME_ROLE))
+        if mode == "transaction":
+            with pytest.raises(TransactionPoolerError, match="transaction-mode pooler"), \
+                    TestClient(app):
+                pass
+        else:
+            with TestClient(app) as client:
+                assert client.get("/readyz").status_code == 200
 
 
 def test_prepared_statements_break_through_the_pooler_without_the_setting(

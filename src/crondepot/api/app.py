@@ -39,8 +39,8 @@ from crondepot.api.routes import (
     tokens,
 )
 from crondepot.api.slots import DEFAULT_WAIT_SECONDS, DbSlots
-from crondepot.db import open_pool
-from crondepot.db.connect import refuse_all_tenants_role
+from crondepot.db import connect, open_pool
+from crondepot.db.connect import refuse_all_tenants_role, refuse_transaction_pooler
 from crondepot.job.url import check_allow_list
 from crondepot.runtime import logs
 
@@ -137,10 +137,13 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Two connections of the pool's kind, both open (the pool may hold one only).
+        with connect(database_url, application_name="crondepot-api-check") as conn, \
+                connect(database_url, application_name="crondepot-api-check") as other:
+            refuse_all_tenants_role(conn)
+            refuse_transaction_pooler(conn, other)
         with open_pool(database_url, min_size=config.pool_min_size,
                        max_size=config.pool_max_size, application_name="crondepot-api") as pool:
-            with pool.connection() as conn:
-                refuse_all_tenants_role(conn)
             app.state.pool = pool
             # At most one request per pooled connection holds or waits for one (slots.py).
             app.state.db_slots = DbSlots(pool, size=config.pool_max_size,

@@ -159,6 +159,37 @@ def refuse_all_tenants_role(conn: psycopg.Connection[Any]) -> None:
             f"runtime role, not as the workers' pooled role")
 
 
+class TransactionPoolerError(CrondepotError):
+    """The API's connections go through a pooler that lends one server session to several
+    clients between their transactions."""
+
+
+def refuse_transaction_pooler(first: psycopg.Connection[Any],
+                              second: psycopg.Connection[Any]) -> None:
+    """Raise ``TransactionPoolerError`` if two of the API's connections, both open, ran
+    statements in the same server session: only a transaction-mode pooler does that, and
+    through it a request's session-level tenant would be seen by another client's request.
+
+    Direct connections are recognised at once (the server process the client was told at
+    connect is the one its statement runs in). Behind a pooler, ``first`` runs a statement
+    (autocommit: the pooler takes the server session back after it) and ``second`` the
+    next: PgBouncer lends the session it got back last, so in transaction mode ``second``
+    meets ``first``'s. Never a false refusal (session mode keeps a session for one client);
+    a transaction pooler that lends ``second`` another idle session escapes it, which is
+    why the documentation says plainly that the API connects directly."""
+    row = first.execute(Q.server_session).fetchone()
+    if row is None or row[0] == first.info.backend_pid:
+        return
+    again = second.execute(Q.server_session).fetchone()
+    if again is not None and again[0] == row[0]:
+        raise TransactionPoolerError(
+            "the API's database URL goes through a transaction-mode pooler (two of its "
+            "connections ran in one server session): a request's tenant is a session "
+            "setting, which that pooler would show to other requests. Connect the API "
+            "directly to PostgreSQL (docs/availability.md, \"PgBouncer in transaction "
+            "mode\")")
+
+
 def connect_pooled(url: str, *, application_name: str = "crondepot") -> psycopg.Connection[Any]:
     """An autocommit connection through a transaction-mode pooler, checked to see every
     tenant's rows (``check_pooled``); for the statements of cross-tenant processes that

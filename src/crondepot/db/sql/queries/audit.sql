@@ -40,3 +40,9 @@ LIMIT %(limit)s::integer;
 -- database's default, set_config): a connection through a transaction-mode pooler must
 -- see 'all' from its role before it is used (db/connect.py, connect_pooled).
 SELECT current_setting('crondepot.tenant_id', true) AS tenant;
+
+-- name: server_session
+-- The server process this statement ran in: through a pooler, not the one the client was
+-- told at connect, and through a transaction-mode pooler, one another client may also get
+-- (db/connect.py, refuse_transaction_pooler).
+SELECT pg_backend_pid() AS pid;
