@@ -1,8 +1,10 @@
 """A scheduler and workers whose hot path goes through a real PgBouncer in transaction mode
 (``--pooled-db``) deliver every run once, while their LISTEN and maintenance connections go
-to PostgreSQL directly; a pooled URL whose role does not see every tenant stops them at start.
+to PostgreSQL directly; a pooled URL whose role does not see every tenant, a malformed one
+or an unreachable one stops them at start.
 
-Skipped where pgbouncer is not installed (.ci/run installs Debian's)."""
+The pooler's tests are skipped where pgbouncer is not installed (.ci/run installs Debian's).
+"""
 
 from __future__ import annotations
 
@@ -14,15 +16,16 @@ import pytest
 
 from crondepot.db import connect, roles
 from crondepot_testkit.pgbouncer import POOLED_ROLE, PgBouncer, make_pooled_role, pgbouncer_binary
-from crondepot_testkit.processes import Proc, wait_until
+from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, queued_runs
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(pgbouncer_binary() is None, reason="pgbouncer not installed")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def bouncer(db_url: str) -> Iterator[PgBouncer]:
+    if pgbouncer_binary() is None:
+        pytest.skip("pgbouncer not installed")
     make_pooled_role(db_url)
     with PgBouncer(db_url, default_pool_size=4) as pgb:
         yield pgb
@@ -94,5 +97,22 @@ def test_a_pooled_role_that_does_not_see_every_tenant_stops_the_process(
     assert code != 0
     assert "--pooled-db: the pooled database URL's role does not see every tenant" in \
         proc.output()
+    with connect(db_url) as conn:
+        assert _one(conn, "SELECT count(*) FROM runs") == 0
+
+
+@pytest.mark.parametrize(("pooled", "says"), [
+    ("postgresql://[x", "expected a PostgreSQL URL"),
+    (None, "--pooled-db: cannot connect through the pooler"),
+])
+def test_a_bad_or_unreachable_pooled_url_stops_the_worker(
+        db_url: str, pooled: str | None, says: str) -> None:
+    url = pooled or f"postgresql://{POOLED_ROLE}@127.0.0.1:{free_port()}/x?connect_timeout=2"
+    proc = Proc("worker", "--db", db_url, "--pooled-db", url)
+    try:
+        assert proc.popen.wait(timeout=60) == 2      # a usage error
+    finally:
+        proc.kill()
+    assert says in proc.output()
     with connect(db_url) as conn:
         assert _one(conn, "SELECT count(*) FROM runs") == 0
