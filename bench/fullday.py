@@ -276,6 +276,7 @@ class Built:
     alert_jobs: int = 0
     steps: list[tuple[str, float]] = field(default_factory=list)
     wal_bytes: int = 0
+    limited: bool = True           # the reminders name the bucket (--no-limit: they do not)
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -311,8 +312,8 @@ def history_fires(t0: datetime) -> list[tuple[datetime, Kind]]:
     return sorted(fires, key=lambda f: (f[0], f[1].name))
 
 
-def build(url: str, scale: float, gateway: str) -> Built:
-    built = Built(url=url)
+def build(url: str, scale: float, gateway: str, *, limited: bool = True) -> Built:
+    built = Built(url=url, limited=limited)
     with admin_connect(url) as conn:
         conn.execute("SET maintenance_work_mem = '512MB'")
         row = conn.execute("SELECT now()").fetchone()
@@ -359,7 +360,7 @@ def _insert_kind(conn: psycopg.Connection[Any], built: Built, kind: Kind, scale:
     ids = [r[0] for r in conn.execute(INSERT_JOBS, {
         "tenant": built.bank, "kind": kind.name, "cron": kind.cron, "tz": kind.tz,
         "priority": kind.priority, "first": first, "target": target(gateway, "sms"),
-        "limit": LIMIT if kind is BURST else None, "created": created,
+        "limit": LIMIT if kind is BURST and built.limited else None, "created": created,
         "count": scaled(kind.full, scale)})]
     if ids != list(range(ids[0], ids[-1] + 1)):
         raise RuntimeError(f"{kind.name}: job ids are not consecutive")
@@ -805,7 +806,8 @@ def report(built: Built, run: Run, drain: Drain, scale: float) -> None:
     ended = max((last for _, _, last, _ in by_status.values() if last), default=None)
     skipped = by_status.get("skipped", (0,))[0]
     print(f"\nThe burst: {len(ids):,} reminders due at {run.burst_at:%H:%M:%S} UTC, "
-          f"bucket {LIMIT} {RATE:.0f}/s (burst {BURST_TOKENS})")
+          + (f"bucket {LIMIT} {RATE:.0f}/s (burst {BURST_TOKENS})" if built.limited
+             else "NO bucket (--no-limit)"))
     for status, (n, _, _, attempts) in sorted(by_status.items()):
         print(f"  {status:<10} {n:>9,}  (most attempts {attempts})")
     if ended is not None:
@@ -931,6 +933,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--delay", default="0.3-1.5", help="gateway answer delay, s (0.3-1.5)")
     parser.add_argument("--no-vacuum", action="store_true",
                         help="no VACUUM of runs after the prune")
+    parser.add_argument("--no-limit", action="store_true",
+                        help="the reminders name no bucket: what the rest of the pipeline "
+                             "drains without the rate limiter (a diagnosis, not the day)")
     args = parser.parse_args(argv)
     if not 0 < args.scale <= 1:
         parser.error(f"--scale: expected a number in (0, 1], got {args.scale}")
@@ -960,7 +965,7 @@ def run(args: argparse.Namespace) -> None:
                 with admin_connect(url) as conn:
                     lsn = wal_lsn(conn)
                 print(f"Build (scale {args.scale}):", flush=True)
-                built = build(url, args.scale, base)
+                built = build(url, args.scale, base, limited=not args.no_limit)
                 built.alert_jobs = args.alerts
                 with admin_connect(url) as conn:
                     built.wal_bytes = wal_since(conn, lsn)
@@ -970,6 +975,7 @@ def run(args: argparse.Namespace) -> None:
                       f"slots ({args.urgent_only} urgent-only each), {args.alerts} alerts jobs",
                       flush=True)
                 result = run_burst(built, args, base)
+                result.cpu["gateway"] = gateway.cpu_seconds("gateway")
                 gateway.stop()
                 report(built, result, read_gateway(record, built.ids[BURST.name]), args.scale)
         finally:
