@@ -69,7 +69,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -708,7 +708,7 @@ def phases(run: Run) -> list[tuple[str, float, float]]:
 
 
 def in_phase(samples: list[tuple[float, float]], low: float, high: float,
-             without: list[tuple[float, float]] = ()) -> list[float]:  # type: ignore[assignment]
+             without: Sequence[tuple[float, float]] = ()) -> list[float]:
     return [v for t, v in samples
             if low <= t < high and not any(a <= t < b for a, b in without)]
 
