@@ -94,6 +94,7 @@ from crondepot.job import JobSpec, create_jobs
 from crondepot.job.guard import ALLOWLIST_ENV
 from crondepot.limits.buckets import set_limit
 from crondepot.queue.claim import claim_runs
+from crondepot.runs.reads import listed_statuses
 from crondepot.runs.retention import PRUNE_BATCH
 from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import create_tenant
@@ -869,7 +870,8 @@ def explain_reads(conn: psycopg.Connection[Any],
     """The plans behind two figures, on the table as the run left it: the API's list of a
     tenant's runs, and one pass of the pruner (a day later than the one it pruned, rolled
     back)."""
-    listed = {"tenant_id": built.bank, "status": None, "job_id": None, "error": None,
+    listed = {"tenant_id": built.bank, "status": None, "statuses": listed_statuses(None),
+              "job_id": None, "error": None,
               "since": None, "until": None, "limit": 101, "before_at": None,
               "before_run_id": None}
     pruned = {"keep_seconds": (RETENTION_DAYS - 1) * 86400.0, "limit": PRUNE_BATCH,
