@@ -40,7 +40,7 @@ from opentelemetry.trace import (
 )
 
 from crondepot.base.version import __version__
-from crondepot.runtime.tracing import RUN_ID, run_ids
+from crondepot.runtime.tracing import NOOP, RUN_ID, Noop, run_ids
 
 # No parent: a span started in it is the root of a trace of its own.
 _ROOT = otel_context.Context()
@@ -184,8 +184,13 @@ class Tracing:
         trace_id, root = run_ids(run_id)
         # The run's root as a remote parent: written by a scheduler, maybe on another host.
         # Sampled as the scheduler's sampler sampled the root, from the same trace id.
-        root_context = SpanContext(trace_id, root, is_remote=True,
-                                   trace_flags=self._flags(trace_id))
+        flags = self._flags(trace_id)
+        root_context = SpanContext(trace_id, root, is_remote=True, trace_flags=flags)
+        if not flags.sampled:
+            # Not traced: no span of its own, nor of its call or outcome (call, outcome);
+            # the root's context goes on as the current span, so the target still gets the
+            # run's trace id, marked not sampled.
+            return Current(NonRecordingSpan(root_context))
         span = self._tracer.start_span(
             "crondepot.attempt",
             context=trace.set_span_in_context(NonRecordingSpan(root_context)),
@@ -198,12 +203,16 @@ class Tracing:
         sampled = decision is Decision.RECORD_AND_SAMPLE
         return TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
 
-    def call(self, run_id: str, target: Mapping[str, Any]) -> Scoped:
+    def call(self, run_id: str, target: Mapping[str, Any]) -> Scoped | Noop:
+        if not trace.get_current_span().is_recording():     # the attempt is not sampled
+            return NOOP
         kind, attributes = _call_attributes(run_id, target)
         return Scoped(self._tracer.start_span("crondepot.call", kind=kind,
                                               attributes=attributes))
 
-    def outcome(self, run_id: str) -> Current:
+    def outcome(self, run_id: str) -> Current | Noop:
+        if not trace.get_current_span().is_recording():
+            return NOOP
         return Current(self._tracer.start_span("crondepot.outcome",
                                                attributes={RUN_ID: run_id}))
 
