@@ -136,21 +136,27 @@ def test_a_workers_attempts_are_sampled_as_the_schedulers_roots_were() -> None:
         assert tracing.configure("both", exporter=exporter)
         runs = [f"7:{1791171000 + i}" for i in range(400)]
         tracing.ticked("s1", time.time_ns(), {"claimed": 400}, [(r, None) for r in runs])
+        sent = {}
         for run_id in runs:
             span = tracing.attempt(run_id, 1, None, {})
             with span:
                 with tracing.call(run_id, {"type": "python", "handler": "sms.send"}):
-                    pass
+                    sent[run_id] = dict(tracing.headers())["traceparent"]
             span.end()
         kept = {}
         for s in exporter.get_finished_spans():
             kept.setdefault(s.name, set()).add(s.attributes.get("crondepot.run_id"))
-        print(json.dumps({k: sorted(v, key=str) for k, v in kept.items()}))
+        print(json.dumps({"sent": sent} | {k: sorted(v, key=str) for k, v in kept.items()}))
     """, OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0.5")
     kept = json.loads(out)
     roots = set(kept["crondepot.run"])
     assert 100 < len(roots) < 300
     assert set(kept["crondepot.attempt"]) == set(kept["crondepot.call"]) == roots
+    # a run left out still sends its trace id on, marked not sampled, under its root's id
+    for run_id, traceparent in kept["sent"].items():
+        trace_id, root_id = tracing.run_ids(run_id)
+        assert traceparent.startswith(f"00-{trace_id:032x}-")
+        assert traceparent.endswith("-01" if run_id in roots else f"-{root_id:016x}-00")
 
 
 def test_the_service_name_is_the_environments_when_it_names_one() -> None:
