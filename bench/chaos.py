@@ -16,7 +16,11 @@ What it does (everything on loopback, nothing on the machine's shared PostgreSQL
   and a few jobs under each schedule rule of issue 31 (``create_rule_jobs``): a calendar
   holding the run's dates (every fire skipped ``calendar``, no call), a delivery window
   opening a couple of minutes in (no call before it), ``overlap: skip`` with a gateway
-  answer slower than the minute (no two calls of a job in flight at once);
+  answer slower than the minute (no two calls of a job in flight at once); and every-minute
+  jobs publishing to NATS JetStream (the broker target that deduplicates), on a stream of
+  the run's own on the machine's NATS (``CRONDEPOT_CHAOS_NATS``, default 127.0.0.1:4222),
+  whose messages are counted per ``Nats-Msg-Id``: a duplicate effect there is a message
+  stored twice;
 - runs 3 ``crondepot scheduler`` copies (one under ``faketime -f +2h``: a skewed host clock;
   its wall clock only, see ``start_services``) and 3 ``crondepot worker`` processes as real
   processes, each in its own process group;
@@ -102,10 +106,12 @@ from crondepot.job.store import (
     update_job,
 )
 from crondepot.limits.buckets import set_limit
+from crondepot.tenancy import connections
 from crondepot.tenancy.calendars import set_calendar
 from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import create_tenant
 from crondepot.timetable import run_id
+from crondepot_testkit.brokers import PrivateStream, StoredMessage
 from crondepot_testkit.chaos_model import (
     TARGET_ALLOWLIST,
     Change,
@@ -120,6 +126,7 @@ from crondepot_testkit.chaos_model import (
     overlapping_calls,
 )
 from crondepot_testkit.cluster import PrivateCluster
+from crondepot_testkit.deploy import process_env
 from gateway import Gateway, Request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,6 +157,7 @@ SLOW_S = 70.0                # the overlap jobs' gateway answer: longer than the
 SLOW_TIMEOUT_S = 85.0        # their target timeout, and lease (> the answer)
 SLOW_LEASE_S = 100
 CLAIM_GRACE_S = 5.0   # a worker's poll interval (1 s) and a claim under load, with room
+NATS_URL = os.environ.get("CRONDEPOT_CHAOS_NATS", "nats://127.0.0.1:4222")
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +187,7 @@ class Plan:
     failover: bool = False       # a Patroni cluster and its events instead of the faults
     synchronous: bool = True     # Patroni's synchronous_mode (failover runs)
     strict: bool = True          # and synchronous_mode_strict
+    broker_jobs: int = 0         # every-minute jobs publishing to NATS JetStream
 
     @property
     def window_s(self) -> float:
@@ -203,10 +212,10 @@ def plan_for(args: argparse.Namespace) -> Plan:
         return Plan(mode="ci", minutes=3, every_minute_jobs=1200, spike_jobs=1000,
                     spike_lead_s=60, kill_every_s=8, storm_s=20, outage_s=20, drain_s=40,
                     operator=not args.no_operator, pause_every_s=8.0,
-                    pause_hold_s=(15.0, 45.0), import_good=20)
+                    pause_hold_s=(15.0, 45.0), import_good=20, broker_jobs=60)
     return Plan(mode="full", minutes=args.minutes, every_minute_jobs=args.jobs,
                 spike_jobs=args.spike, spike_lead_s=min(150.0, args.minutes * 20),
-                operator=not args.no_operator)
+                operator=not args.no_operator, broker_jobs=200)
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -315,7 +324,17 @@ class Run:
     env: dict[str, str] = field(default_factory=dict)     # for crondepot processes
     stopped_at: float | None = None   # when the services were told to stop
     plan_url: str = ""                # the database URL every process is given
+    stream: PrivateStream | None = None   # the broker jobs' NATS stream
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _stored: list[StoredMessage] | None = None
+
+    def stored(self) -> list[StoredMessage]:
+        """The broker jobs' messages in their stream (read once, after the workers stop)."""
+        if self.stream is None:
+            return []
+        if self._stored is None:
+            self._stored = self.stream.messages()
+        return self._stored
 
     def fault(self, kind: str, target: str = "", detail: str = "") -> Fault:
         entry = Fault(kind=kind, at=time.time(), target=target, detail=detail)
@@ -338,6 +357,9 @@ class Run:
         if self.cluster is not None:
             self.cluster.destroy()
             self.cluster = None
+        if self.stream is not None:
+            self.stream.delete()
+            self.stream = None
 
 
 class RecordingGateway(Gateway):
@@ -449,12 +471,73 @@ def create_rule_jobs(conn: psycopg.Connection[Any], plan: Plan, tenant_id: int,
     return made
 
 
+def create_broker_jobs(conn: psycopg.Connection[Any], run: Run,
+                       tenant_id: int) -> list[Job]:
+    """Every-minute jobs (spread, run_late) publishing to a NATS JetStream stream of the
+    run's own, through the connection ``bus`` granted to the tenant; none when the machine
+    has no NATS (a note says so)."""
+    plan = run.plan
+    if not plan.broker_jobs:
+        return []
+    stream = PrivateStream(NATS_URL, prefix="crondepot-chaos")
+    try:
+        stream.create()
+    except Exception as exc:   # no server, no JetStream: the run goes on without them
+        run.notes.append(f"no NATS JetStream at {NATS_URL} ({type(exc).__name__}: {exc}): "
+                         "the broker jobs were SKIPPED")
+        return []
+    run.stream = stream
+    connections.add(conn, "bus", NATS_URL)
+    grant(conn, tenant_id, connections=["bus"])
+    specs = [JobSpec.from_document({
+        "key": f"nats-{i}", "cron": "* * * * *", "tz": "UTC",
+        "target": {"type": "nats", "connection": "bus",
+                   "subject": stream.subject("reminders.sms"), "timeout_s": plan.timeout_s},
+        "payload": {"to": f"+4477{i:08d}", "text": "chaos nats"},
+        "misfire": {"policy": "run_late"}, "catchup": "all", "spread": {"seconds": SPREAD_SECONDS},
+        "lease_seconds": plan.lease_s}) for i in range(plan.broker_jobs)]
+    jobs = []
+    for made, spec in zip(create_jobs(conn, tenant_id, specs), specs, strict=True):
+        if made.next_nominal_at is None:
+            raise SystemExit(f"job {made.id} has no first run")
+        jobs.append(Job(made.id, spec, "broker", "nats", made.next_nominal_at))
+    return jobs
+
+
+def broker_check(run: Run, url: str) -> dict[str, Any]:
+    """The broker jobs' stream: messages stored per run id (``Nats-Msg-Id``), repeats the
+    stream dropped (publishes acknowledged as duplicates), and when each run's message was
+    first stored (its delivery)."""
+    stored = run.stored()
+    per_run = Counter(m.msg_id for m in stored)
+    first: dict[str, float] = {}
+    for m in stored:
+        first[m.msg_id] = min(first.get(m.msg_id, math.inf), m.stored)
+    with connect(url, application_name="chaos-report") as conn:
+        row = conn.execute("SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id "
+                           "WHERE j.target->>'type' = 'nats' "
+                           "AND (r.result->>'duplicate')::boolean").fetchone()
+    return {"stream": run.stream.name if run.stream else None, "messages": len(stored),
+            "runs": len(per_run),
+            "duplicate_effects": sum(n - 1 for n in per_run.values()),
+            "repeats_dropped": row[0] if row else 0, "first_stored": first}
+def deployed_env(kind: str, url: str) -> dict[str, str]:
+    """The environment the reference unit of ``kind`` gets (deploy/env: crondepot.env, then
+    its own file), with this machine's values put in: the database, the gateways' loopback
+    addresses allowed, and no metrics port (several copies share one host). The plan's
+    flags (slots for the gateways' rate, runs kept for the analysis, a shorter grace) are
+    given on the command line, over the files."""
+    env = {**os.environ, **process_env(kind), "PYTHONUNBUFFERED": "1",
+           "CRONDEPOT_DATABASE_URL": url, ALLOWLIST_ENV: TARGET_ALLOWLIST,
+           "CRONDEPOT_METRICS_PORT": "0"}
+    for name in ("CRONDEPOT_DATA_DIR", "CRONDEPOT_TENANT"):
+        env.pop(name, None)
+    return env
+
+
 def start_services(run: Run, url: str) -> None:
     plan = run.plan
-    env = {**os.environ, "CRONDEPOT_LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1",
-           ALLOWLIST_ENV: TARGET_ALLOWLIST}
-    for name in ("CRONDEPOT_DATABASE_URL", "CRONDEPOT_DATA_DIR", "CRONDEPOT_TENANT"):
-        env.pop(name, None)
+    env = deployed_env("worker", url)
     run.env = env
     crondepot = [sys.executable, "-m", "crondepot"]
     faketime = shutil.which("faketime")
@@ -471,14 +554,15 @@ def start_services(run: Run, url: str) -> None:
     # libfaketime 0.9.10: time.sleep fails there (EINVAL), and the scheduler sleeps only
     # while it waits for the database at start, so a skewed scheduler started while the
     # database is down exits 1 and is restarted like any crashed process (the report says).
-    skewed_env = {**env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    scheduler_env = deployed_env("scheduler", url)
+    skewed_env = {**scheduler_env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     for i in range(1, plan.schedulers + 1):
         skewed = i == plan.schedulers and faketime is not None
         prefix = [faketime, "-f", SKEW] if skewed and faketime else []
         name = f"scheduler-{i}" + ("-skewed" if skewed else "")
         run.services.append(Service(name, [
-            *prefix, *crondepot, "scheduler", "--db", url, "--tick", "1s", "--log-json",
-            "--name", f"{name}.g{{gen}}"], skewed_env if skewed else env, run.logs))
+            *prefix, *crondepot, "scheduler", "--db", url, "--log-json",
+            "--name", f"{name}.g{{gen}}"], skewed_env if skewed else scheduler_env, run.logs))
     for i in range(1, plan.workers + 1):
         name = f"worker-{i}"
         run.services.append(Service(name, [
@@ -1246,6 +1330,9 @@ def ledger_check(run: Run, url: str, jobs: Sequence[Job], since: float, cutoff: 
                 stale += [(key, v, required) for v in carried if v < required]
     if stale:
         problems["requests carrying a payload older than the edit before their fire"] = stale
+    strays = Counter(m.msg_id for m in run.stored() if m.msg_id not in runs_known)
+    if strays:
+        problems["messages at the NATS stream for no run of the model"] = sorted(strays.items())
     rules = rule_check(run, jobs)
     for what, items in rules.pop("problems").items():
         problems[what] = items
@@ -1347,6 +1434,12 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
             if ok:
                 first_ok[key] = min(ok)
 
+    broker = broker_check(run, url)
+    for key, stored in broker.pop("first_stored").items():
+        # stored by the stream: the broker jobs' delivery
+        first_arrival[key] = min(first_arrival.get(key, math.inf), stored)
+        first_ok[key] = min(first_ok.get(key, math.inf), stored)
+
     missed: list[dict[str, Any]] = []
     deferred: list[dict[str, Any]] = []
     # A retry counts as missed only if the workers had it in reach: due at least a poll
@@ -1425,7 +1518,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
                                                                  )[:90]) for r in dead)
     lateness = {kind: [first_arrival[e.run_id] - e.due for e in expected
                        if e.kind == kind and e.run_id in first_arrival]
-                for kind in ("every-minute", "spike", "imported")
+                for kind in ("every-minute", "spike", "imported", "broker")
                 if any(e.kind == kind for e in expected)}
     delivered_late = [first_ok[e.run_id] - e.due for e in expected if e.run_id in first_ok]
     oks = sorted(t for t in first_ok.values())
@@ -1514,7 +1607,8 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
         "wrongly_skipped": wrongly_skipped,
         "dropped_by_rule": dict(dropped_by_rule),
         "dedupe_gateway": dedupe,
-        "duplicate_effects": dedupe["duplicate_effects"],
+        "broker": broker,
+        "duplicate_effects": dedupe["duplicate_effects"] + broker["duplicate_effects"],
         "plain_gateway": run.gateways["plain"].stats(),
         "raw_duplicates": duplicates, "raw_duplicate_causes": dict(causes),
         "unexplained": [d for d in duplicates if d["cause"] == "UNEXPLAINED"],
@@ -1637,16 +1731,24 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
     add(f"| verdict | **{verdict}** |")
     add(f"| expected runs (due before the cut-off) | {report['expected']:,} "
         f"({', '.join(f'{v:,} {k}' for k, v in report['expected_by_kind'].items())}) |")
-    add(f"| delivered (a 200 at a gateway) | {report['delivered']:,} |")
+    add(f"| delivered (a 200 at a gateway, or stored by the NATS stream) | "
+        f"{report['delivered']:,} |")
     add(f"| final without delivery, with a reason | {report['final_without_delivery'] or 0} |")
     add(f"| **missed** | **{len(report['missed'])}** |")
     add(f"| late, still queued for a retry due after the workers stopped (not lost) | "
         f"{len(report['deferred'])} |")
     add(f"| processes that exited by themselves | {len(report['crashes'])} |")
-    add(f"| **duplicate effects** at the deduping gateway | **{report['duplicate_effects']}** "
+    add(f"| **duplicate effects** at the deduping gateway | "
+        f"**{report['dedupe_gateway']['duplicate_effects']}** "
         f"({report['dedupe_gateway']['duplicate_requests_accepted']} repeats dropped: "
         f"{', '.join(f'{n} {c}' for c, n in report['dedupe_repeat_causes'].items()) or '-'})"
         " |")
+    nats = report["broker"]
+    if nats["stream"]:
+        add(f"| **duplicate effects** at the NATS stream ({plan.broker_jobs} broker jobs) | "
+            f"**{nats['duplicate_effects']}** ({nats['messages']:,} messages for "
+            f"{nats['runs']:,} runs; {nats['repeats_dropped']} repeats dropped by the "
+            "stream) |")
     add(f"| raw duplicate requests at the non-deduping gateway | "
         f"{len(report['raw_duplicates'])} runs "
         f"({', '.join(f'{n} {c}' for c, n in report['raw_duplicate_causes'].items()) or '-'}) |")
@@ -1820,6 +1922,7 @@ def execute(run: Run, command: str, wall_start: float) -> int:
             gateway.start()
         urls = {n: g.url for n, g in run.gateways.items()}
         jobs, spike = create_load(conn, plan, tenant.id, urls)
+        jobs += create_broker_jobs(conn, run, tenant.id)
         versions0: dict[int, int] = dict(conn.execute("SELECT id, version FROM jobs").fetchall())
     print(f"  {len(jobs):,} jobs created; spike at {spike:%H:%M} UTC", flush=True)
     operator_rng = random.Random(random.getrandbits(64))

@@ -2,10 +2,12 @@
 
 One etcd and two (or more) PostgreSQL 15 nodes, each run by its own Patroni, all from
 Debian's packages (``apt-get install patroni etcd-server postgresql-15``), under the
-``postgres`` system user (PostgreSQL refuses root), in a temporary folder. Synchronous
-replication (``synchronous_mode`` and ``synchronous_mode_strict``) unless asked otherwise.
-crondepot connects with a multi-host URL and ``target_session_attrs=read-write``, as design
-§9 says a deployment does.
+``postgres`` system user (PostgreSQL refuses root), in a temporary folder. Configured from the
+reference deployment's files (``deploy/patroni/patroni.yml``, ``deploy/etcd/etcd.conf.yml``,
+``crondepot_testkit.deploy``), with only this machine's addresses, ports and folders put in:
+synchronous replication (``synchronous_mode`` and ``synchronous_mode_strict``) unless asked
+otherwise, and crondepot on the shipped multi-host URL (``target_session_attrs=read-write``),
+as design §9 says a deployment does.
 
 Each node reaches etcd through its own loopback address (127.0.0.2, 127.0.0.3, ...), and
 etcd listens on all of them: a partition of one node (``partition``) drops its PostgreSQL
@@ -35,9 +37,10 @@ from typing import Any
 
 import httpx
 
+from crondepot_testkit import deploy
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "postgres"
-SCOPE = "crondepot-failover"
 
 
 def available() -> str | None:
@@ -115,9 +118,9 @@ class PatroniCluster:
 
     @property
     def url(self) -> str:
-        hosts = ",".join(f"127.0.0.1:{n.pg_port}" for n in self.nodes)
-        return (f"postgresql://postgres@{hosts}/postgres"
-                "?target_session_attrs=read-write")
+        """The shipped multi-host URL (deploy/env/crondepot.env) on this cluster's nodes."""
+        return deploy.database_url([f"127.0.0.1:{n.pg_port}" for n in self.nodes],
+                                   user="postgres", dbname="postgres")
 
     def start(self) -> None:
         self.start_etcd()
@@ -132,18 +135,20 @@ class PatroniCluster:
         self.wait_for(self.replicating, 120, "the replicas to stream")
 
     def start_etcd(self) -> None:
+        """One etcd member from deploy/etcd/etcd.conf.yml, listening on every node's own
+        loopback address (the module's docstring)."""
         hosts = ["127.0.0.1", *(n.etcd_host for n in self.nodes)]
-        client_urls = ",".join(f"http://{h}:{self.etcd_port}" for h in hosts)
-        data = self.root / "etcd"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        config = self.root / "etcd.conf.yml"
+        config.write_text(deploy.render(deploy.ETCD, {
+            "ETCD_NAME": "etcd1", "ETCD_DATA_DIR": str(self.root / "etcd"),
+            "ETCD_LISTEN_CLIENT_URLS": ",".join(f"http://{h}:{self.etcd_port}" for h in hosts),
+            "ETCD_ADVERTISE_CLIENT_URLS": f"http://127.0.0.1:{self.etcd_port}",
+            "ETCD_LISTEN_PEER_URLS": peer, "ETCD_ADVERTISE_PEER_URLS": peer,
+            "ETCD_INITIAL_CLUSTER": f"etcd1={peer}"}))
         log = (self.root / "etcd.log").open("ab")
-        self.etcd = subprocess.Popen(
-            ["etcd", "--name", "etcd1", "--data-dir", str(data), "--enable-v2=true",
-             "--listen-client-urls", client_urls,
-             "--advertise-client-urls", f"http://127.0.0.1:{self.etcd_port}",
-             "--listen-peer-urls", f"http://127.0.0.1:{self.etcd_peer_port}",
-             "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.etcd_peer_port}",
-             "--initial-cluster", f"etcd1=http://127.0.0.1:{self.etcd_peer_port}"],
-            stdout=log, stderr=subprocess.STDOUT)
+        self.etcd = subprocess.Popen(["etcd", "--config-file", str(config)],
+                                     stdout=log, stderr=subprocess.STDOUT)
         self.wait_for(self._etcd_healthy, 30, "etcd")
 
     def _etcd_healthy(self) -> bool:
@@ -160,49 +165,29 @@ class PatroniCluster:
                                         cwd=node.folder)
 
     def _config(self, node: Node) -> dict[str, Any]:
+        """deploy/patroni/patroni.yml for ``node``: its addresses, ports and folders, and
+        trust on loopback (this cluster's crondepot connects without a password). The
+        DCS settings, the PostgreSQL parameters and the tags are the file's, unchanged;
+        ``--async`` and ``--not-strict`` alone override the synchronous modes."""
+        config = deploy.render_yaml(deploy.PATRONI, {
+            "NODE_NAME": node.name,
+            "REST_LISTEN": f"127.0.0.1:{node.rest_port}",
+            "REST_ADDRESS": f"127.0.0.1:{node.rest_port}",
+            "ETCD_HOSTS": f"{node.etcd_host}:{self.etcd_port}",
+            "PG_LISTEN": f"127.0.0.1:{node.pg_port}",
+            "PG_ADDRESS": f"127.0.0.1:{node.pg_port}",
+            "DATA_DIR": str(node.data), "PGPASS": str(node.folder / "pgpass"),
+            "SOCKET_DIR": str(node.folder), "CLIENT_NETWORK": "127.0.0.1/32",
+            "SUPERUSER_PASSWORD": "x", "REPLICATION_PASSWORD": "x", "REWIND_PASSWORD": "x"})
         hba = ["local all all trust", "host all all 127.0.0.1/32 trust",
                "host replication all 127.0.0.1/32 trust"]
-        return {
-            "scope": SCOPE, "namespace": "/crondepot/", "name": node.name,
-            "log": {"level": "INFO"},
-            "restapi": {"listen": f"127.0.0.1:{node.rest_port}",
-                        "connect_address": f"127.0.0.1:{node.rest_port}"},
-            "etcd": {"host": f"{node.etcd_host}:{self.etcd_port}"},
-            "bootstrap": {
-                # ttl 10 s, loop 1 s: a dead leader's key expires within ten seconds;
-                # loop_wait + 2 * retry_timeout <= ttl, as Patroni requires.
-                "dcs": {"ttl": 10, "loop_wait": 1, "retry_timeout": 4,
-                        "maximum_lag_on_failover": 1048576,
-                        "synchronous_mode": self.synchronous,
-                        # Strict: without it, a Patroni restarted on a node whose postmaster
-                        # outlived it (kill -9, then a supervisor) lets that old primary's
-                        # waiting commits return success although its standby, promoted
-                        # meanwhile, never got them (docs/availability.md: measured).
-                        "synchronous_mode_strict": self.strict,
-                        "postgresql": {"use_pg_rewind": True, "use_slots": True,
-                                       "parameters": {"max_connections": 300,
-                                                      "wal_log_hints": "on",
-                                                      "max_wal_senders": 10,
-                                                      "max_replication_slots": 10,
-                                                      "wal_keep_size": "256MB"}}},
-                "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}],
-                "pg_hba": hba,
-            },
-            "postgresql": {
-                "listen": f"127.0.0.1:{node.pg_port}",
-                "connect_address": f"127.0.0.1:{node.pg_port}",
-                "data_dir": str(node.data), "bin_dir": str(PG_BIN),
-                "pgpass": str(node.folder / "pgpass"),
-                "authentication": {"superuser": {"username": "postgres", "password": "x"},
-                                   "replication": {"username": "postgres", "password": "x"},
-                                   "rewind": {"username": "postgres", "password": "x"}},
-                "parameters": {"unix_socket_directories": str(node.folder),
-                               "max_connections": 300},
-                "pg_hba": hba,
-            },
-            "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False,
-                     "nosync": False},
-        }
+        config["bootstrap"]["pg_hba"] = config["postgresql"]["pg_hba"] = hba
+        dcs = config["bootstrap"]["dcs"]
+        if not self.synchronous:
+            dcs["synchronous_mode"] = dcs["synchronous_mode_strict"] = False
+        elif not self.strict:
+            dcs["synchronous_mode_strict"] = False
+        return config
 
     def destroy(self) -> None:
         self.heal()
@@ -275,7 +260,8 @@ class PatroniCluster:
             os.kill(pid, signal.SIGKILL)
 
     def switchover(self, leader: Node, candidate: Node) -> None:
-        done = subprocess.run(["patronictl", "-c", str(leader.config), "switchover", SCOPE,
+        scope = json.loads(leader.config.read_text())["scope"]
+        done = subprocess.run(["patronictl", "-c", str(leader.config), "switchover", scope,
                                "--leader", leader.name, "--candidate", candidate.name,
                                "--force"], user=USER, capture_output=True, text=True,
                               timeout=120)

@@ -47,9 +47,14 @@ class PrivateCluster:
         self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60",
                   "-l", str(self.root / "log"), *args)
 
-    def start(self) -> None:
-        self._ctl("-o", f"-p {self.port} -h 127.0.0.1 -k {self.root} -c fsync=off "
-                  "-c max_connections=200", "start")
+    def run_tool(self, exe: str, *args: str) -> None:
+        """One of PostgreSQL's programs (pg_basebackup, …), as the cluster's user."""
+        self._run(exe, *args)
+
+    def start(self, *settings: str) -> None:
+        """Start; ``settings`` are more server options, like ``-c archive_mode=on``."""
+        self._ctl("-o", " ".join([f"-p {self.port} -h 127.0.0.1 -k {self.root} -c fsync=off "
+                                  "-c max_connections=200", *settings]), "start")
 
     def stop(self, mode: str = "fast") -> None:
         self._ctl("-m", mode, "stop")

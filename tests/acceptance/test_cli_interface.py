@@ -56,12 +56,18 @@ def test_every_option_and_argument_of_every_command_has_help() -> None:
     assert missing == []
 
 
-def test_version_comes_from_the_package_metadata() -> None:
+def test_version_names_the_release_and_the_schema_revision() -> None:
     from importlib import metadata
 
+    import crondepot as package
+
+    migrations = Path(package.__file__).parent / "db" / "sql" / "migrations"
+    highest = max(int(path.name[:4]) for path in migrations.glob("[0-9][0-9][0-9][0-9]_*.sql"))
     done = crondepot("--version")
     assert done.returncode == 0
-    assert done.stdout.strip() == f"crondepot {metadata.version('crondepot')}"
+    assert done.stdout.strip() == f"crondepot {package.__version__} (schema revision {highest})"
+    # the installed metadata says the same (pyproject.toml reads base/version.py)
+    assert metadata.version("crondepot") == package.__version__
 
 
 # -- argument errors: exit 2, a message, no traceback ----------------------------------------

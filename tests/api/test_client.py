@@ -443,5 +443,9 @@ def test_audit_verify_stats_health(api: Any) -> None:
     assert caught.value.errors[0].field == "since"
     stats = api.stats()
     assert set(stats) == {"queue", "lag", "dead_letter", "finished_last_hour"}
-    assert api.health() == {"status": "ok"}
+    from crondepot import __version__
+    from crondepot.db.migrations import schema_revision
+
+    assert api.health() == {"status": "ok", "version": __version__,
+                            "schema_revision": schema_revision()}
     assert api.ready() == {"status": "ready"}

@@ -170,7 +170,12 @@ def test_stats_report_queue_depth_lag_and_dead_letter(
 
 
 def test_probes(client: TestClient, conn: psycopg.Connection[Any]) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
+    from crondepot import __version__
+    from crondepot.db.migrations import available
+
+    assert client.get("/healthz").json() == {
+        "status": "ok", "version": __version__,
+        "schema_revision": max(m.version for m in available())}
     assert client.get("/readyz").json() == {"status": "ready"}
     conn.execute("DELETE FROM crondepot_schema_migrations")
     stale = client.get("/readyz")

@@ -15,6 +15,7 @@ from crondepot.base.errors import PermanentError, TemporaryError
 from crondepot.worker.targets import amqp, nats, redis
 from crondepot.worker.targets.base import TargetSetup
 from crondepot.worker.webhook_keys import SigningKeys
+from crondepot_testkit.brokers import NatsServer
 from tests.support import brokers
 
 _BODY_KEYS = {"run_id", "job_id", "job_key", "scheduled_at", "due_at", "attempt", "payload"}
@@ -77,6 +78,48 @@ def test_nats_a_subject_no_stream_captures_fails_for_good() -> None:
                                   "subject": brokers.unique("nowhere.s"), "timeout_s": 2})
     with pytest.raises(PermanentError, match="no JetStream stream captures"):
         target.call(run, "bank42")
+
+
+def test_nats_a_server_whose_jetstream_does_not_answer_is_retried() -> None:
+    # as a server restarting answers before its JetStream has recovered the streams
+    if not NatsServer.installed():
+        pytest.skip("nats-server is not installed (CI machines have it: .ci/run)")
+    server = NatsServer(jetstream=False)
+    try:
+        server.start()
+        setup = _setup()
+        target = nats.make(TargetSetup(webhooks=setup.webhooks,
+                                       signing_keys=setup.signing_keys,
+                                       connections=lambda _: server.url))
+        run = brokers.claimed("7:1", {"type": "nats", "connection": "bus",
+                                      "subject": "reminders.sms", "timeout_s": 2})
+        with pytest.raises(TemporaryError, match="JetStream does not answer"):
+            target.call(run, "bank42")
+    finally:
+        server.close()
+
+
+def test_nats_a_repeat_after_a_server_restart_is_still_dropped() -> None:
+    # the duplicate window outlives a restart: the server rebuilds it from the stored messages
+    if not NatsServer.installed():
+        pytest.skip("nats-server is not installed (CI machines have it: .ci/run)")
+    server = NatsServer()
+    try:
+        server.start()
+        for stream in brokers.nats_stream("restart.s", server.url):
+            setup = _setup()
+            target = nats.make(TargetSetup(webhooks=setup.webhooks,
+                                           signing_keys=setup.signing_keys,
+                                           connections=lambda _: server.url))
+            doc = {"type": "nats", "connection": "bus", "subject": "restart.s.sms",
+                   "timeout_s": 5}
+            first = target.call(brokers.claimed("7:1", doc), "bank42")
+            server.restart()
+            again = target.call(brokers.claimed("7:1", doc, attempt=2), "bank42")
+            assert first and again and (first["duplicate"], again["duplicate"]) == (False, True)
+            assert len(brokers.nats_messages(stream, server.url)) == 1
+    finally:
+        server.close()
 
 
 def test_nats_an_unreachable_server_is_retried() -> None:

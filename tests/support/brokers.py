@@ -46,20 +46,20 @@ def claimed(run_id: str, target: dict[str, Any], payload: dict[str, Any] | None 
 
 # -- NATS: a stream of the test's own, with a duplicate window ------------------------------
 
-def nats_stream(subject_prefix: str) -> Iterator[str]:
+def nats_stream(subject_prefix: str, url: str = NATS_URL) -> Iterator[str]:
     """A JetStream stream capturing ``subject_prefix.>`` (deleted after the test)."""
     import nats
 
     name = subject_prefix.replace(".", "_").upper()
 
     async def make() -> None:
-        nc = await nats.connect(NATS_URL)
+        nc = await nats.connect(url)
         await nc.jetstream().add_stream(name=name, subjects=[f"{subject_prefix}.>"],
                                         duplicate_window=600.0)
         await nc.close()
 
     async def drop() -> None:
-        nc = await nats.connect(NATS_URL)
+        nc = await nats.connect(url)
         await nc.jetstream().delete_stream(name)
         await nc.close()
 
@@ -68,13 +68,13 @@ def nats_stream(subject_prefix: str) -> Iterator[str]:
     asyncio.run(drop())
 
 
-def nats_messages(stream: str) -> list[tuple[bytes, dict[str, str]]]:
+def nats_messages(stream: str, url: str = NATS_URL) -> list[tuple[bytes, dict[str, str]]]:
     """Every message the stream holds: (data, headers)."""
     import nats
     from nats.js.errors import NotFoundError
 
     async def read() -> list[tuple[bytes, dict[str, str]]]:
-        nc = await nats.connect(NATS_URL)
+        nc = await nats.connect(url)
         js = nc.jetstream()
         info = await js.stream_info(stream)
         out = []
@@ -93,11 +93,11 @@ def nats_messages(stream: str) -> list[tuple[bytes, dict[str, str]]]:
 
 # -- AMQP: an exchange and a queue of the test's own -------------------------------------
 
-def amqp_queue(exchange: str, routing_key: str) -> Iterator[str]:
+def amqp_queue(exchange: str, routing_key: str, url: str = AMQP_URL) -> Iterator[str]:
     """A direct exchange with one durable queue bound by ``routing_key``."""
     import pika
 
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    conn = pika.BlockingConnection(pika.URLParameters(url))
     channel = conn.channel()
     channel.exchange_declare(exchange, "direct")
     queue = f"{exchange}.q"
@@ -111,11 +111,11 @@ def amqp_queue(exchange: str, routing_key: str) -> Iterator[str]:
         conn.close()
 
 
-def amqp_messages(queue: str) -> list[tuple[bytes, Any]]:
+def amqp_messages(queue: str, url: str = AMQP_URL) -> list[tuple[bytes, Any]]:
     """Take every message in ``queue``: (body, properties)."""
     import pika
 
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    conn = pika.BlockingConnection(pika.URLParameters(url))
     channel = conn.channel()
     out = []
     while True:
@@ -129,10 +129,10 @@ def amqp_messages(queue: str) -> list[tuple[bytes, Any]]:
 
 # -- Redis ---------------------------------------------------------------------------------
 
-def redis_entries(stream: str) -> list[dict[bytes, bytes]]:
+def redis_entries(stream: str, url: str = REDIS_URL) -> list[dict[bytes, bytes]]:
     import redis
 
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(url)
     try:
         return [fields for _, fields in client.xrange(stream)]
     finally:

@@ -84,7 +84,7 @@ def test_every_skip_reason_the_sql_writes_is_one() -> None:
     # No CHECK on runs.skip_reason: the SQL's literals are held to the set instead.
     written = set(re.findall(r"skip_reason\s*=\s*(?:CASE WHEN [^']*THEN )?'([a-z_]+)'",
                              _sql_texts()))
-    assert written == {"deadline_passed", "overlap", "replaced"}
+    assert written == {"deadline_passed", "overlap", "replaced", "restored"}
     assert written <= set(SKIP_REASONS)
 
 

@@ -1,31 +1,55 @@
-"""The product wheel ships crondepot and its SQL, and nothing of the test kit."""
+"""The release's sdist and wheel (``python -m build``): the wheel ships crondepot and its
+SQL, and nothing of the tests or the test kit; the sdist holds the sources, the changelog
+and the reference deployment, and no tests either. Installing the wheel in a clean venv and
+running it: tests/acceptance/test_release.py."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+import pytest
+
+import crondepot
+from tests.support.release import build_dists
 
 
-def test_the_wheel_holds_the_package_and_its_sql_but_no_test_kit(tmp_path: Path) -> None:
-    # Built from a copy of what the wheel is made of: setuptools builds in the source tree
-    # and would add whatever an earlier build left in its build/ directory.
-    source = tmp_path / "source"
-    shutil.copytree(ROOT / "src", source / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(tmp_path), str(source)],
-                   check=True, capture_output=True, timeout=300, cwd=tmp_path)
-    (wheel,) = tmp_path.glob("crondepot-*.whl")
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build_dists(tmp_path_factory.mktemp("dists"))
+
+
+def test_the_wheel_holds_the_package_and_its_sql_but_no_test_kit(
+        dists: tuple[Path, Path]) -> None:
+    _, wheel = dists
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert {"crondepot"} == {top for top in tops if not top.endswith(".dist-info")}
-    assert not [name for name in names if "testkit" in name]
+    assert not [name for name in names if "testkit" in name or "/tests/" in name
+                or name.split("/")[-1].startswith("test_") or "conftest" in name]
     assert "crondepot/db/sql/functions/claim_runs.sql" in names
     assert "crondepot/db/sql/schema.sql" in names
+    assert "crondepot/py.typed" in names
+    assert wheel.name == f"crondepot-{crondepot.__version__}-py3-none-any.whl"
+
+
+def test_the_wheel_carries_every_migration_of_the_tree(dists: tuple[Path, Path]) -> None:
+    _, wheel = dists
+    names = set(zipfile.ZipFile(wheel).namelist())
+    folder = Path(crondepot.__file__).parent / "db" / "sql" / "migrations"
+    shipped = {f"crondepot/db/sql/migrations/{path.name}" for path in folder.glob("*.sql")}
+    assert shipped and shipped <= names
+
+
+def test_the_sdist_holds_the_sources_and_deploy_but_no_tests(dists: tuple[Path, Path]) -> None:
+    sdist, _ = dists
+    with tarfile.open(sdist) as archive:
+        names = [name.split("/", 1)[1] for name in archive.getnames() if "/" in name]
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"src", "deploy", "pyproject.toml", "README.md", "CHANGELOG.md",
+                    "MANIFEST.in", "PKG-INFO", "setup.cfg"}
+    assert "deploy/systemd/crondepot-worker.service" in names
+    assert "deploy/patroni/patroni.yml" in names
+    assert "src/crondepot/db/sql/schema.sql" in names
+    assert not [name for name in names if "testkit" in name or "__pycache__" in name]

@@ -487,6 +487,17 @@ class Stats(_Doc):
                     "skipped")
 
 
+class Health(_Doc):
+    """/healthz: the process is up, and which release and schema revision it runs."""
+
+    status: Literal["ok"]
+    version: str = Field(examples=["0.1.0"], description="the crondepot release")
+    schema_revision: int = Field(
+        examples=[31], description="the highest migration of this release: the database had "
+                                   "exactly these applied when the process started (it "
+                                   "refuses any other schema)")
+
+
 class FieldError(_Doc):
     field: str = Field(examples=["misfire.until"])
     message: str

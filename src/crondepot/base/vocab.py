@@ -34,10 +34,12 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # ``overlap`` the claim's: the job's overlap policy dropped a fire that came while a run of
 # the job was running (functions/claim_overlap.sql); ``replaced`` the worker's: a running
 # run of an overlap `replace` job given up for a newer one (queries/queue.sql,
-# record_replaced; its call cancelled, abandoned, or not started).
+# record_replaced; its call cancelled, abandoned, or not started). ``restored`` the operator's:
+# a fire after a restored database's restore point, of a job whose target does not drop
+# repeats, that the lost timeline had most likely sent (``crondepot db restored``).
 SkipReason = Literal["catchup_bound", "catchup_latest", "misfire_deadline",
                      "misfire_local_deadline", "paused", "deadline_passed", "calendar",
-                     "delivery_window", "overlap", "replaced"]
+                     "delivery_window", "overlap", "replaced", "restored"]
 SKIP_REASONS: tuple[SkipReason, ...] = get_args(SkipReason)
 
 # Why a job ended by itself (jobs.ended_reason): its one ``at`` run is written, its window

@@ -36,7 +36,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="crondepot",
         description="Cron at scale on PostgreSQL: no run lost to a crash, no run sent twice.",
     )
-    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
+    parser.add_argument("--version", action=_Version,
+                        help="print the version and the schema revision it needs, and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = [_COMMANDS[command]] if command in _COMMANDS else list(_COMMANDS.values())
     for module in modules:
@@ -45,8 +46,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 class _Version(argparse.Action):
-    """``--version``, reading the package metadata only when asked (it costs every process
-    that does not ask a tenth of its start-up)."""
+    """``--version``: the release and the schema revision it needs (its highest migration),
+    read only when asked."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
         super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
@@ -54,18 +55,17 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        print(f"crondepot {version()}")
+        print(version_line())
         parser.exit()
 
 
-def version() -> str:
-    """The installed package's version (its metadata, so it is never out of step)."""
-    from importlib import metadata
+def version_line() -> str:
+    """``crondepot 0.1.0 (schema revision 31)``. The version is the running code's
+    (``base/version.py``, which ``pyproject.toml`` reads at build time: one source)."""
+    from crondepot.base.version import __version__
+    from crondepot.db.migrations import schema_revision
 
-    try:
-        return metadata.version("crondepot")
-    except metadata.PackageNotFoundError:       # run from a source tree never installed
-        return "unknown (not installed)"
+    return f"crondepot {__version__} (schema revision {schema_revision()})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

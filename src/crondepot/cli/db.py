@@ -1,4 +1,5 @@
-"""``crondepot db url|status|stop``: find, look at or stop the database crondepot uses."""
+"""``crondepot db url|status|stop|restored``: find, look at or stop the database crondepot
+uses, and say what to do once it was restored from a backup."""
 
 from __future__ import annotations
 
@@ -6,9 +7,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from crondepot.cli.shared.options import add_database, add_json, database
-from crondepot.cli.shared.output import print_json
+from crondepot.cli.shared.options import (
+    add_database,
+    add_json,
+    database,
+    operator_connection,
+)
+from crondepot.cli.shared.output import fail, print_json
 from crondepot.db import embedded
+from crondepot.db.restore import inspect
+from crondepot.runs import restored
+from crondepot.tenancy.audit import cli_actor
 
 
 def register(commands: Any) -> None:
@@ -29,6 +38,20 @@ def register(commands: Any) -> None:
     stop = actions.add_parser("stop", help="stop the embedded PostgreSQL")
     add_database(stop)
     stop.set_defaults(run=run_stop)
+    after = actions.add_parser(
+        "restored", help="after a restore from a backup: skip the fires the lost timeline "
+                         "most likely sent, or send them again (processes refuse to start "
+                         "until this is said)")
+    add_database(after)
+    add_json(after)
+    how = after.add_mutually_exclusive_group()
+    how.add_argument("--skip-repeats", action="store_true",
+                     help="record skipped (reason restored) the fires since the restore "
+                          "point of jobs whose targets do not drop repeats, and their runs "
+                          "queued or running; other jobs catch up")
+    how.add_argument("--resend", action="store_true",
+                     help="skip nothing: every fire since the restore point is sent again")
+    after.set_defaults(run=run_restored)
 
 
 def run_url(args: argparse.Namespace) -> int:
@@ -65,3 +88,37 @@ def run_status(args: argparse.Namespace) -> int:
                  f"; used by crondepot up{f' (pid {up})' if up else ''}, which stops it on "
                  "exit"))
     return 0 if server is not None else 1
+
+
+def run_restored(args: argparse.Namespace) -> int:
+    """Without --skip-repeats or --resend: say whether a restore waits for a decision (exit
+    1 if one does, for scripts)."""
+    with operator_connection(args, "crondepot-db-restored") as conn:
+        found = inspect(conn)
+        if not (args.skip_repeats or args.resend):
+            if args.json:
+                print_json({"restore": found.document() if found else None})
+            elif found is None:
+                print("no restore waits for a decision: crondepot's newest mark is this "
+                      "cluster and timeline")
+            else:
+                print(f"restore detected at {found.detected_at.isoformat(timespec='seconds')}"
+                      f": the restored data's newest mark is from "
+                      f"{found.last_seen_at.isoformat(timespec='seconds')}; run again with "
+                      "--skip-repeats or --resend")
+            return 0 if found is None else 1
+        if found is None:
+            return fail("no restore waits for a decision (crondepot db restored shows it)",
+                        as_json=args.json, code=2)
+        done = (restored.skip_repeats(conn, found, cli_actor()) if args.skip_repeats
+                else restored.resend(conn, found, cli_actor()))
+    if args.json:
+        print_json(done.document())
+    elif args.skip_repeats:
+        print(f"restore resolved: {done.fires_skipped} fires of {done.jobs} jobs whose "
+              f"targets do not drop repeats written skipped (restored), {done.runs_skipped} "
+              "queued or running runs skipped; the processes may start")
+    else:
+        print("restore resolved: every fire since the restore point will be sent again; "
+              "the processes may start")
+    return 0

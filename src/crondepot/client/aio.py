@@ -386,8 +386,8 @@ class AsyncClient:
     async def stats(self) -> M.Stats:
         return await self.send(ops.stats())
 
-    async def health(self) -> M.Status:
-        """/healthz: the process is up."""
+    async def health(self) -> M.Health:
+        """/healthz: the process is up; its release and schema revision."""
         return await self.send(ops.health())
 
     async def ready(self) -> M.Status:

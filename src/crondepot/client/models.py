@@ -356,9 +356,17 @@ class AuditPage(TypedDict):
 
 
 class Status(TypedDict):
-    """/healthz and /readyz: ``{"status": "ok"}``, ``{"status": "ready"}``."""
+    """/readyz: ``{"status": "ready"}``."""
 
     status: str
+
+
+class Health(TypedDict):
+    """/healthz: ``{"status": "ok", "version": "0.1.0", "schema_revision": 31}``."""
+
+    status: str
+    version: str
+    schema_revision: int
 
 
 # Each OpenAPI response schema and the TypedDict that is it (tests/api/test_client_coverage.py
@@ -377,5 +385,5 @@ SCHEMAS: dict[str, type[Any]] = {
     "NewToken": NewToken, "TokenList": TokenList, "RotatedSecret": RotatedSecret,
     "LedgerFire": LedgerFire, "LedgerUnreadable": LedgerUnreadable,
     "LedgerReport": LedgerReport, "QueueStats": QueueStats, "LagStats": LagStats,
-    "Stats": Stats,
+    "Stats": Stats, "Health": Health,
 }

@@ -362,8 +362,8 @@ def stats() -> Call[M.Stats]:
     return _get("/v1/stats", M.Stats)
 
 
-def health() -> Call[M.Status]:
-    return _get("/healthz", M.Status)
+def health() -> Call[M.Health]:
+    return _get("/healthz", M.Health)
 
 
 def ready() -> Call[M.Status]:

@@ -384,8 +384,8 @@ class Client:
     def stats(self) -> M.Stats:
         return self.send(ops.stats())
 
-    def health(self) -> M.Status:
-        """/healthz: the process is up."""
+    def health(self) -> M.Health:
+        """/healthz: the process is up; its release and schema revision."""
         return self.send(ops.health())
 
     def ready(self) -> M.Status:

@@ -89,6 +89,15 @@ def schema_checksum() -> str:
     return hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
+def schema_revision() -> int:
+    """The schema revision this release brings: its highest migration. A process runs only
+    on a database with exactly this release's migrations applied (``require_current``), so
+    it is also the highest migration applied where the process started."""
+    folder = resources.files("crondepot.db") / "sql" / "migrations"
+    return max(int(match[1]) for entry in folder.iterdir()
+               if (match := _FILE.fullmatch(entry.name)))
+
+
 def available() -> list[Migration]:
     folder = resources.files("crondepot.db") / "sql" / "migrations"
     found: list[Migration] = []

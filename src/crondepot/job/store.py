@@ -29,6 +29,7 @@ from psycopg.types.json import Jsonb
 
 from crondepot.base import jsontext
 from crondepot.base.errors import CrondepotError, InvalidJob, InvalidSchedule
+from crondepot.base.vocab import SkipReason
 from crondepot.db import Q
 from crondepot.db.clock import database_clock, database_now
 from crondepot.job import fields as F
@@ -440,6 +441,9 @@ def update_job(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
         assert changed == 1   # the row is locked and was checked above
         if spec.overlap != job.spec.overlap:
             conn.execute(Q.set_queued_runs_overlap, {"job_id": job_id, "overlap": spec.overlap})
+        if spec.rate_limit != job.spec.rate_limit:
+            conn.execute(Q.set_queued_runs_rate_limit,
+                         {"job_id": job_id, "rate_limit": spec.rate_limit})
         conn.execute(Q.notify_jobs_changed)
         stored = get_job(conn, tenant_id, job_id)
     count_skipped(settled)
@@ -531,12 +535,53 @@ def owed_runs(job: StoredJob, now: datetime, calendar: Rule | None = None,
         return fires[0] if fires else None
 
     if job.paused:
-        runs = [PlannedRun(run_id=run_id(job.id, fire.at), nominal_at=fire.at,
-                           due_at=fire.at + due_job.spread_offset, skip_reason="paused")
-                for fire in _fires_through(timetable, job.next_nominal_at, now)]
-        runs = runs[:job.remaining] if job.remaining is not None else runs
+        runs = skipped_fires(job, timetable, due_job.spread_offset, now, "paused")
     else:
         runs = plan(due_job, now, next_fire, owed=True, remaining=job.remaining).runs
+    return runs
+
+
+def skipped_fires(job: StoredJob, timetable: Any, spread: timedelta, now: datetime,
+                  reason: SkipReason) -> list[PlannedRun]:
+    """Every fire of ``job`` from its next one through ``now``, as runs skipped for
+    ``reason`` (no more than its ``max_runs`` leaves)."""
+    assert job.next_nominal_at is not None
+    runs = [PlannedRun(run_id=run_id(job.id, fire.at), nominal_at=fire.at,
+                       due_at=fire.at + spread, skip_reason=reason)
+            for fire in _fires_through(timetable, job.next_nominal_at, now)]
+    return runs[:job.remaining] if job.remaining is not None else runs
+
+
+def skip_owed_fires(conn: psycopg.Connection[Any], tenant_id: int, job_id: int,
+                    reason: SkipReason, *, now: datetime | None = None) -> list[PlannedRun]:
+    """Write every fire of an active, unpaused job up to now ``skipped`` for ``reason`` and
+    move the job on from now, as a resume does for a pause's fires (the ledger rule: every
+    fire keeps its row). A paused, ended or cancelled job is left as it is."""
+    with conn.transaction():
+        job = lock_job(conn, tenant_id, job_id, allow_cancelled=True)
+        if not job.active or job.paused or job.next_nominal_at is None:
+            return []
+        db_now = database_clock(conn, now)
+        try:
+            timetable = job.spec.timetable(job.id)
+        except InvalidSchedule:
+            return []       # a stored timetable that no longer parses: as owed_runs says
+        owed = skipped_fires(job, timetable, spread_of(job.spec, job.id), db_now, reason)
+        # A fire whose spread puts it after now cannot have been sent: it stays the next.
+        runs = [run for run in owed if run.due_at <= db_now]
+        if runs:
+            insert_runs(conn, [(job.id, tenant_id, job.spec.priority, runs)], db_now)
+            conn.execute(Q.count_fires, {"id": job.id, "fires": len(runs)})
+        nominal: datetime | None
+        due: datetime | None
+        if len(runs) < len(owed):
+            nominal, due = owed[len(runs)].nominal_at, owed[len(runs)].due_at
+        else:
+            nominal, due = first_run(job.spec, job_id, db_now)
+        conn.execute(Q.restart_job_from, {"id": job_id, "tenant_id": tenant_id,
+                                          "next_run_at": due, "next_nominal_at": nominal})
+        end_if_done(conn, job, runs, db_now, nominal)
+    count_skipped(runs)
     return runs
 
 

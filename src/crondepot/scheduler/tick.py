@@ -228,7 +228,8 @@ def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
            now: datetime | None) -> int:
     inserted = insert_runs(conn, [(row.id, row.tenant_id, row.priority, job_plan.runs)
                                   for row, job_plan in plans], now,
-                           overlaps=[row.overlap for row, _ in plans])
+                           overlaps=[row.overlap for row, _ in plans],
+                           rate_limits=[row.rate_limit for row, _ in plans])
     conn.execute(Q.advance_jobs, {
         "ids": [row.id for row, _ in plans],
         "next_run_ats": [p.next_run_at for _, p in plans],
@@ -244,21 +245,27 @@ def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
 
 def insert_runs(conn: psycopg.Connection[Any],
                 jobs: Sequence[tuple[int, int, str, Sequence[PlannedRun]]],
-                now: datetime | None, *, overlaps: Sequence[str] | None = None) -> int:
+                now: datetime | None, *, overlaps: Sequence[str] | None = None,
+                rate_limits: Sequence[str | None] | None = None) -> int:
     """Write the planned runs of ``jobs`` (job id, tenant id, priority, runs) in one
     statement, a run id written before being left as it is; wake the workers if any run was
     queued. Returns the rows the insert added.
 
-    ``overlaps``: each job's overlap policy, in the order of ``jobs``, read with the job's
-    row lock held (the tick's claim); without it the insert reads each run's job row."""
+    ``overlaps``, ``rate_limits``: each job's overlap policy and rate limit, in the order of
+    ``jobs``, read with the job's row lock held (the tick's claim); without them the insert
+    reads each run's job row."""
     cols: dict[str, list[Any]] = {name: [] for name in (
         "run_ids", "job_ids", "tenant_ids", "priorities", "nominal_ats", "due_ats",
         "skip_reasons", "deadline_ats", "overlaps")}
+    limits: list[str | None] = []
     queued_priorities: set[str] = set()
     policies = overlaps if overlaps is not None else [None] * len(jobs)
-    for (job_id, tenant_id, priority, runs), overlap in zip(jobs, policies, strict=True):
+    limit_of = rate_limits if rate_limits is not None else [None] * len(jobs)
+    for (job_id, tenant_id, priority, runs), overlap, limit in zip(
+            jobs, policies, limit_of, strict=True):
         for run in runs:
             cols["overlaps"].append(overlap)
+            limits.append(limit)
             cols["run_ids"].append(run.run_id)
             cols["job_ids"].append(job_id)
             cols["tenant_ids"].append(tenant_id)
@@ -271,7 +278,9 @@ def insert_runs(conn: psycopg.Connection[Any],
                 queued_priorities.add(priority)
     if not cols["run_ids"]:
         return 0
-    inserted = conn.execute(Q.insert_runs, {**cols, "now": now}).rowcount
+    inserted = conn.execute(Q.insert_runs, {
+        **cols, "now": now, "rate_limits": limits if rate_limits is not None else None,
+    }).rowcount
     if queued_priorities:
         conn.execute(Q.notify_runs_queued, {"priorities": ",".join(sorted(queued_priorities))})
     return inserted

@@ -11,7 +11,6 @@ is for webhooks. The URL is read by workers alone; every listing shows its schem
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot.base.errors import CrondepotError, PermanentError
 from crondepot.db import Q
+from crondepot.db.cache import ReadThrough
 
 # A connection's name: a short slug, as the connections table's CHECK.
 CONNECTION_NAME = re.compile(r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?")
@@ -120,31 +120,20 @@ def exists(conn: psycopg.Connection[Any], name: str) -> bool:
 
 class ConnectionUrls:
     """A worker's view of the connections' URLs, each read at most every ``ttl`` seconds
-    (thread-safe): ``url(name)`` or UnknownConnection."""
+    (thread-safe; crondepot.db.cache): ``url(name)`` or UnknownConnection."""
 
     def __init__(self, pool: ConnectionPool, *, ttl: float = CACHE_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._pool = pool
-        self._ttl = ttl
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[str, tuple[float, str]] = {}
+        self._view = ReadThrough(pool, _url_of, ttl=ttl, clock=clock,
+                                 what=lambda name: f"the URL of connection {name!r}")
 
     def url(self, name: str) -> str:
-        now = self._clock()
-        entry = self._entries.get(name)
-        if entry is not None and now - entry[0] < self._ttl:
-            return entry[1]
-        try:
-            with self._pool.connection() as conn:
-                row = conn.execute(Q.connection_url, {"name": name}).fetchone()
-        except (psycopg.OperationalError, psycopg.InterfaceError):
-            if entry is not None:
-                return entry[1]     # the database is away: the last URL beats failing
-            raise
-        if row is None:
-            raise UnknownConnection(f"no connection named {name!r} (removed after the run "
-                                    "was queued?); not published")
-        with self._lock:
-            self._entries[name] = (now, str(row[0]))
-        return str(row[0])
+        return self._view.get(name)
+
+
+def _url_of(conn: psycopg.Connection[Any], name: str) -> str:
+    row = conn.execute(Q.connection_url, {"name": name}).fetchone()
+    if row is None:
+        raise UnknownConnection(f"no connection named {name!r} (removed after the run was "
+                                "queued?); not published")
+    return str(row[0])

@@ -17,7 +17,6 @@ name it may not use read the same.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from psycopg_pool import ConnectionPool
 from crondepot.base.errors import CrondepotError, InvalidJob, PermanentError
 from crondepot.base.vocab import HANDLER_NAME, LIMIT_NAME, did_you_mean
 from crondepot.db import Q
+from crondepot.db.cache import ReadThrough
 
 
 class Uses(Protocol):
@@ -187,63 +187,17 @@ def _check_shared(conn: psycopg.Connection[Any], name: str) -> None:
 
 class GrantCache:
     """A worker's view of each tenant's grants, read at most every ``ttl`` seconds per
-    tenant (thread-safe). A revoke therefore reaches the worker within ``ttl``.
-
-    One read per tenant at a time: the slots that find the view missing or stale while it
-    is being read wait for that read and take its outcome, the view it read or its failure,
-    rather than each making their own. Without this, the first claim of a 100-slot worker,
-    and every slot once the view went stale, sent up to 100 reads at once and grew the
-    connection pool to its maximum for them.
-    """
+    tenant (thread-safe; one read per tenant at a time, the last view kept while the
+    database is away: crondepot.db.cache). A revoke therefore reaches the worker within
+    ``ttl``."""
 
     def __init__(self, pool: ConnectionPool, *, ttl: float = CACHE_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._pool = pool
-        self._ttl = ttl
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[int, tuple[float, TenantUses]] = {}
-        # Per tenant, under _lock: the lock a read holds, and the last read's outcome (the
-        # view, or why it could not be read; a new object each read).
-        self._reading: dict[int, threading.Lock] = {}
-        self._outcome: dict[int, TenantUses | psycopg.Error] = {}
+        self._view = ReadThrough(pool, tenant_uses, ttl=ttl, clock=clock,
+                                 what=lambda tenant_id: f"the grants of tenant {tenant_id}")
 
     def get(self, tenant_id: int) -> TenantUses:
-        now = self._clock()
-        # No lock to read: a dict lookup is atomic, and this runs in every slot thread for
-        # every run, where a shared lock would serialise the slots.
-        entry = self._entries.get(tenant_id)
-        if entry is not None and now - entry[0] < self._ttl:
-            return entry[1]
-        with self._lock:
-            reading = self._reading.setdefault(tenant_id, threading.Lock())
-            seen = self._outcome.get(tenant_id)
-        with reading:
-            outcome = self._outcome.get(tenant_id)
-            # A read that ended while this slot waited for it left a new outcome: it is this
-            # slot's, however long it took (a second read would only queue behind the first).
-            if outcome is seen:
-                outcome = self._read(tenant_id)
-        if isinstance(outcome, TenantUses):
-            return outcome
-        if entry is not None:
-            return entry[1]     # the database is away: the last view beats failing the run
-        raise psycopg.OperationalError(
-            f"the grants of tenant {tenant_id} could not be read: {outcome}") from outcome
-
-    def _read(self, tenant_id: int) -> TenantUses | psycopg.Error:
-        read_at = self._clock()     # the view is as old as the read's start
-        outcome: TenantUses | psycopg.Error
-        try:
-            with self._pool.connection() as conn:
-                outcome = tenant_uses(conn, tenant_id)
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            outcome = exc
-        with self._lock:
-            if isinstance(outcome, TenantUses):
-                self._entries[tenant_id] = (read_at, outcome)
-            self._outcome[tenant_id] = outcome
-        return outcome
+        return self._view.get(tenant_id)
 
 
 def run_refusal(target: dict[str, Any], rate_limit: str | None,

@@ -7,11 +7,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader
-from crondepot.api.models import Stats
+from crondepot.api.models import Health, Stats
 from crondepot.api.openapi import problems
 from crondepot.api.problems import PoolStarved, problem
 from crondepot.api.slots import DbSlots
-from crondepot.db.migrations import MigrationError, pending_names
+from crondepot.base.version import __version__
+from crondepot.db.migrations import MigrationError, pending_names, schema_revision
 from crondepot.runs.reads import stats
 
 router = APIRouter(tags=["service"])
@@ -23,9 +24,16 @@ def read_stats(who: Reader, conn: Conn) -> JSONResponse:
     return JSONResponse(stats(conn, who.tenant_id))
 
 
-@router.get("/healthz", summary="The process is up")
+# Read once: the files of the release this process runs do not change under it.
+_HEALTH = {"status": "ok", "version": __version__, "schema_revision": schema_revision()}
+
+
+@router.get("/healthz", summary="The process is up, its release and schema revision",
+            responses={200: {"model": Health}})
 def healthz() -> JSONResponse:
-    return JSONResponse({"status": "ok"})
+    # No database: a liveness probe must not fail (and restart every API process) because
+    # the database is away; /readyz asks the database.
+    return JSONResponse(_HEALTH)
 
 
 # A probe must answer fast (Kubernetes gives it 1 s by default): it waits this long for a

@@ -24,6 +24,7 @@ from crondepot.db.connect import (
     open_database,
 )
 from crondepot.db.migrations import require_current
+from crondepot.db.restore import refuse_if_restored
 from crondepot.runtime.lifecycle import Backoff
 from crondepot.tenancy.audit import act_as, cli_actor
 
@@ -116,13 +117,16 @@ def database(args: argparse.Namespace) -> Iterator[Database]:
 
 def check_schema(db: Database, name: str, *, patience: float = 60.0) -> None:
     """Before a long-running process starts: wait (with backoff) for the database to accept
-    connections — it may be restarting — then refuse a schema older than the code."""
+    connections — it may be restarting — then refuse a schema older than the code, or a
+    database restored from a backup that the operator has not yet said what to do with
+    (crondepot.db.restore)."""
     backoff = Backoff()
     deadline = time.monotonic() + patience
     while True:
         try:
             with connect(db.url, application_name=f"{name}-check") as conn:
                 require_current(conn)
+                refuse_if_restored(conn)
             return
         except psycopg.OperationalError as exc:
             if time.monotonic() >= deadline:

@@ -482,6 +482,72 @@ BEGIN
 END $$;
 
 --
+-- Name: crondepot_claim_deadline(text, text[], bigint[], text[], timestamp with time zone[], timestamp with time zone, text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_claim_deadline(p_priority text, p_batch text[], p_tenants bigint[], p_limits text[], p_deadlines timestamp with time zone[], p_clock timestamp with time zone, p_exclude text[], p_held bigint[]) RETURNS text[]
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    g        record;
+    cands    text[];
+    cand_dl  timestamptz[];
+    better   text[];
+    lost     text[];
+    result   text[] := p_batch;
+BEGIN
+    FOR g IN SELECT b.tenant_id, b.rate_limit, count(*)::integer AS n,
+                    max(b.deadline_at) AS last
+             FROM unnest(p_tenants, p_limits, p_deadlines) AS b(tenant_id, rate_limit, deadline_at)
+             WHERE b.rate_limit IS NOT NULL AND b.deadline_at IS NOT NULL
+             GROUP BY b.tenant_id, b.rate_limit
+    LOOP
+        SELECT array_agg(q.run_id), array_agg(q.deadline_at) INTO cands, cand_dl
+        FROM (SELECT r.run_id, r.deadline_at FROM runs AS r
+              WHERE r.status = 'queued' AND r.priority = p_priority
+                AND r.tenant_id = g.tenant_id AND r.rate_limit = g.rate_limit
+                AND r.deadline_at >= p_clock AND r.deadline_at < g.last
+                AND r.available_at <= p_clock
+                AND r.run_id <> ALL (p_batch) AND r.run_id <> ALL (p_exclude)
+                AND (p_held IS NULL OR r.tenant_id <> ALL (p_held)
+                     OR NOT crondepot_run_held(r.tenant_id, r.job_id))
+              ORDER BY r.deadline_at, r.available_at
+              LIMIT g.n
+              FOR UPDATE SKIP LOCKED) AS q;
+        CONTINUE WHEN cands IS NULL;
+
+        -- The n earliest of the batch's runs of the group and the candidates keep the turns:
+        -- `better`, the candidates among them, earliest first; `lost`, the batch's runs
+        -- outside them, in batch order (as many as `better`).
+        SELECT array_agg(u.run_id ORDER BY u.rk) FILTER (WHERE u.rk <= g.n AND NOT u.mine),
+               array_agg(u.run_id ORDER BY u.o) FILTER (WHERE u.rk > g.n AND u.mine)
+        INTO better, lost
+        FROM (SELECT v.run_id, v.mine, v.o,
+                     row_number() OVER (ORDER BY v.deadline_at, v.mine DESC, v.o) AS rk
+              FROM (SELECT b.run_id, b.deadline_at, true AS mine, b.o
+                    FROM unnest(p_batch, p_tenants, p_limits, p_deadlines)
+                         WITH ORDINALITY AS b(run_id, tenant_id, rate_limit, deadline_at, o)
+                    WHERE b.tenant_id = g.tenant_id AND b.rate_limit = g.rate_limit
+                      AND b.deadline_at IS NOT NULL
+                    UNION ALL
+                    SELECT c.run_id, c.deadline_at, false, c.o
+                    FROM unnest(cands, cand_dl) WITH ORDINALITY AS c(run_id, deadline_at, o)
+                   ) AS v) AS u;
+        CONTINUE WHEN better IS NULL;
+        FOR k IN 1..cardinality(lost) LOOP
+            result[array_position(result, lost[k])] := better[k];
+        END LOOP;
+    END LOOP;
+    RETURN result;
+END
+$$;
+
+--
 -- Name: crondepot_claim_fair(text, bigint[], integer, timestamp with time zone, text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -499,6 +565,8 @@ DECLARE
     got      text[] := '{}';
     left_    integer := p_want;
     u        float8;
+    limits    text[];
+    deadlines timestamptz[];
 BEGIN
     SELECT array_agg(coalesce(t.claim_weight, 1) ORDER BY x.o) INTO weights
     FROM unnest(among) WITH ORDINALITY AS x(id, o)
@@ -518,11 +586,12 @@ BEGIN
 
         -- Each tenant's share, oldest first, in one statement: a range scan per tenant.
         -- Our own locks are not skipped by SKIP LOCKED: leave out what we already hold.
-        SELECT coalesce(array_agg(q.run_id), '{}'), coalesce(array_agg(s.tenant_id), '{}')
-        INTO batch, owners
+        SELECT coalesce(array_agg(q.run_id), '{}'), coalesce(array_agg(s.tenant_id), '{}'),
+               array_agg(q.rate_limit), array_agg(q.deadline_at)
+        INTO batch, owners, limits, deadlines
         FROM unnest(among, shares) AS s(tenant_id, n)
         CROSS JOIN LATERAL (
-            SELECT r.run_id FROM runs AS r
+            SELECT r.run_id, r.rate_limit, r.deadline_at FROM runs AS r
             WHERE r.status = 'queued' AND r.priority = p_priority
               AND r.tenant_id = s.tenant_id AND r.available_at <= p_clock
               AND r.run_id <> ALL (p_taken) AND r.run_id <> ALL (got)
@@ -533,6 +602,11 @@ BEGIN
             LIMIT s.n
             FOR UPDATE SKIP LOCKED) AS q
         WHERE s.n > 0;
+        IF EXISTS (SELECT FROM unnest(limits, deadlines) AS b(rate_limit, deadline_at)
+                   WHERE b.rate_limit IS NOT NULL AND b.deadline_at IS NOT NULL) THEN
+            batch := crondepot_claim_deadline(p_priority, batch, owners, limits, deadlines,
+                                              p_clock, p_taken || got, p_held);
+        END IF;
         got := got || batch;
         left_ := left_ - cardinality(batch);
         EXIT WHEN left_ <= 0;
@@ -562,12 +636,16 @@ CREATE FUNCTION public.crondepot_claim_one_tenant(p_priority text, p_tenant bigi
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-    batch text[];
+    batch     text[];
+    limits    text[];
+    deadlines timestamptz[];
 BEGIN
     -- ORDER BY + LIMIT inside, array_agg outside: the rows locked are the rows returned.
     -- Our own locks are not skipped by SKIP LOCKED: p_taken leaves out what we hold.
-    SELECT coalesce(array_agg(q.run_id), '{}') INTO batch
-    FROM (SELECT r.run_id FROM runs AS r
+    SELECT coalesce(array_agg(q.run_id), '{}'), array_agg(q.rate_limit),
+           array_agg(q.deadline_at)
+    INTO batch, limits, deadlines
+    FROM (SELECT r.run_id, r.rate_limit, r.deadline_at FROM runs AS r
           WHERE r.status = 'queued' AND r.priority = p_priority
             AND r.tenant_id = p_tenant AND r.available_at <= p_clock
             AND r.run_id <> ALL (p_taken)
@@ -577,6 +655,12 @@ BEGIN
           ORDER BY r.available_at
           LIMIT p_want
           FOR UPDATE SKIP LOCKED) AS q;
+    IF EXISTS (SELECT FROM unnest(limits, deadlines) AS b(rate_limit, deadline_at)
+               WHERE b.rate_limit IS NOT NULL AND b.deadline_at IS NOT NULL) THEN
+        batch := crondepot_claim_deadline(p_priority, batch,
+                                          array_fill(p_tenant, ARRAY[cardinality(batch)]),
+                                          limits, deadlines, p_clock, p_taken, p_held);
+    END IF;
     RETURN batch;
 END
 $$;
@@ -1220,6 +1304,52 @@ CREATE TABLE public.console_sessions (
 );
 
 --
+-- Name: crondepot_cluster_marks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.crondepot_cluster_marks (
+    system_identifier bigint NOT NULL,
+    timeline_id integer NOT NULL,
+    first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: crondepot_restores; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.crondepot_restores (
+    id bigint NOT NULL,
+    detected_at timestamp with time zone DEFAULT now() NOT NULL,
+    system_identifier bigint NOT NULL,
+    timeline_id integer NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    resolved_at timestamp with time zone,
+    resolved_by text,
+    resolution text,
+    runs_skipped integer,
+    CONSTRAINT crondepot_restores_check CHECK (((resolved_at IS NULL) = (resolution IS NULL))),
+    CONSTRAINT crondepot_restores_resolution_check CHECK ((resolution = ANY (ARRAY['skip_repeats'::text, 'resend'::text])))
+);
+
+--
+-- Name: crondepot_restores_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.crondepot_restores_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: crondepot_restores_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.crondepot_restores_id_seq OWNED BY public.crondepot_restores.id;
+
+--
 -- Name: crondepot_schema_definitions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1708,6 +1838,7 @@ CREATE TABLE public.runs (
     held_available_at timestamp with time zone,
     overlap text DEFAULT 'allow'::text NOT NULL,
     replace_requested_at timestamp with time zone,
+    rate_limit text,
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))
@@ -1797,6 +1928,12 @@ CREATE TABLE public.workers (
 );
 
 --
+-- Name: crondepot_restores id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_restores ALTER COLUMN id SET DEFAULT nextval('public.crondepot_restores_id_seq'::regclass);
+
+--
 -- Name: api_tokens api_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1844,6 +1981,27 @@ ALTER TABLE ONLY public.connections
 
 ALTER TABLE ONLY public.console_sessions
     ADD CONSTRAINT console_sessions_pkey PRIMARY KEY (id_hash);
+
+--
+-- Name: crondepot_cluster_marks crondepot_cluster_marks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_cluster_marks
+    ADD CONSTRAINT crondepot_cluster_marks_pkey PRIMARY KEY (system_identifier, timeline_id);
+
+--
+-- Name: crondepot_restores crondepot_restores_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_restores
+    ADD CONSTRAINT crondepot_restores_pkey PRIMARY KEY (id);
+
+--
+-- Name: crondepot_restores crondepot_restores_system_identifier_timeline_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.crondepot_restores
+    ADD CONSTRAINT crondepot_restores_system_identifier_timeline_id_key UNIQUE (system_identifier, timeline_id);
 
 --
 -- Name: crondepot_schema_definitions crondepot_schema_definitions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2050,6 +2208,12 @@ CREATE INDEX runs_queued ON public.runs USING btree (priority, tenant_id, availa
 --
 
 CREATE INDEX runs_queued_deadline ON public.runs USING btree (deadline_at) WHERE ((status = 'queued'::text) AND (deadline_at IS NOT NULL));
+
+--
+-- Name: runs_queued_limit_deadline; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_queued_limit_deadline ON public.runs USING btree (priority, tenant_id, rate_limit, deadline_at, available_at) WHERE ((status = 'queued'::text) AND (rate_limit IS NOT NULL) AND (deadline_at IS NOT NULL));
 
 --
 -- Name: runs_running; Type: INDEX; Schema: public; Owner: -

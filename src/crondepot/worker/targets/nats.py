@@ -16,6 +16,7 @@ by itself after a server restart; a client found closed is replaced).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,14 @@ from crondepot.worker.targets.broker import message
 
 if TYPE_CHECKING:
     from crondepot.queue import ClaimedRun
+
+log = logging.getLogger("crondepot.worker")
+
+
+async def _connection_error(exc: Exception) -> None:
+    # nats-py's own logs a traceback for every failed reconnect (twice a second while a
+    # server is down); the runs that failed meanwhile carry their own errors
+    log.warning("nats connection: %s %s", type(exc).__name__, exc)
 
 
 class NatsTarget:
@@ -67,7 +76,8 @@ class NatsTarget:
             client = self._clients.get(url)
             if client is None or client.is_closed:
                 client = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=-1,
-                                            reconnect_time_wait=0.5)
+                                            reconnect_time_wait=0.5,
+                                            error_cb=_connection_error)
                 self._clients[url] = client
             return client
 
@@ -80,8 +90,7 @@ class NatsTarget:
                 headers={"Nats-Msg-Id": run.run_id, "Crondepot-Tenant": tenant,
                          "Content-Type": "application/json", **trace_headers})
         except nats.js.errors.NoStreamResponseError:
-            raise PermanentError(f"nats: no JetStream stream captures subject {subject!r}"
-                                 ) from None
+            raise await _no_stream(client, subject) from None
         except nats.js.errors.APIError as exc:
             raise TemporaryError(f"nats: JetStream refused the message: {exc}") from None
         except (TimeoutError, nats.errors.Error, OSError) as exc:
@@ -89,6 +98,21 @@ class NatsTarget:
             raise TemporaryError(f"nats: {type(exc).__name__} {exc} (safe to retry: the "
                                  "stream drops a repeat)") from None
         return {"stream": ack.stream, "seq": ack.seq, "duplicate": bool(ack.duplicate)}
+
+
+async def _no_stream(client: Client, subject: str) -> Exception:
+    """Nothing answered the publish. It fails for good only when JetStream says no stream
+    captures the subject: a server that has just restarted accepts clients before JetStream
+    has recovered its streams, and a publish then has no responder either (retried)."""
+    try:
+        await client.jetstream().find_stream_name_by_subject(subject)
+    except nats.js.errors.NotFoundError:
+        return PermanentError(f"nats: no JetStream stream captures subject {subject!r}")
+    except (TimeoutError, nats.errors.Error, OSError) as exc:
+        return TemporaryError(f"nats: JetStream does not answer ({type(exc).__name__}); "
+                              "retried (the stream drops a repeat)")
+    return TemporaryError(f"nats: the stream capturing {subject!r} did not answer; retried "
+                          "(the stream drops a repeat)")
 
 
 def make(setup: TargetSetup) -> NatsTarget:

@@ -1,4 +1,4 @@
--- revision: 4
+-- revision: 5
 -- crondepot_claim_fair: the claim's take from one priority when several tenants have runs
 -- ready in it (functions/claim_runs.sql calls it; claim_one_tenant.sql is the take when one
 -- has; docs/worker.md, "Claiming" and "How the claim is built").
@@ -23,7 +23,9 @@
 -- Then one statement takes every tenant's share with its own index range scan (LIMIT and
 -- FOR UPDATE SKIP LOCKED each); a tenant that returns fewer than its share leaves, and the
 -- turns left are shared again among the others, until the claim is full or no tenant is
--- left. Called only from crondepot_claim_runs, under its settings (generic plans, no seq
+-- left. Among each tenant's runs of one rate limit that have a deadline, the earliest
+-- deadlines take the turns (crondepot_claim_deadline, asked only when a batch holds such a
+-- run; it keeps every tenant's count). Called only from crondepot_claim_runs, under its settings (generic plans, no seq
 -- scans), which are repeated here so a plan made by a direct call is the same.
 CREATE OR REPLACE FUNCTION crondepot_claim_fair(p_priority text, p_tenants bigint[],
                                                 p_want integer, p_clock timestamptz,
@@ -42,6 +44,8 @@ DECLARE
     got      text[] := '{}';
     left_    integer := p_want;
     u        float8;
+    limits    text[];
+    deadlines timestamptz[];
 BEGIN
     SELECT array_agg(coalesce(t.claim_weight, 1) ORDER BY x.o) INTO weights
     FROM unnest(among) WITH ORDINALITY AS x(id, o)
@@ -61,11 +65,12 @@ BEGIN
 
         -- Each tenant's share, oldest first, in one statement: a range scan per tenant.
         -- Our own locks are not skipped by SKIP LOCKED: leave out what we already hold.
-        SELECT coalesce(array_agg(q.run_id), '{}'), coalesce(array_agg(s.tenant_id), '{}')
-        INTO batch, owners
+        SELECT coalesce(array_agg(q.run_id), '{}'), coalesce(array_agg(s.tenant_id), '{}'),
+               array_agg(q.rate_limit), array_agg(q.deadline_at)
+        INTO batch, owners, limits, deadlines
         FROM unnest(among, shares) AS s(tenant_id, n)
         CROSS JOIN LATERAL (
-            SELECT r.run_id FROM runs AS r
+            SELECT r.run_id, r.rate_limit, r.deadline_at FROM runs AS r
             WHERE r.status = 'queued' AND r.priority = p_priority
               AND r.tenant_id = s.tenant_id AND r.available_at <= p_clock
               AND r.run_id <> ALL (p_taken) AND r.run_id <> ALL (got)
@@ -76,6 +81,11 @@ BEGIN
             LIMIT s.n
             FOR UPDATE SKIP LOCKED) AS q
         WHERE s.n > 0;
+        IF EXISTS (SELECT FROM unnest(limits, deadlines) AS b(rate_limit, deadline_at)
+                   WHERE b.rate_limit IS NOT NULL AND b.deadline_at IS NOT NULL) THEN
+            batch := crondepot_claim_deadline(p_priority, batch, owners, limits, deadlines,
+                                              p_clock, p_taken || got, p_held);
+        END IF;
         got := got || batch;
         left_ := left_ - cardinality(batch);
         EXIT WHEN left_ <= 0;

@@ -23,16 +23,18 @@ WHERE run_id = ANY(%(run_ids)s::text[]) AND job_id = %(job_id)s::bigint
 -- The missing fires: queued and due now, or later where a calendar moved one to a business
 -- day still ahead (or skipped, past their misfire deadline or by their calendar, as the tick
 -- would have written them), one statement; a run id that exists is left as it is.
--- With the job's overlap policy, as the tick writes it (tick.sql insert_runs).
+-- With the job's overlap policy and rate limit, as the tick writes them (tick.sql
+-- insert_runs).
 INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
-                  status, skip_reason, finished_at, deadline_at, overlap)
+                  status, skip_reason, finished_at, deadline_at, overlap, rate_limit)
 SELECT r.run_id, %(job_id)s::bigint, %(tenant_id)s::bigint, %(priority)s::text, r.nominal_at,
        greatest(%(now)s::timestamptz, r.due_at), greatest(%(now)s::timestamptz, r.due_at),
        CASE WHEN r.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        r.skip_reason,
        CASE WHEN r.skip_reason IS NULL THEN NULL ELSE %(now)s::timestamptz END,
        r.deadline_at,
-       coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = %(job_id)s::bigint), 'allow')
+       coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = %(job_id)s::bigint), 'allow'),
+       (SELECT j.rate_limit FROM jobs AS j WHERE j.id = %(job_id)s::bigint)
 FROM unnest(%(run_ids)s::text[], %(nominal_ats)s::timestamptz[], %(due_ats)s::timestamptz[],
             %(skip_reasons)s::text[], %(deadline_ats)s::timestamptz[])
      AS r(run_id, nominal_at, due_at, skip_reason, deadline_at)

@@ -132,6 +132,14 @@ WHERE id = %(id)s::bigint AND tenant_id = %(tenant_id)s::bigint
 UPDATE runs SET overlap = %(overlap)s::text
 WHERE job_id = %(job_id)s::bigint AND status = 'queued' AND overlap <> %(overlap)s::text;
 
+-- name: set_queued_runs_rate_limit
+-- An edit changed the rate limit: the job's queued runs carry the new one (the claim's
+-- deadline-first order reads it from the run row, migration 0033; the bucket a run takes
+-- its token from is always the job's, read at claim time).
+UPDATE runs SET rate_limit = %(rate_limit)s::text
+WHERE job_id = %(job_id)s::bigint AND status = 'queued'
+  AND rate_limit IS DISTINCT FROM %(rate_limit)s::text;
+
 -- name: pause_job
 -- Paused jobs leave the jobs_due index. The fires up to the pause are settled by the caller;
 -- next_run_at marks the first fire of the pause, from which resume records them 'paused'.
@@ -190,11 +198,13 @@ WHERE job_id = %(job_id)s::bigint AND status = 'queued';
 -- Trigger now: one queued run due at once. Its id is made from the second it was asked for,
 -- so a retried trigger in the same second (or a scheduled run of that very instant) is the
 -- same run, not a second one.
--- With the job's overlap policy (a trigger obeys it too), as the tick writes it.
+-- With the job's overlap policy (a trigger obeys it too) and rate limit, as the tick writes
+-- them.
 INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
-                  overlap)
+                  overlap, rate_limit)
 VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s,
-        coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = %(job_id)s::bigint), 'allow'))
+        coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = %(job_id)s::bigint), 'allow'),
+        (SELECT j.rate_limit FROM jobs AS j WHERE j.id = %(job_id)s::bigint))
 ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 

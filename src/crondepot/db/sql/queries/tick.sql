@@ -9,11 +9,11 @@
 -- row-level security policy, docs/operations.md) and reads every job instead of jobs_due.
 -- delivery_window is the job's own; its tenant's default comes from tenant_delivery_windows,
 -- read once a tick for the batch's tenants, never a probe of tenants per claimed job.
--- overlap travels with the job to insert_runs, which then reads no job row.
+-- overlap and rate_limit travel with the job to insert_runs, which then reads no job row.
 SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
        j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
        j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count,
-       j.calendar, t.now, j.delivery_window, j.overlap
+       j.calendar, t.now, j.delivery_window, j.overlap, j.rate_limit
 FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now OFFSET 0) AS t,
      LATERAL (
          SELECT * FROM jobs
@@ -39,20 +39,26 @@ WHERE id = ANY(%(tenant_ids)s::bigint[]) AND delivery_window IS NOT NULL;
 -- claim read (the job row is locked until the tick commits, so it cannot change); a caller
 -- that passes null gets it read here, by one jobs_pkey probe per run, so none can forget it.
 -- (The probe for every run was ~4 buffer hits a run, a tenth of the insert at 100 k jobs.)
+-- Its job's rate limit likewise (migration 0033; NULL is a value, no limit, so a caller
+-- that passes no array at all gets it read here).
 INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
-                  status, skip_reason, finished_at, deadline_at, overlap)
+                  status, skip_reason, finished_at, deadline_at, overlap, rate_limit)
 SELECT r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at, r.due_at,
        CASE WHEN r.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        r.skip_reason,
        CASE WHEN r.skip_reason IS NULL THEN NULL
             ELSE coalesce(%(now)s::timestamptz, now()) END,
        r.deadline_at,
-       coalesce(r.overlap, (SELECT j.overlap FROM jobs AS j WHERE j.id = r.job_id), 'allow')
+       coalesce(r.overlap, (SELECT j.overlap FROM jobs AS j WHERE j.id = r.job_id), 'allow'),
+       CASE WHEN %(rate_limits)b::text[] IS NULL
+            THEN (SELECT j.rate_limit FROM jobs AS j WHERE j.id = r.job_id)
+            ELSE r.rate_limit END
 FROM unnest(%(run_ids)b::text[], %(job_ids)b::bigint[], %(tenant_ids)b::bigint[],
             %(priorities)b::text[], %(nominal_ats)b::timestamptz[], %(due_ats)b::timestamptz[],
-            %(skip_reasons)b::text[], %(deadline_ats)b::timestamptz[], %(overlaps)b::text[])
+            %(skip_reasons)b::text[], %(deadline_ats)b::timestamptz[], %(overlaps)b::text[],
+            %(rate_limits)b::text[])
      AS r(run_id, job_id, tenant_id, priority, nominal_at, due_at, skip_reason, deadline_at,
-          overlap)
+          overlap, rate_limit)
 ON CONFLICT (run_id) DO NOTHING;
 
 -- name: advance_jobs
