@@ -9,7 +9,8 @@ from typing import Any
 from crondepot.cli.prune import add_maintenance, maintenance_config
 from crondepot.cli.shared.metrics import add_metrics_host, add_metrics_token
 from crondepot.cli.shared.options import add_database, check_schema, database, duration, int_in
-from crondepot.runtime import logs, metrics
+from crondepot.cli.shared.output import fail
+from crondepot.runtime import logs, metrics, tracing
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 
 
@@ -38,6 +39,10 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logs.setup(as_json=args.log_json)
+    try:
+        tracing.configure("crondepot-scheduler")
+    except ValueError as exc:
+        return fail(str(exc))
     metrics.serve(args.metrics_port, args.metrics_host, token=args.metrics_token)
     with database(args) as db:
         check_schema(db, "crondepot-scheduler")
