@@ -29,9 +29,7 @@ from typing import Any
 
 import psycopg
 
-from common import admin_connect, fresh_database
-from crondepot.job import JobSpec, create_jobs
-from crondepot.tenancy.tenants import create_tenant
+from common import admin_connect, fresh_database, two_banks
 
 SHAPES = {  # name: (priority slot of p_limits, priority)
     "reversed deadlines, sms-gateway, 2 tenants": (2, "normal"),
@@ -56,18 +54,12 @@ def _runs(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, priority: 
 
 def _fill(url: str, n: int) -> None:
     with admin_connect(url) as conn:
-        a, b = create_tenant(conn, "bank-a").id, create_tenant(conn, "bank-b").id
-        (ja,) = create_jobs(conn, a, [JobSpec.from_document({
-            "key": "sms", "cron": "0 9 * * *", "tz": "UTC",
-            "target": {"type": "http", "url": "https://sms.example.com/send"}})])
-        (jb,) = create_jobs(conn, b, [JobSpec.from_document({
-            "key": "mail", "cron": "0 9 * * *", "tz": "UTC",
-            "target": {"type": "http", "url": "https://mail.example.com/send"}})])
-        _runs(conn, a, ja.id, "normal", n, "sms-gateway",
+        (a, ja), (b, jb) = two_banks(conn)
+        _runs(conn, a, ja, "normal", n, "sms-gateway",
               "now() + make_interval(secs => 7200 - g / 1000.0)")
-        _runs(conn, b, jb.id, "normal", 200, None, "NULL")
-        _runs(conn, a, ja.id, "bulk", n, "sms-gateway", "now() + interval '11 hours'")
-        _runs(conn, a, ja.id, "urgent", n, None,
+        _runs(conn, b, jb, "normal", 200, None, "NULL")
+        _runs(conn, a, ja, "bulk", n, "sms-gateway", "now() + interval '11 hours'")
+        _runs(conn, a, ja, "urgent", n, None,
               "now() + make_interval(secs => 7200 - g / 1000.0)")
         conn.execute("VACUUM ANALYZE runs")
 

@@ -18,10 +18,8 @@ from typing import Any
 
 import psycopg
 
-from common import admin_connect, fresh_database
-from crondepot.job import JobSpec, create_jobs
+from common import admin_connect, fresh_database, two_banks
 from crondepot.limits import holds
-from crondepot.tenancy.tenants import create_tenant
 
 CLAIM = ("SELECT count(*) FROM crondepot_claim_runs('bench', ARRAY[0, 20, 0], "
          "ARRAY[0, 0, 0], NULL)")
@@ -56,15 +54,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=7)
     args = parser.parse_args()
     with fresh_database(args.db, "crondepot_holdbench") as url, admin_connect(url) as conn:
-        a, b = create_tenant(conn, "bank-a").id, create_tenant(conn, "bank-b").id
-        (ja,) = create_jobs(conn, a, [JobSpec.from_document({
-            "key": "sms", "cron": "0 9 * * *", "tz": "UTC",
-            "target": {"type": "http", "url": "https://sms.example.com/send"}})])
-        (jb,) = create_jobs(conn, b, [JobSpec.from_document({
-            "key": "mail", "cron": "0 9 * * *", "tz": "UTC",
-            "target": {"type": "http", "url": "https://mail.example.com/send"}})])
-        _runs(conn, a, ja.id, args.n)
-        _runs(conn, b, jb.id, 200)
+        (a, ja), (b, jb) = two_banks(conn)
+        _runs(conn, a, ja, args.n)
+        _runs(conn, b, jb, 200)
         conn.execute("VACUUM ANALYZE runs")
         median, got = _claims(conn, args.calls)
         print(f"no hold: claim median {median:.1f} ms ({got} runs)")
@@ -80,7 +72,7 @@ def main() -> None:
         median, got = _claims(conn, args.calls)
         print(f"held, after VACUUM: claim median {median:.1f} ms ({got} runs)")
         conn.autocommit = True
-        _runs(conn, a, ja.id, 1000, tag="late")         # queued since the rescuer's turn
+        _runs(conn, a, ja, 1000, tag="late")         # queued since the rescuer's turn
         conn.autocommit = False
         median, got = _claims(conn, args.calls)
         print(f"held, 1,000 not swept yet: claim median {median:.1f} ms ({got} runs)")

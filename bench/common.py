@@ -156,3 +156,19 @@ def run_interruptibly(run: Callable[[], None], after: Callable[[], str] = lambda
     extra = after()
     print(f"\n{extra + chr(10) if extra else ''}total {time.monotonic() - started:.0f}s")
     return 0
+
+
+def two_banks(conn: psycopg.Connection[Any]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Two tenants, ``bank-a`` and ``bank-b``, each with one 9 a.m. webhook job: (tenant id,
+    job id) of each. What the claim benchmarks queue their runs under."""
+    from crondepot.job import JobSpec, create_jobs
+    from crondepot.tenancy.tenants import create_tenant
+
+    out = []
+    for name, key, host in (("bank-a", "sms", "sms"), ("bank-b", "mail", "mail")):
+        tenant = create_tenant(conn, name).id
+        (job,) = create_jobs(conn, tenant, [JobSpec.from_document({
+            "key": key, "cron": "0 9 * * *", "tz": "UTC",
+            "target": {"type": "http", "url": f"https://{host}.example.com/send"}})])
+        out.append((tenant, job.id))
+    return out[0], out[1]

@@ -6,10 +6,14 @@ It records every request (idempotency key, attempt, arrival time, what it answer
 - enforce a rate limit (429 with ``Retry-After: 1`` beyond it);
 - inject faults on demand: a share of 503s, slow answers past the client's timeout, a
   permanent 400 for payloads marked ``{"permanent": true}``, and an outage (every request
-  503) for a given number of seconds.
+  503) for a given number of seconds;
+- answer every request late by a delay drawn uniformly from a range (a real gateway's
+  0.3–1.5 s), so that a client needs rate × delay calls in flight to keep up.
 
 Use it in-process (``Gateway(...).start()``; change ``gateway.faults`` while it runs) or
-standalone: ``python bench/gateway.py --port 8099 --dedupe --rate 450``.
+standalone: ``python bench/gateway.py --port 8099 --dedupe --rate 450``; standalone, SIGTERM
+ends it like Ctrl-C, and ``--record FILE`` then writes every request, one a line
+(``arrived status key``), for the process that started it (bench/fullday.py).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import sys
 import threading
 import time
@@ -32,6 +37,7 @@ class Faults:
     share_slow: float = 0.0         # this share of requests answers after slow_seconds
     slow_seconds: float = 0.0
     outage_until: float = 0.0       # time.monotonic() until which every request is 503
+    delay_range: tuple[float, float] = (0.0, 0.0)   # every answer this late (uniform), s
 
     def outage(self, seconds: float) -> None:
         self.outage_until = time.monotonic() + seconds
@@ -96,6 +102,9 @@ class Gateway:
                 status = 200
                 if random.random() < self.faults.share_slow:
                     delay = self.faults.slow_seconds
+            low, high = self.faults.delay_range
+            if high > 0:
+                delay = max(delay, random.uniform(low, high))
             effect = status == 200 and (not self.dedupe or key not in self._accepted)
             if status == 200:
                 self._accepted.add(key)
@@ -111,6 +120,14 @@ class Gateway:
         return False
 
     # -- reading the record ---------------------------------------------------------------
+
+    def write_record(self, path: str) -> None:
+        """Every request so far, one a line: ``arrived status key``."""
+        with self._lock:
+            requests = list(self.requests)
+        with open(path, "w", encoding="utf-8") as out:
+            for r in requests:
+                out.write(f"{r.arrived:.6f} {r.status} {r.key}\n")
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
@@ -176,20 +193,41 @@ def main() -> None:
     parser.add_argument("--dedupe", action="store_true", help="drop repeated keys")
     parser.add_argument("--rate", type=float, default=0, help="requests/s accepted (0 = any)")
     parser.add_argument("--share-503", type=float, default=0.0)
+    parser.add_argument("--delay", type=delay_range, default=(0.0, 0.0), metavar="LOW-HIGH",
+                        help="answer every request this many seconds late, e.g. 0.3-1.5")
     parser.add_argument("--seconds", type=float, default=0, help="stop after (0 = Ctrl-C)")
+    parser.add_argument("--quiet", action="store_true", help="no stats every 5 s")
+    parser.add_argument("--record", metavar="FILE",
+                        help="at exit, write every request to FILE: arrived status key")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     gateway = Gateway(dedupe=args.dedupe, rate=args.rate, port=args.port,
-                      faults=Faults(share_503=args.share_503)).start()
-    print(f"gateway on {gateway.url} (dedupe={args.dedupe}, rate={args.rate or 'any'})")
+                      faults=Faults(share_503=args.share_503, delay_range=args.delay)).start()
+    print(f"gateway on {gateway.url} (dedupe={args.dedupe}, rate={args.rate or 'any'})",
+          flush=True)
     deadline = time.monotonic() + args.seconds if args.seconds else float("inf")
     try:
         while time.monotonic() < deadline:
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
-            print(json.dumps(gateway.stats()), flush=True)
+            if not args.quiet:
+                print(json.dumps(gateway.stats()), flush=True)
     except KeyboardInterrupt:
         pass
     finally:
         gateway.stop()
+        if args.record:
+            gateway.write_record(args.record)
+
+
+def delay_range(text: str) -> tuple[float, float]:
+    try:
+        low, high = (float(part) for part in text.split("-", 1))
+    except ValueError:
+        low, high = -1.0, -1.0
+    if not 0 <= low <= high <= 60:
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH seconds, 0 <= LOW <= HIGH <= 60, "
+                                         f"like 0.3-1.5, got {text!r}")
+    return low, high
 
 
 if __name__ == "__main__":

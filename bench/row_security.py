@@ -42,6 +42,7 @@ from psycopg.types.json import Jsonb
 
 from common import DEFAULT_ADMIN_URL, admin_connect, fresh_database
 from crondepot.db import ALL_TENANTS, Q, connect, roles
+from crondepot.runs.reads import listed_statuses
 
 TABLES = ("api_tokens", "audit_log", "handler_grants", "holds", "job_timetables", "jobs",
           "limit_grants", "rate_limits", "runs", "run_attempts", "tenants")
@@ -108,8 +109,9 @@ def _jobs_params(labels: dict[str, str] | None) -> dict[str, Any]:
             "active": None, "key_prefix": None, "labels": Jsonb(labels) if labels else None}
 
 
-RUNS_PARAMS = {"tenant_id": 1, "status": None, "job_id": None, "error": None, "since": None,
-               "until": None, "before_at": None, "before_run_id": None, "limit": 100}
+RUNS_PARAMS = {"tenant_id": 1, "status": None, "statuses": listed_statuses(None),
+               "job_id": None, "error": None, "since": None, "until": None,
+               "before_at": None, "before_run_id": None, "limit": 100}
 
 
 def _measure(url: str, calls: int, *, explain: bool) -> dict[str, float]:

@@ -82,13 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     if ("baseline" in names) != (args.baseline is not None):
         parser.error("--baseline REV and the variant 'baseline' go together")
     processes = [int(p) for p in args.processes.split(",")]
-    with _source_of(args.baseline) as source:
+    with source_of(args.baseline) as source:
         return run_interruptibly(
             lambda: run(args.db, names, processes, args.rounds, args.size, source), load_line)
 
 
 @contextlib.contextmanager
-def _source_of(rev: str | None) -> Iterator[str | None]:
+def source_of(rev: str | None) -> Iterator[str | None]:
     """A temporary folder holding the ``crondepot`` package as commit ``rev`` had it."""
     if rev is None:
         yield None

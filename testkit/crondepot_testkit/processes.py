@@ -17,14 +17,17 @@ from typing import IO, Any
 
 
 class Proc:
-    """A crondepot sub-command in its own process, logging JSON lines to a file."""
+    """A crondepot sub-command in its own process, logging JSON lines to a file; run by
+    ``python -m module`` (a wrapper of crondepot's command line, such as
+    ``crondepot_testkit.traced``)."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None,
+                 module: str = "crondepot") -> None:
         self.log: IO[str] = tempfile.NamedTemporaryFile(  # noqa: SIM115
             "w+", prefix="crondepot-proc-", suffix=".log", delete=False)
         self.args = args
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "crondepot", *args],
+            [sys.executable, "-m", module, *args],
             stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "CRONDEPOT_LOG_FORMAT": "json", **(env or {})},
         )

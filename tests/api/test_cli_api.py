@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from crondepot.api.app import ApiSettings
+from crondepot.base.version import __version__
+from crondepot.db.migrations import schema_revision
 
 # The group is driven directly: registering it in crondepot.cli is the lead's one-line change.
 RUNNER = """
@@ -48,7 +50,8 @@ def test_api_command_serves_healthz_and_readyz_then_stops_on_sigint(
                 assert process.poll() is None, process.stdout.read() if process.stdout else ""
                 assert time.monotonic() < deadline, "the API did not start in 30 s"
                 time.sleep(0.1)
-        assert response.json() == {"status": "ok"}
+        assert response.json() == {"status": "ok", "version": __version__,
+                                   "schema_revision": schema_revision()}
         assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
         for _ in range(4):        # every process answers (the kernel spreads connections)
             assert httpx.get(f"http://127.0.0.1:{port}/v1/jobs",

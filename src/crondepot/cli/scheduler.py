@@ -18,7 +18,7 @@ from crondepot.cli.shared.options import (
     int_in,
 )
 from crondepot.cli.shared.output import fail
-from crondepot.runtime import logs, metrics
+from crondepot.runtime import logs, metrics, tracing
 from crondepot.scheduler.loop import Scheduler, SchedulerConfig
 
 
@@ -48,6 +48,10 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logs.setup(as_json=args.log_json)
+    try:
+        tracing.configure("crondepot-scheduler")
+    except ValueError as exc:
+        return fail(str(exc))
     metrics.serve(args.metrics_port, args.metrics_host, token=args.metrics_token)
     with database(args) as db:
         check_schema(db, "crondepot-scheduler")

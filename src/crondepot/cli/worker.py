@@ -22,7 +22,7 @@ from crondepot.cli.shared.options import (
 )
 from crondepot.cli.shared.output import fail
 from crondepot.cli.shared.tenant import add_tenant
-from crondepot.runtime import logs, metrics
+from crondepot.runtime import logs, metrics, tracing
 
 T = TypeVar("T", int, float)
 
@@ -87,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--urgent-only ({urgent_only}) must be below --concurrency "
                     f"({args.concurrency}): at least one slot takes runs of any priority")
     logs.setup(as_json=args.log_json)
+    try:
+        # before the --import modules: a handler's spans nest under crondepot's calls
+        tracing.configure("crondepot-worker")
+    except ValueError as exc:
+        return fail(str(exc))
     weights: tuple[int, int, int] = args.weights
     sys.path.insert(0, os.getcwd())   # --import mymodule from the current directory
     for module in args.imports:

@@ -57,12 +57,21 @@ def job_runs(conn: psycopg.Connection[Any], tenant_id: int, job_id: int, *,
     }).fetchall()
 
 
+def listed_statuses(status: str | None) -> list[str]:
+    """The statuses other than running a runs list reads, each through its own index range
+    (queries/runs.sql, list_runs): the one asked, or all of them."""
+    if status is None:
+        return [state for state in RUN_STATES if state != "running"]
+    return [] if status == "running" else [status]
+
+
 def list_runs(conn: psycopg.Connection[Any], tenant_id: int, where: RunFilter, *,
               before: tuple[datetime, str] | None, limit: int) -> list[dict[str, Any]]:
     """A page of the tenant's runs across jobs, newest first by ``ended_at`` (finished_at,
     or due_at for a run not ended), strictly older than the ``before`` cursor."""
     return conn.cursor(row_factory=dict_row).execute(Q.list_runs, {
-        "tenant_id": tenant_id, "status": where.status, "job_id": where.job_id,
+        "tenant_id": tenant_id, "status": where.status, "statuses": listed_statuses(where.status),
+        "job_id": where.job_id,
         "error": where.error, "since": where.since, "until": where.until, "limit": limit,
         "before_at": before[0] if before else None,
         "before_run_id": before[1] if before else None,

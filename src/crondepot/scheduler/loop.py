@@ -30,7 +30,7 @@ import psycopg
 from crondepot.db import ALL_TENANTS, Q, connect
 from crondepot.db.connect import connect_pooled
 from crondepot.maintenance import Maintainer, MaintenanceConfig
-from crondepot.runtime import metrics
+from crondepot.runtime import metrics, tracing
 from crondepot.runtime.lifecycle import Backoff, Stoppable
 from crondepot.scheduler.tick import TickResult, tick
 
@@ -94,9 +94,11 @@ class Scheduler(Stoppable):
         assert self._conn is not None
         batch = min(FIRST_BATCH, self.config.batch)
         while not self._stop.is_set():
-            started = time.perf_counter()
+            started, started_ns = time.perf_counter(), time.time_ns()
             result = tick(self._conn, batch=batch)
             self._observe(result, time.perf_counter() - started)
+            if result.claimed:
+                self._trace(result, started_ns)
             if not result.full:
                 break
             batch = min(batch * 2, self.config.batch)
@@ -136,6 +138,15 @@ class Scheduler(Stoppable):
             log.debug("tick", extra={"claimed": result.claimed, "written": result.written,
                                      "inserted": result.inserted,
                                      "seconds": round(seconds, 4)})
+
+    def _trace(self, result: TickResult, started_ns: int) -> None:
+        """The tick's span and its runs' roots (runtime/tracing.py): nothing while off."""
+        if tracing.enabled():
+            tracing.ticked(self.config.name, started_ns,
+                           {"claimed": result.claimed, "written": result.written,
+                            "inserted": result.inserted},
+                           ((run.run_id, run.skip_reason)
+                            for run in (*result.queued, *result.skipped)))
 
     def _observe_queued(self, result: TickResult) -> None:
         assert result.now is not None

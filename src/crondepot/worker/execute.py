@@ -50,7 +50,7 @@ from crondepot.queue import (
 from crondepot.queue.claim import deadline_passed
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS, Deadline
 from crondepot.queue.retry import decide
-from crondepot.runtime import metrics
+from crondepot.runtime import metrics, tracing
 from crondepot.runtime.lifecycle import Backoff
 from crondepot.tenancy.connections import ConnectionUrls
 from crondepot.tenancy.grants import GrantCache, run_refusal
@@ -88,6 +88,8 @@ class Attempt:
     claimed_at: float = 0.0       # monotonic time the claim was sent (run.db_now is its answer)
     # requested by the heartbeat when a newer run of the job asks this one to give way
     cancel: Cancellation = field(default_factory=Cancellation)
+    # the span context of the claim that took the run (tracing.claimed); None while off
+    claim: Any = None
 
     def db_now(self) -> datetime:
         """The database's clock now, from the claim's answer: ahead of it by at most the
@@ -122,7 +124,26 @@ class Executor:
             recorded: Callable[[], None]) -> Literal["done", "not-started", "recording"]:
         """Call the target and record the outcome. A success is handed to the outcome writer
         ("recording"): ``recorded`` is called once it is written (or known unwritable). The
-        other outcomes are written before this returns, and ``recorded`` is not called."""
+        other outcomes are written before this returns, and ``recorded`` is not called.
+
+        The attempt's span (runtime/tracing.py) is current in this thread meanwhile, so the
+        call's and the outcome's spans are its children; it ends with the outcome's write."""
+        run = attempt.run
+        span = tracing.attempt(run.run_id, run.attempt, attempt.claim, _span_fields(run)) \
+            if tracing.enabled() else tracing.NOOP
+        with span:
+            try:
+                outcome = self._attempt(attempt, span.then(recorded))
+            except BaseException:
+                span.end()
+                raise
+            if outcome != "recording":
+                span.set("crondepot.started", attempt.started)
+                span.end()
+        return outcome
+
+    def _attempt(self, attempt: Attempt,
+                 recorded: Callable[[], None]) -> Literal["done", "not-started", "recording"]:
         run = attempt.run
         try:
             uses = self._grants.get(run.tenant_id)
@@ -157,8 +178,10 @@ class Executor:
         error: BaseException | None = None
         result: dict[str, Any] | None = None
         try:
-            with calling(attempt.cancel):
+            with calling(attempt.cancel), tracing.call(run.run_id, run.target) as call:
                 result = self._targets.call(run, uses.tenant)
+                if result and "status_code" in result:
+                    call.set("http.response.status_code", result["status_code"])
         except CallReplaced as exc:
             self._replaced(run, str(exc), took=time.perf_counter() - began)
             return "done"
@@ -323,11 +346,15 @@ class Executor:
 
     def _record_success(self, run: ClaimedRun, result: dict[str, Any] | None,
                         then: Callable[[], None], count: Callable[[], None]) -> None:
+        span = tracing.outcome(run.run_id)      # ended by the writer's thread
+
         def done(recorded: bool, error: BaseException | None) -> None:
             if error is not None:
+                span.end("not recorded")
                 log.warning("success not recorded; the run comes back after its lease: %s",
                             error, extra=_fields(run))
             else:
+                span.end("succeeded" if recorded else "lease lost")
                 self._finished(run, "succeeded", recorded=recorded)
             then()
 
@@ -340,13 +367,24 @@ class Executor:
         pooled connection that died with it) is waited out: a "dead, outcome unknown" that
         is never written would bring the run back after its lease and call the target a
         second time. The run stays in hand meanwhile, so its lease is renewed."""
+        span = tracing.outcome(run.run_id)
+        try:
+            recorded = self._write_outcome(run, write, outcome, error, when)
+        except BaseException:
+            span.end("not recorded")
+            raise
+        span.end(recorded)
+
+    def _write_outcome(self, run: ClaimedRun, write: Callable[[Any], Written], outcome: str,
+                       error: str | None, when: Callable[[float], str] | None) -> str:
+        """``_record``'s writes; the outcome recorded, or "lease lost"."""
         backoff = Backoff(first=0.2, cap=5.0)
         for tries_left in range(RECORD_TRIES - 1, -1, -1):
             try:
                 written = self._write(write)
             except LostLease:
                 self._finished(run, outcome, recorded=False)
-                return
+                return "lease lost"
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if not tries_left:
                     raise
@@ -365,7 +403,8 @@ class Executor:
             elif outcome == "retry" and error is not None and when is not None:
                 error += when(delay)         # when it comes back
             self._finished(run, outcome, recorded=True, error=error)
-            return
+            return outcome
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def _write(self, write: Callable[[Any], Written]) -> Written:
         with self._pool.connection() as conn:
@@ -424,6 +463,13 @@ def _count_attempt(run: ClaimedRun, kind: str, code: Any, took: float) -> None:
 
 def _status_class(code: Any) -> str:
     return f"{code // 100}xx" if isinstance(code, int) else "none"
+
+
+def _span_fields(run: ClaimedRun) -> dict[str, Any]:
+    """An attempt span's attributes besides the run id and the attempt (ids, not names)."""
+    return {"crondepot.job_id": run.job_id, "crondepot.tenant_id": run.tenant_id,
+            "crondepot.target.type": str(run.target.get("type")),
+            "crondepot.priority": run.priority}
 
 
 def _fields(run: ClaimedRun) -> dict[str, Any]:

@@ -56,7 +56,7 @@ from crondepot.queue.lease import (
     HeldLease,
     extend_acquired_leases,
 )
-from crondepot.runtime import metrics
+from crondepot.runtime import metrics, tracing
 from crondepot.runtime.lifecycle import Backoff, Stoppable
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.outcome_writer import OutcomeWriter
@@ -260,6 +260,7 @@ class Worker(Stoppable):
             return 0, 0, 0
         seen = (free_general, free_urgent)
         sent_at = time.monotonic()   # the lease is counted from here: before the database's now
+        sent_ns = time.time_ns()
         with self._pool.connection() as conn:
             runs = claim_runs(conn, owner=self.config.name, urgent_only=free_urgent,
                               shares=self._order.take(free_general) if free_general else {})
@@ -269,6 +270,9 @@ class Worker(Stoppable):
                 if runs else {}
         if not runs:
             return 0, *seen
+        # the claim's span, which each run's attempt links to (runtime/tracing.py)
+        claim = tracing.claimed(self.config.name, sent_ns, [run.run_id for run in runs]) \
+            if tracing.enabled() else None
         # Urgent runs fill the urgent-only slots first; everything else takes general slots.
         claimed: list[tuple[Attempt, str]] = []
         for run in runs:
@@ -278,7 +282,7 @@ class Worker(Stoppable):
                 slot = "urgent"
             deadline = Deadline.from_lease(run.lease_expires_at, run.db_now, sent_at)
             claimed.append((Attempt(run=run, deadline=deadline, claimed_at=sent_at,
-                                    window=windows.get(run.job_id)), slot))
+                                    window=windows.get(run.job_id), claim=claim), slot))
         metrics.claim_size.observe(len(claimed))
         # One lock and one gauge update for the whole claim, then one task per run.
         shortest = min(attempt.run.lease_seconds for attempt, _ in claimed)

@@ -1,7 +1,8 @@
 """The ``amqp`` target: publish the run's message to a RabbitMQ exchange (AMQP 0-9-1).
 
 Publisher confirms on every channel: a run succeeds only when the broker confirms the
-message. Messages are persistent (delivery mode 2), ``message_id`` is the run id, and the
+message. Messages are persistent (delivery mode 2), ``message_id`` is the run id (with
+tracing on, the call span's W3C ``traceparent`` is a message header), and the
 publish is ``mandatory``: a message the exchange routes to no queue is returned, and the
 attempt fails for good (retrying would be returned again; the job's routing is wrong).
 
@@ -22,6 +23,7 @@ import pika.exceptions as amqp_errors
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 
 from crondepot.base.errors import PermanentError, TemporaryError
+from crondepot.runtime import tracing
 from crondepot.worker.targets.base import OutcomeUnknown, TargetSetup
 from crondepot.worker.targets.broker import Clients, message
 
@@ -88,7 +90,7 @@ class AmqpTarget:
         _, channel = client
         properties = pika.BasicProperties(
             content_type="application/json", delivery_mode=2, message_id=run.run_id,
-            headers={"crondepot-tenant": tenant})
+            headers={"crondepot-tenant": tenant, **tracing.headers()})
         try:
             channel.basic_publish(str(target["exchange"]), str(target["routing_key"]),
                                   message(run), properties=properties, mandatory=True)

@@ -1,6 +1,7 @@
 """The HTTP webhook target: one signed POST per attempt, and what its outcome means.
 
-Owns the request (body, Standard Webhooks headers, ``Idempotency-Key: <run_id>``) and the
+Owns the request (body, Standard Webhooks headers, ``Idempotency-Key: <run_id>``, and with
+tracing on the call span's W3C ``traceparent``: runtime/tracing.py) and the
 classification of what came back: 2xx done; 408, 429 and 5xx temporary (``Retry-After``
 honoured); other statuses permanent. A failure before anything was sent is temporary. A
 failure after the request may have reached the target is ambiguous: it is retried only
@@ -30,6 +31,7 @@ from psycopg_pool import PoolTimeout
 
 from crondepot.base.errors import PermanentError, TargetError, TemporaryError
 from crondepot.job.guard import AddressGuard, Resolver, resolve
+from crondepot.runtime import tracing
 from crondepot.worker.targets.backend import GuardedBackend
 from crondepot.worker.targets.base import OutcomeUnknown
 from crondepot.worker.targets.webhook_signature import sign_all
@@ -180,6 +182,7 @@ class WebhookTarget:
             "webhook-id": call.run_id,
             "webhook-timestamp": str(timestamp),
             "webhook-signature": signature,
+            **tracing.headers(),
         }
 
     def close(self) -> None:

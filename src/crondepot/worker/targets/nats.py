@@ -1,7 +1,8 @@
 """The ``nats`` target: publish the run's message to a NATS JetStream subject.
 
 The publish carries ``Nats-Msg-Id`` = the run id, and waits for the stream's
-acknowledgement (PubAck): a run succeeds only when a stream has stored the message. Within
+acknowledgement (PubAck): a run succeeds only when a stream has stored the message (with
+tracing on, the call span's W3C ``traceparent`` is a message header). Within
 the stream's duplicate window (``duplicate_window``, two minutes by default: set it longer
 than a run's lease) a second publish with the same id is acknowledged as a duplicate and
 not stored, so this target deduplicates by construction: a timed-out publish is retried
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import nats
@@ -25,6 +27,7 @@ import nats.js.errors
 from nats.aio.client import Client
 
 from crondepot.base.errors import PermanentError, TemporaryError
+from crondepot.runtime import tracing
 from crondepot.worker.targets.base import TargetSetup
 from crondepot.worker.targets.broker import message
 
@@ -56,8 +59,11 @@ class NatsTarget:
         target = run.target
         url = self._urls(str(target["connection"]))
         timeout = float(target.get("timeout_s", 10))
+        # read in the slot's thread, where the call's span is current, not the loop's
+        trace_headers = tracing.headers()
         future = asyncio.run_coroutine_threadsafe(
-            self._publish(url, str(target["subject"]), run, tenant, timeout), self._loop)
+            self._publish(url, str(target["subject"]), run, tenant, timeout, trace_headers),
+            self._loop)
         try:
             return future.result(timeout + 5)
         except TimeoutError:
@@ -76,13 +82,13 @@ class NatsTarget:
             return client
 
     async def _publish(self, url: str, subject: str, run: ClaimedRun, tenant: str,
-                       timeout: float) -> dict[str, Any]:
+                       timeout: float, trace_headers: Mapping[str, str]) -> dict[str, Any]:
         try:
             client = await self._client(url)
             ack = await client.jetstream().publish(
                 subject, message(run), timeout=timeout,
                 headers={"Nats-Msg-Id": run.run_id, "Crondepot-Tenant": tenant,
-                         "Content-Type": "application/json"})
+                         "Content-Type": "application/json", **trace_headers})
         except nats.js.errors.NoStreamResponseError:
             raise await _no_stream(client, subject) from None
         except nats.js.errors.APIError as exc:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import threading
 from collections.abc import Callable
@@ -100,7 +101,9 @@ class PythonTarget:
             except BaseException as exc:  # handed to the slot, which classifies it
                 box["error"] = exc
 
-        thread = threading.Thread(target=run, name=f"handler-{context.run_id}", daemon=True)
+        # In the slot's context: a handler's own spans nest under its call's (runtime/tracing.py)
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(run,),
+                                  name=f"handler-{context.run_id}", daemon=True)
         thread.start()
         thread.join(timeout)
         if thread.is_alive():

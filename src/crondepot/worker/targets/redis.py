@@ -4,7 +4,8 @@ One Lua script, atomic on the server, sets a guard key named after the run id (`
 with an expiry of ``GUARD_SECONDS``) and adds the entry only if it set the key: a repeat of
 the run (a retry after a lost reply, a worker killed between publish and record) adds
 nothing. So the target deduplicates: any error is retried (TemporaryError). The entry holds
-``run_id`` and ``body`` (the webhook's JSON document).
+``run_id`` and ``body`` (the webhook's JSON document), and with tracing on a ``traceparent``
+field (the call span's W3C trace context; after ``body``: ARGV[4] on, as name, value).
 
 One client per connection URL (redis-py's is thread-safe over its own connection pool, and
 reconnects after a server restart).
@@ -19,6 +20,7 @@ import redis
 import redis.exceptions
 
 from crondepot.base.errors import PermanentError, TemporaryError
+from crondepot.runtime import tracing
 from crondepot.worker.targets.base import TargetSetup
 from crondepot.worker.targets.broker import message
 
@@ -35,7 +37,8 @@ if kind ~= 'none' and kind ~= 'stream' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. kind .. ', not a stream')
 end
 if redis.call('SET', KEYS[2], '1', 'NX', 'EX', tonumber(ARGV[2])) then
-  return redis.call('XADD', KEYS[1], '*', 'run_id', ARGV[1], 'body', ARGV[3])
+  return redis.call('XADD', KEYS[1], '*', 'run_id', ARGV[1], 'body', ARGV[3],
+                    unpack(ARGV, 4))
 end
 return false
 """
@@ -70,7 +73,8 @@ class RedisTarget:
         client = self._client(self._urls(str(target["connection"])), timeout)
         try:
             entry = client.eval(PUBLISH, 2, stream, guard_key(run.run_id), run.run_id,
-                                GUARD_SECONDS, message(run))
+                                GUARD_SECONDS, message(run),
+                                *(part for pair in tracing.headers().items() for part in pair))
         except redis.exceptions.ResponseError as exc:
             raise PermanentError(f"redis: {exc}") from None
         except redis.exceptions.RedisError as exc:

@@ -23,14 +23,17 @@ LIMIT %(limit)s::integer;
 -- name: list_runs
 -- A tenant's runs across jobs, newest first by when they ended (coalesce(finished_at,
 -- due_at): a run not ended yet counts from its due time), after an (ended, run_id) cursor.
--- Filters are optional (NULL = any). runs_tenant_status_ended serves the order: with a
--- status, one range scan that stops at the limit; without one, the tenant's range (a job
--- id alone: runs_job). That index leaves running runs out (migration 0019: a claim writes
--- no entry to it), so the runs are read in two parts, each to the limit, and merged: those
--- not running through that index, the running ones through runs_running (at most the
--- workers' slots, sorted here). The filters are written once, in `listed`, which each
--- part inlines (NOT MATERIALIZED) with its own status condition, so each is planned as
--- the one statement it was.
+-- Filters are optional (NULL = any). runs_tenant_status_ended serves the order: one range
+-- scan per status that stops at the limit (a job id alone: runs_job). `statuses` names the
+-- statuses other than running the list may hold (the asked one, or every one): each is
+-- read through its own range, to the limit, and the few rows merged, so a list across
+-- statuses reads at most (statuses x limit) rows of a tenant's history, never the whole
+-- of it (one range over the tenant and a sort made it a scan of millions of rows). That
+-- index leaves running runs out (migration 0019: a claim writes no entry to it), so the
+-- running ones are a second part, read through runs_running (at most the workers' slots,
+-- sorted here). The filters are written once, in `listed`, which each part inlines (NOT
+-- MATERIALIZED) with its own status condition, so each is planned as the one statement it
+-- was; `status <> 'running'` in the first lets it use the partial index.
 WITH listed AS NOT MATERIALIZED (
     SELECT * FROM runs r
     WHERE r.tenant_id = %(tenant_id)s::bigint
@@ -50,8 +53,12 @@ SELECT r.run_id, r.job_id, j.key AS job_key, r.priority, r.status, r.nominal_at,
        r.attempt, coalesce(r.held_available_at, r.available_at) AS available_at, r.lease_owner, r.lease_expires_at, r.first_claimed_at,
        r.started_at, r.finished_at, r.skip_reason, r.last_error, r.error_class, r.result,
        r.created_at, r.updated_at, coalesce(r.finished_at, r.due_at) AS ended_at
-FROM ((SELECT * FROM listed WHERE status <> 'running'
-       ORDER BY coalesce(finished_at, due_at) DESC, run_id DESC LIMIT %(limit)s::integer)
+FROM ((SELECT l.* FROM unnest(%(statuses)s::text[]) AS s(status),
+       LATERAL (SELECT * FROM listed
+                WHERE listed.status = s.status AND listed.status <> 'running'
+                ORDER BY coalesce(finished_at, due_at) DESC, run_id DESC
+                LIMIT %(limit)s::integer) AS l
+       ORDER BY coalesce(l.finished_at, l.due_at) DESC, l.run_id DESC LIMIT %(limit)s::integer)
       UNION ALL
       (SELECT * FROM listed WHERE status = 'running'
        ORDER BY coalesce(finished_at, due_at) DESC, run_id DESC LIMIT %(limit)s::integer)
