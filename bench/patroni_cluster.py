@@ -90,6 +90,11 @@ class Node:
         except (httpx.HTTPError, ValueError):
             return None
 
+    @property
+    def url(self) -> str:
+        """This node alone (the failover run's write probe asks each node directly)."""
+        return f"postgresql://postgres@127.0.0.1:{self.pg_port}/postgres"
+
     def postmaster_pid(self) -> int | None:
         try:
             return int((self.data / "postmaster.pid").read_text().split()[0])
@@ -97,9 +102,15 @@ class Node:
             return None
 
 
+# Patroni's leader-key ttl unless asked otherwise (``ttl``): with loop_wait 1 s and
+# retry_timeout 4 s, any ttl from 9 s up keeps loop_wait + 2 * retry_timeout <= ttl.
+DEFAULT_TTL = 10
+
+
 class PatroniCluster:
-    def __init__(self, nodes: int = 2, *, synchronous: bool = True, strict: bool = True
-                 ) -> None:
+    def __init__(self, nodes: int = 2, *, synchronous: bool = True, strict: bool = True,
+                 ttl: int = DEFAULT_TTL) -> None:
+        self.ttl = ttl
         self.root = Path(tempfile.mkdtemp(prefix="crondepot-patroni-"))
         os.chmod(self.root, 0o777)
         self.synchronous = synchronous
@@ -169,9 +180,9 @@ class PatroniCluster:
                         "connect_address": f"127.0.0.1:{node.rest_port}"},
             "etcd": {"host": f"{node.etcd_host}:{self.etcd_port}"},
             "bootstrap": {
-                # ttl 10 s, loop 1 s: a dead leader's key expires within ten seconds;
+                # ttl 10 s (default), loop 1 s: a dead leader's key expires within ttl;
                 # loop_wait + 2 * retry_timeout <= ttl, as Patroni requires.
-                "dcs": {"ttl": 10, "loop_wait": 1, "retry_timeout": 4,
+                "dcs": {"ttl": self.ttl, "loop_wait": 1, "retry_timeout": 4,
                         "maximum_lag_on_failover": 1048576,
                         "synchronous_mode": self.synchronous,
                         # Strict: without it, a Patroni restarted on a node whose postmaster
@@ -319,9 +330,9 @@ class PatroniCluster:
 
 
 @contextlib.contextmanager
-def cluster(nodes: int = 2, *, synchronous: bool = True, strict: bool = True
-            ) -> Iterator[PatroniCluster]:
-    made = PatroniCluster(nodes, synchronous=synchronous, strict=strict)
+def cluster(nodes: int = 2, *, synchronous: bool = True, strict: bool = True,
+            ttl: int = DEFAULT_TTL) -> Iterator[PatroniCluster]:
+    made = PatroniCluster(nodes, synchronous=synchronous, strict=strict, ttl=ttl)
     try:
         made.start()
         yield made
