@@ -34,10 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool
 
 from crondepot.base.jsontext import loads_stored
-from crondepot.db import ALL_TENANTS, Q, bounded, connect, idle_check
+from crondepot.db import ALL_TENANTS, Pool, Q, bounded, connect, idle_check
 from crondepot.job.guard import AddressGuard
 from crondepot.limits.buckets import RateLimiter
 from crondepot.maintenance import Maintainer, MaintenanceConfig
@@ -123,11 +122,10 @@ class Worker(Stoppable):
         self.abandoned = 0        # calls still running when the grace period ended
         self.restart_wanted = False   # too many hung handler threads: the CLI starts afresh
         self._hung = AbandonedCalls(config.max_abandoned)
-        self._pool = ConnectionPool(bounded(config.url, tenants=ALL_TENANTS), min_size=2,
-                                    max_size=min(config.concurrency, 10) + 2,
-                                    kwargs={"autocommit": True,
-                                            "application_name": "crondepot-worker"},
-                                    configure=_configure_connection, **idle_check(), open=False)
+        self._pool = Pool(bounded(config.url, tenants=ALL_TENANTS), min_size=2,
+                          max_size=min(config.concurrency, 10) + 2,
+                          kwargs={"autocommit": True, "application_name": "crondepot-worker"},
+                          configure=_configure_connection, **idle_check(), open=False)
         # Read now, so that a bad CRONDEPOT_TARGET_ALLOWLIST or CA setting stops the worker at
         # start; the HTTP client itself is made for the first HTTP run (_open_webhooks).
         self._guard = guard or AddressGuard.from_env()
