@@ -140,6 +140,11 @@ FAILOVER_HOLD_S = 20.0
 # A supervisor (systemd Restart=always) starts Patroni again, after its leader key (ttl
 # 10 s) has expired: the replica is promoted while the old postmaster still runs.
 PATRONI_RESTART_S = 20.0
+# Back to work (issue 36): from the moment the primary of an event's end first commits a
+# write (its own node asked directly, every WRITE_PROBE_S) to the first 200 at a gateway
+# after it. The goal is 5 s; the CI run fails above this.
+BACK_TO_WORK_LIMIT_S = 10.0
+WRITE_PROBE_S = 0.2
 TENANT = "chaos"
 FINAL = ("succeeded", "failed", "dead", "skipped", "cancelled")
 SPREAD_SECONDS = 50
@@ -188,6 +193,7 @@ class Plan:
     synchronous: bool = True     # Patroni's synchronous_mode (failover runs)
     strict: bool = True          # and synchronous_mode_strict
     broker_jobs: int = 0         # every-minute jobs publishing to NATS JetStream
+    ttl: int = patroni_cluster.DEFAULT_TTL   # Patroni's leader-key ttl (failover runs)
 
     @property
     def window_s(self) -> float:
@@ -198,16 +204,20 @@ def plan_for(args: argparse.Namespace) -> Plan:
     if args.failover:
         # docs/availability.md's deployment: two PostgreSQL nodes under Patroni, 2 schedulers and
         # 2 workers on the multi-host URL; one event at a time, the cluster healthy before
-        # each. --ci: 4 minutes; otherwise --minutes (at least 5).
-        minutes = 4.0 if args.ci else max(5.0, args.minutes)
+        # each. --ci: 4 minutes (5 with a ttl over 10 s: the partition then lasts ttl + 15 s,
+        # and the etcd outage must still end before the cut-off); otherwise --minutes (at
+        # least 5).
+        minutes = (4.0 if args.ttl <= patroni_cluster.DEFAULT_TTL else 5.0) if args.ci \
+            else max(5.0, args.minutes)
         mode = ("failover" + ("" if args.sync else "-async")
                 + ("" if args.strict or not args.sync else "-not-strict")
+                + ("" if args.ttl == patroni_cluster.DEFAULT_TTL else f"-ttl{args.ttl}")
                 + ("-ci" if args.ci else ""))
         return Plan(mode=mode, minutes=minutes, every_minute_jobs=600, spike_jobs=1000,
                     spike_lead_s=60, schedulers=2, workers=2, drain_s=60,
                     operator=not args.no_operator, pause_every_s=15.0,
                     pause_hold_s=(15.0, 45.0), import_good=20, failover=True,
-                    synchronous=args.sync, strict=args.strict)
+                    synchronous=args.sync, strict=args.strict, ttl=args.ttl)
     if args.ci:
         return Plan(mode="ci", minutes=3, every_minute_jobs=1200, spike_jobs=1000,
                     spike_lead_s=60, kill_every_s=8, storm_s=20, outage_s=20, drain_s=40,
@@ -325,6 +335,8 @@ class Run:
     stopped_at: float | None = None   # when the services were told to stop
     plan_url: str = ""                # the database URL every process is given
     stream: PrivateStream | None = None   # the broker jobs' NATS stream
+    # failover runs: each event, and when the primary of its end first took writes
+    writes_back: list[tuple[Fault, float | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _stored: list[StoredMessage] | None = None
 
@@ -1079,20 +1091,95 @@ def fetch_rows(url: str, expected: Sequence[Expected]) -> dict[str, Row]:
     return {r[0]: Row(*r) for r in rows}
 
 
+# The write the probes commit. It must write WAL: a transaction that only takes an xid
+# (txid_current()) commits without waiting for the sync standby, so it succeeds on a new
+# primary whose every real commit waits (strict synchronous mode, no standby yet).
+PROBE_TABLE = ("CREATE TABLE IF NOT EXISTS chaos_write_probe "
+               "(name text PRIMARY KEY, at timestamptz NOT NULL)")
+PROBE_WRITE = ("INSERT INTO chaos_write_probe VALUES (%s, now()) "
+               "ON CONFLICT (name) DO UPDATE SET at = now() RETURNING NOT pg_is_in_recovery()")
+
+
+def _commits(conn: psycopg.Connection[Any], name: str) -> bool:
+    """Whether a primary on ``conn`` commits the probe's row within 0.9 s. A commit still
+    waiting then (for a sync standby that is gone) is cancelled from here: statement_timeout
+    does not end a commit's wait, and a cancelled wait is reported committed (locally, with
+    a WARNING only), so the time is what tells, not the answer."""
+    timer = threading.Timer(0.9, lambda: conn.cancel_safe(timeout=2.0))
+    began = time.monotonic()
+    timer.start()
+    try:
+        row = conn.execute(PROBE_WRITE, [name]).fetchone()
+    finally:
+        timer.cancel()
+    return bool(row and row[0]) and time.monotonic() - began < 0.9
+
+
 def _writable(url: str) -> bool:
-    """A primary answers on the multi-host URL and commits (through its sync standby) within
-    a second. A commit waiting for a standby that is gone is cancelled by the statement
-    timeout, and PostgreSQL then reports it committed locally with a WARNING only: so the
-    time is what tells, not the answer."""
+    """A primary answers on the multi-host URL and commits a row (through its sync standby)
+    within 0.9 s (``_commits``)."""
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=2,
                              application_name="chaos-probe") as conn:
-            conn.execute("SET statement_timeout = '1s'")
-            began = time.monotonic()
-            row = conn.execute("SELECT NOT pg_is_in_recovery(), txid_current()").fetchone()
-            return bool(row and row[0]) and time.monotonic() - began < 0.9
+            return _commits(conn, "url")
     except psycopg.Error:
         return False
+
+
+class WriteProbe:
+    """Asks every node directly, every ``WRITE_PROBE_S``, whether it commits a row (which
+    waits for the sync standby: ``PROBE_WRITE``) within 0.9 s; keeps each answer.
+
+    The multi-host URL answers for whichever node libpq reaches first; asking each node
+    alone tells when the *new* primary took writes, to the probe's interval."""
+
+    def __init__(self, cluster: patroni_cluster.PatroniCluster) -> None:
+        self.samples: dict[str, list[tuple[float, bool]]] = {n.name: [] for n in cluster.nodes}
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._watch, args=(node,), daemon=True)
+                         for node in cluster.nodes]
+        for thread in self._threads:
+            thread.start()
+
+    def _watch(self, node: patroni_cluster.Node) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        while not self._stop.is_set():
+            began = time.time()
+            ok = False
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(node.url, autocommit=True, connect_timeout=2,
+                                           tcp_user_timeout=1000,
+                                           application_name="chaos-write-probe")
+                ok = _commits(conn, node.name)
+            except psycopg.Error:
+                if conn is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.close()
+                conn = None
+            self.samples[node.name].append((began, ok))
+            self._stop.wait(max(0.0, WRITE_PROBE_S - (time.time() - began)))
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def writes_from(self, node: str, since: float) -> float | None:
+        """When ``node`` took writes for good after ``since``: its first write after its last
+        failed one (``since`` itself if none failed), None if its last answer failed."""
+        back: float | None = since
+        for at, ok in self.samples.get(node, []):
+            if at < since:
+                continue
+            if not ok:
+                back = None
+            elif back is None:
+                back = at
+        return back
 
 
 def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
@@ -1113,8 +1200,13 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
             run.notes.append(f"{clock(time.time())}: no primary before {action}; skipped")
             continue
         other = next(n for n in cluster.nodes if n is not leader)
-        hold = {"partition": FAILOVER_HOLD_S, "etcd-outage": FAILOVER_HOLD_S,
-                "kill-patroni": PATRONI_RESTART_S}.get(action, 0.0)
+        # With a longer ttl the partition must outlast it for the standby to be promoted,
+        # and a restarted Patroni must come back after its key expired, as with ttl 10 s.
+        ttl = run.plan.ttl
+        hold = {"partition": max(FAILOVER_HOLD_S, ttl + 15.0),
+                "etcd-outage": FAILOVER_HOLD_S,
+                "kill-patroni": max(PATRONI_RESTART_S, ttl + 10.0)}.get(action, 0.0)
+        probe = WriteProbe(cluster)
         fault = run.fault(action, leader.name, f"{hold:g} s" if hold else "")
         began = time.time()
         if action == "kill-postmaster":
@@ -1156,9 +1248,20 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
             if ended and back_at is not None and time.time() >= settled:
                 break
             time.sleep(0.25)
+        if not ended:       # stopped early: never leave the cluster cut off or paused
+            if action == "kill-patroni":
+                cluster.start_patroni(leader)
+            elif action == "partition":
+                cluster.heal()
+            elif action == "etcd-outage":
+                cluster.etcd_resume()
         if fault.end is None:
             fault.end = time.time()
+        probe.close()
         primary = cluster.leader()
+        writes_at = probe.writes_from(primary.name, began) if primary else None
+        with run.lock:
+            run.writes_back.append((fault, writes_at))
         if first_fail is None:
             writes = "writes never failed"
         elif back_at is None:
@@ -1167,8 +1270,9 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
             writes = (f"writes failed from {first_fail - began:.1f} s to "
                       f"{back_at - began:.1f} s")
         fault.detail = "; ".join(part for part in (
-            fault.detail, writes, f"primary {primary.name}" if primary else "no primary")
-            if part)
+            fault.detail, writes, f"primary {primary.name}" if primary else "no primary",
+            f"{primary.name} took writes at {writes_at - began:.1f} s"
+            if primary and writes_at is not None else "") if part)
         print(f"  [{clock(time.time())}] {action}: {fault.detail}", flush=True)
 
 
@@ -1529,6 +1633,26 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
                 return t - after
         return None
 
+    # Back to work: from the moment the new primary took writes and a run was due (and not
+    # yet delivered) to the first 200 after it. A run due only later (an event in the
+    # spread's quiet seconds, or before the first fires) starts the clock at its due time.
+    plain_runs = [e for e in expected if e.kind in ("every-minute", "spike", "imported")]
+    back_to_work: list[dict[str, Any]] = []
+    for f, writes_at in run.writes_back:
+        ready = first = None
+        if writes_at is not None:
+            waiting = [e.due for e in plain_runs
+                       if first_ok.get(e.run_id, math.inf) >= writes_at]
+            ready = max(writes_at, min(waiting, default=math.inf))
+            first = next_ok(ready) if ready < math.inf else None
+        back_to_work.append({
+            "t": round(f.at - started, 1), "kind": f.kind, "target": f.target,
+            "writes_s": _round(None if writes_at is None else writes_at - f.at),
+            "due_s": _round(None if ready is None or ready == math.inf else ready - f.at),
+            "delivery_s": _round(None if first is None or ready is None
+                                 else ready + first - f.at),
+            "gap_s": _round(first)})
+
     recovery: list[dict[str, Any]] = []
     for f in run.faults:
         end = f.end or f.at
@@ -1618,7 +1742,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
                      for kind, v in lateness.items()},
         "delivery_lateness": (percentile(delivered_late, 50), percentile(delivered_late, 99),
                               max(delivered_late, default=0)),
-        "recovery": recovery, "checks": checks,
+        "recovery": recovery, "back_to_work": back_to_work, "checks": checks,
         "lost_lease_logged": sum(1 for v in evidence.values() if "lost-lease" in v),
         "not_called_logged": sum(1 for v in evidence.values() if "not-called" in v),
         "slot_failed_logged": sum(1 for v in evidence.values() if "slot-failed" in v),
@@ -1646,6 +1770,11 @@ def failures(report: dict[str, Any]) -> list[str]:
     out += [f"verify: {problem}" for problem in report["verify_problems"]]
     out += [f"{len(items)} × {what}" for what, items in report["ledger"]["problems"].items()]
     out += [f"import: {problem}" for problem in report["import_problems"]]
+    for event in report["back_to_work"]:
+        if event["gap_s"] is None or event["gap_s"] > BACK_TO_WORK_LIMIT_S:
+            gap = "no delivery" if event["gap_s"] is None else f"{event['gap_s']} s"
+            out.append(f"{event['kind']} at t {event['t']}: first delivery after the new "
+                       f"primary took writes: {gap} (limit {BACK_TO_WORK_LIMIT_S:g} s)")
     return out
 
 
@@ -1785,6 +1914,20 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
     add(f"| requests at gateways (dedupe, plain) by status | "
         f"{report['dedupe_gateway']['by_status']}, {report['plain_gateway']['by_status']} |")
     add("")
+    if report["back_to_work"]:
+        add(f"Back to work after each event (seconds from the event's start; `writes` = the "
+            f"primary of the event's end, asked directly every {WRITE_PROBE_S:g} s, commits "
+            f"a write from then on; `run due` = then, or the due time of the first run not "
+            f"yet delivered if later; `first delivery` = the first 200 at a gateway after "
+            f"that; `gap` = first delivery - run due, goal <= 5 s, the run fails above "
+            f"{BACK_TO_WORK_LIMIT_S:g} s; Patroni ttl {plan.ttl} s):")
+        add("")
+        add("| t | event | on | writes | run due | first delivery | **gap** |")
+        add("|---|---|---|---|---|---|---|")
+        for b in report["back_to_work"]:
+            add(f"| {b['t']} | {b['kind']} | {b['target']} | {b['writes_s']} s | "
+                f"{b['due_s']} s | {b['delivery_s']} s | **{b['gap_s']} s** |")
+        add("")
     add("Recovery after each fault (t = seconds into the window; `next 200` = from the fault's "
         "end to the next successful delivery; `window delivered` = from the fault's end until "
         "99 % / every run due during it (5 s before, for a kill) had its first 200; faults "
@@ -1905,13 +2048,15 @@ def execute(run: Run, command: str, wall_start: float) -> int:
                   "etcd-server iptables postgresql-15)", file=sys.stderr)
             return 2
         run.cluster = patroni_cluster.PatroniCluster(synchronous=plan.synchronous,
-                                                     strict=plan.strict)
+                                                     strict=plan.strict, ttl=plan.ttl)
     else:
         run.cluster = PrivateCluster()
     run.cluster.start()
     url = run.plan_url = run.cluster.url
     with connect(url, application_name="chaos-setup") as conn:
         migrate(conn)
+        if plan.failover:
+            conn.execute(PROBE_TABLE)
         tenant = create_tenant(conn, TENANT)
         set_limit(conn, LIMIT_NAME, plan.limit_rate, 20)
         # The tenant may name the shared bucket (what tenants share is granted).
@@ -1997,6 +2142,10 @@ def execute(run: Run, command: str, wall_start: float) -> int:
     print(f"\nwritten to {doc.relative_to(ROOT)} ({plan.mode} section) and "
           f"{run.logs / 'report.md'}; process logs in {run.logs}", flush=True)
     print("summary row: " + summary_row(report, command), flush=True)
+    for b in report["back_to_work"]:
+        print(f"back to work: {b['kind']}: writes at {b['writes_s']} s, a run due at "
+              f"{b['due_s']} s, first delivery at {b['delivery_s']} s, gap {b['gap_s']} s",
+              flush=True)
     return 1 if failures(report) else 0
 
 
@@ -2045,9 +2194,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--not-strict", dest="strict", action="store_false",
                         help="with --failover: synchronous_mode without "
                              "synchronous_mode_strict")
+    parser.add_argument("--ttl", type=int, default=patroni_cluster.DEFAULT_TTL,
+                        help="with --failover: Patroni's leader-key ttl in seconds (default "
+                             f"{patroni_cluster.DEFAULT_TTL}; at least 9); the partition "
+                             "lasts max(20, ttl + 15) s")
     parser.add_argument("--no-operator", action="store_true",
                         help="no edits, pauses or imports: the faults alone")
     args = parser.parse_args(argv)
+    if args.ttl < 9:
+        parser.error("--ttl: at least 9 (loop_wait 1 s + 2 x retry_timeout 4 s)")
     if args.seed is not None:
         random.seed(args.seed)
     plan = plan_for(args)

@@ -93,6 +93,11 @@ class Node:
         except (httpx.HTTPError, ValueError):
             return None
 
+    @property
+    def url(self) -> str:
+        """This node alone (the failover run's write probe asks each node directly)."""
+        return f"postgresql://postgres@127.0.0.1:{self.pg_port}/postgres"
+
     def postmaster_pid(self) -> int | None:
         try:
             return int((self.data / "postmaster.pid").read_text().split()[0])
@@ -100,9 +105,15 @@ class Node:
             return None
 
 
+# Patroni's leader-key ttl unless asked otherwise (``ttl``): with loop_wait 1 s and
+# retry_timeout 4 s, any ttl from 9 s up keeps loop_wait + 2 * retry_timeout <= ttl.
+DEFAULT_TTL = 10
+
+
 class PatroniCluster:
-    def __init__(self, nodes: int = 2, *, synchronous: bool = True, strict: bool = True
-                 ) -> None:
+    def __init__(self, nodes: int = 2, *, synchronous: bool = True, strict: bool = True,
+                 ttl: int = DEFAULT_TTL) -> None:
+        self.ttl = ttl
         self.root = Path(tempfile.mkdtemp(prefix="crondepot-patroni-"))
         os.chmod(self.root, 0o777)
         self.synchronous = synchronous
@@ -183,6 +194,7 @@ class PatroniCluster:
                "host replication all 127.0.0.1/32 trust"]
         config["bootstrap"]["pg_hba"] = config["postgresql"]["pg_hba"] = hba
         dcs = config["bootstrap"]["dcs"]
+        dcs["ttl"] = self.ttl       # the file's 10 s unless a run asks for another
         if not self.synchronous:
             dcs["synchronous_mode"] = dcs["synchronous_mode_strict"] = False
         elif not self.strict:
@@ -305,9 +317,9 @@ class PatroniCluster:
 
 
 @contextlib.contextmanager
-def cluster(nodes: int = 2, *, synchronous: bool = True, strict: bool = True
-            ) -> Iterator[PatroniCluster]:
-    made = PatroniCluster(nodes, synchronous=synchronous, strict=strict)
+def cluster(nodes: int = 2, *, synchronous: bool = True, strict: bool = True,
+            ttl: int = DEFAULT_TTL) -> Iterator[PatroniCluster]:
+    made = PatroniCluster(nodes, synchronous=synchronous, strict=strict, ttl=ttl)
     try:
         made.start()
         yield made

@@ -10,6 +10,7 @@ from crondepot.db.connect import (
     ALL_TENANTS,
     POOL_WAIT_SECONDS,
     Database,
+    Pool,
     bounded,
     connect,
     idle_check,
@@ -19,5 +20,5 @@ from crondepot.db.connect import (
 from crondepot.db.migrations import MigrationError, migrate
 from crondepot.db.queries import Q
 
-__all__ = ["ALL_TENANTS", "POOL_WAIT_SECONDS", "Database", "MigrationError", "Q", "bounded",
-           "connect", "idle_check", "migrate", "open_database", "open_pool"]
+__all__ = ["ALL_TENANTS", "POOL_WAIT_SECONDS", "Database", "MigrationError", "Pool", "Q",
+           "bounded", "connect", "idle_check", "migrate", "open_database", "open_pool"]

@@ -49,10 +49,12 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
+from psycopg_pool.pool import AddConnection
 
 from crondepot.base.errors import CrondepotError
 from crondepot.db import roles
 from crondepot.db.embedded import EmbeddedPostgres, default_data_dir
+from crondepot.db.hosts import HOSTS, OrderedConnection, ordered_hosts
 from crondepot.db.queries import Q
 
 URL_ENV = "CRONDEPOT_DATABASE_URL"
@@ -62,7 +64,8 @@ DATA_DIR_ENV = "CRONDEPOT_DATA_DIR"
 # libpq parameters added to every URL that does not set them (docs/availability.md). The
 # sum bounds a process's stall after a partition well under the shortest lease (5 s is the
 # job document's minimum, 60 s its default):
-# - connect_timeout: per host of a multi-host URL, so a dead first host costs 5 s, not 2 min;
+# - connect_timeout: per host of a multi-host URL, so a dead first host costs 5 s, not 2 min
+#   (and a host that does not answer is tried last, after a 1 s handshake: db/hosts.py);
 # - tcp_user_timeout: a statement sent into a partition fails after 10 s of unacknowledged
 #   data (the kernel would retransmit for ~15 min);
 # - keepalives: an idle connection (a LISTEN, a pooled one) learns of the partition after
@@ -93,6 +96,14 @@ TENANT_SETTING = "crondepot.tenant_id"
 # their bound above; past this the caller gets PoolTimeout (an OperationalError, handled as
 # "database unavailable") instead of stalling for half a minute.
 POOL_WAIT_SECONDS = 10.0
+
+# How long a pool waits before it tries again to make a connection that failed. psycopg_pool
+# doubles its wait from 1 s at each failure, with no cap short of its reconnect_timeout
+# (5 min): after half a minute away it tries every 16-32 s, so a primary back (or newly
+# promoted) meanwhile waits that long for a worker. While the database is away an attempt
+# costs it nothing worth sparing (a refused connection, a read-only answer, a silent host
+# skipped after its handshake), so a pool asks every second.
+RECONNECT_SECONDS = 1.0
 
 
 def bounded(url: str, *, tenants: str | None = None) -> str:
@@ -252,8 +263,61 @@ def connect(url: str, *, application_name: str = "crondepot",
             tenants: str | None = None) -> psycopg.Connection[Any]:
     """An autocommit connection; ``tenants=ALL_TENANTS`` for one that works across tenants
     (see the module's docstring), else one that sees no tenant's rows until told."""
-    return psycopg.connect(bounded(url, tenants=tenants), autocommit=True,
-                           application_name=application_name)
+    return OrderedConnection.connect(bounded(url, tenants=tenants), autocommit=True,
+                                     application_name=application_name)
+
+
+class Pool(ConnectionPool):
+    """A ``ConnectionPool`` that is back within about ``RECONNECT_SECONDS`` of its database:
+
+    - it tries again to make a connection every ``RECONNECT_SECONDS`` at most (above);
+    - it tries the hosts of a multi-host URL in this process's order (db/hosts.py);
+    - it drops its idle connections when one of them fails its check, and when the host
+      giving sessions changes (a new primary). A restart or a failover ends every session
+      at once, and psycopg_pool checks the idle connections one by one, pausing 0, 1, 2,
+      4, 8 s before each next check when one fails (a worker's pool holds up to 12); a
+      connection to a partitioned old primary fails its check only after
+      ``tcp_user_timeout``. Dropped, they are replaced at once.
+    """
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        me = weakref.ref(self)
+        check = kwargs.pop("check", None)
+        if check is not None:
+            kwargs["check"] = self._drain_on_failure(me, check)
+        super().__init__(conninfo, connection_class=OrderedConnection, **kwargs)
+        planned = ordered_hosts(conninfo)
+        self._hosts_key = planned[0] if planned else None
+        self._stop_watching = HOSTS.on_move(self._moved(me)) if planned else (lambda: None)
+
+    @staticmethod
+    def _drain_on_failure(pool_ref: weakref.ref[Pool], check: Any) -> Any:
+        def checked(conn: psycopg.Connection[Any]) -> None:
+            try:
+                check(conn)
+            except Exception:
+                pool = pool_ref()
+                if pool is not None and not pool.closed:
+                    pool.drain()
+                raise
+        return checked
+
+    @staticmethod
+    def _moved(pool_ref: weakref.ref[Pool]) -> Any:
+        def moved(key: tuple[Any, ...]) -> None:
+            pool = pool_ref()
+            if pool is not None and key == pool._hosts_key and not pool.closed:
+                pool.drain()
+        return moved
+
+    def schedule_task(self, task: Any, delay: float) -> None:
+        if isinstance(task, AddConnection):
+            delay = min(delay, RECONNECT_SECONDS)
+        super().schedule_task(task, delay)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._stop_watching()
+        super().close(timeout)
 
 
 IDLE_CHECK_SECONDS = 2.0
@@ -292,8 +356,8 @@ def _forget_request(conn: psycopg.Connection[Any]) -> None:
 @contextmanager
 def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot"
-) -> Iterator[ConnectionPool]:
-    pool = ConnectionPool(
+) -> Iterator[Pool]:
+    pool = Pool(
         bounded(url),
         min_size=min_size,
         max_size=max_size,

@@ -31,9 +31,14 @@ class Stoppable:
 
 class Backoff:
     """Capped exponential waits with jitter, so copies that lost the database together do
-    not all reconnect in the same instant."""
+    not all reconnect in the same instant.
 
-    def __init__(self, first: float = 0.5, cap: float = 10.0) -> None:
+    The cap bounds how late a process comes back after its database does (a new primary
+    after a failover): 1-2 s with the default. A retry while the database is away costs it
+    little (a refused connection, a read-only answer; a host that does not answer at all is
+    skipped after a 1 s handshake, db/hosts.py)."""
+
+    def __init__(self, first: float = 0.5, cap: float = 2.0) -> None:
         self.first, self.cap, self.current = first, cap, first
 
     def next(self) -> float:

@@ -34,10 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool
 
 from crondepot.base.jsontext import loads_stored
-from crondepot.db import ALL_TENANTS, Q, bounded, connect, idle_check
+from crondepot.db import ALL_TENANTS, Pool, Q, bounded, connect, idle_check
 from crondepot.db.connect import POOLED_CONNECTION, check_pooled, pooled
 from crondepot.job.guard import AddressGuard
 from crondepot.limits.buckets import RateLimiter
@@ -140,10 +139,9 @@ class Worker(Stoppable):
         else:
             conninfo, kwargs = bounded(config.url, tenants=ALL_TENANTS), {"autocommit": True}
             configure = _configure_connection
-        self._pool = ConnectionPool(conninfo, min_size=2,
-                                    max_size=min(config.concurrency, 10) + 2,
-                                    kwargs={**kwargs, "application_name": "crondepot-worker"},
-                                    configure=configure, **idle_check(), open=False)
+        self._pool = Pool(conninfo, min_size=2, max_size=min(config.concurrency, 10) + 2,
+                          kwargs={**kwargs, "application_name": "crondepot-worker"},
+                          configure=configure, **idle_check(), open=False)
         # Read now, so that a bad CRONDEPOT_TARGET_ALLOWLIST or CA setting stops the worker at
         # start; the HTTP client itself is made for the first HTTP run (_open_webhooks).
         self._guard = guard or AddressGuard.from_env()
