@@ -30,8 +30,9 @@ MAX_CHANNELS = 20
 MAX_ADDRESS = 254          # RFC 5321's path limit, less the brackets
 # local@domain: printable ASCII without spaces, quotes, angle brackets, commas or
 # semicolons (a header-splitting or multi-recipient address is refused), a dotted domain.
-_EMAIL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}@"
-                    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
+EMAIL_PATTERN = (r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}@"
+                 r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
+_EMAIL = re.compile(EMAIL_PATTERN)
 
 
 class ChannelNotFound(CrondepotError):
