@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
@@ -62,10 +62,11 @@ class Channel:
 
 
 def check_kind(kind: object) -> ChannelKind:
-    if kind not in CHANNEL_KINDS:
-        raise InvalidChannel(f"expected type to be one of {', '.join(CHANNEL_KINDS)}, got "
-                             f"{kind!r}", field="type")
-    return cast(ChannelKind, kind)
+    for known in CHANNEL_KINDS:
+        if kind == known:
+            return known
+    raise InvalidChannel(f"expected type to be one of {', '.join(CHANNEL_KINDS)}, got "
+                         f"{kind!r}", field="type")
 
 
 def check_webhook_url(url: object) -> str:

@@ -14,8 +14,8 @@ from fastapi import APIRouter, Body, Path, Query, Response
 from fastapi.responses import JSONResponse
 
 from crondepot.api.auth import Conn, Reader, Writer
-from crondepot.api.models import ChannelDocument, ChannelList, NoticeList
 from crondepot.api.models import Channel as ChannelModel
+from crondepot.api.models import ChannelDocument, ChannelList, NoticeList
 from crondepot.api.openapi import link, location, problems
 from crondepot.base.vocab import NoticeStatus
 from crondepot.notices.channels import add_channel, get_channel, list_channels, remove_channel
