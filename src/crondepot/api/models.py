@@ -724,26 +724,42 @@ class ChannelDocument(_Doc):
     run deliveries are) or an e-mail address (``address``, through the operator's SMTP
     relay). The same channel again answers the one there (200)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        # each type with its own field, and not the other's
+        "oneOf": [{"properties": {"type": {"const": "webhook"}}, "required": ["url"],
+                   "not": {"required": ["address"]}},
+                  {"properties": {"type": {"const": "email"}}, "required": ["address"],
+                   "not": {"required": ["url"]}}]})
 
     type: ChannelKind = Field(description="webhook or email")
-    url: str | None = Field(default=None, max_length=2048,
-                            examples=["https://hooks.bank42.example/crondepot-notices"],
-                            description="type webhook: an http or https URL (no credentials; "
-                                        "not a private or loopback address)",
-                            json_schema_extra=lambda schema: _nullable_pattern(
-                                schema, schema_pattern()))
-    address: str | None = Field(default=None, max_length=254,
-                                examples=["payments-oncall@bank42.example"],
-                                description="type email: one e-mail address",
-                                json_schema_extra=lambda schema: _nullable_pattern(
-                                    schema, f"^{EMAIL_PATTERN}$"))
+    url: str | None = Field(default=None, description="type webhook: an http or https URL "
+                                                      "(no credentials; not a private or "
+                                                      "loopback address)",
+                            json_schema_extra=lambda schema: _string_schema(
+                                schema, schema_pattern(), 2048,
+                                "https://hooks.bank42.example/crondepot-notices"))
+    address: str | None = Field(default=None, description="type email: one e-mail address",
+                                json_schema_extra=lambda schema: _string_schema(
+                                    schema, f"^{EMAIL_PATTERN}$", 254,
+                                    "payments-oncall@bank42.example"))
 
 
-def _nullable_pattern(schema: dict[str, Any], pattern: str) -> None:
-    for option in schema.get("anyOf", ()):
-        if option.get("type") == "string":
-            option["pattern"] = pattern
+    @field_validator("url", "address", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        # Left out is None (the default, never validated); sent, it must be a string.
+        if value is None:
+            raise ValueError("expected a string, got null")
+        return value
+
+
+def _string_schema(schema: dict[str, Any], pattern: str, longest: int, example: str) -> None:
+    """A field that is a string when sent: null is refused (``_not_null``)."""
+    description = schema.get("description")
+    schema.clear()
+    schema.update(type="string", pattern=pattern, maxLength=longest, examples=[example])
+    if description:
+        schema["description"] = description
 
 
 class Channel(_Doc):

@@ -112,7 +112,7 @@ def add_channel(conn: psycopg.Connection[Any], tenant_id: int, kind: object,
         (count,) = conn.execute(Q.count_notice_channels, params).fetchone() or (0,)
         if count >= MAX_CHANNELS:
             raise InvalidChannel(f"a tenant has at most {MAX_CHANNELS} notification "
-                                 "channels; remove one first", field="type")
+                                 "channels; remove one first", field="channels")
         made = cur.execute(Q.add_notice_channel, params).fetchone()
         if made is None:        # added by another request since find_notice_channel
             again = cur.execute(Q.find_notice_channel, params).fetchone()

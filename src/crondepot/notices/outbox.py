@@ -30,7 +30,9 @@ from crondepot.db import Q
 
 WINDOW_SECONDS = 3600.0        # one message per channel and job within this, at most
 COMPOSE_BATCH = 10_000         # events composed per turn (the rest: next turn)
-CLAIM_BATCH = 50               # messages claimed per claim
+# A claim's messages are sent one after another, each within the sender's timeout (10 s):
+# the whole batch fits in the lease, so a live sender's messages are not claimed again.
+CLAIM_BATCH = 10               # messages claimed per claim
 LEASE_SECONDS = 120.0          # a claimed message is due again after this (a lost sender)
 MAX_ATTEMPTS = 8               # then 'failed', for the tenant to see
 RETRY_BASE_SECONDS = 30.0

@@ -17,6 +17,7 @@ from crondepot.api.auth import Conn, Reader, Writer
 from crondepot.api.models import Channel as ChannelModel
 from crondepot.api.models import ChannelDocument, ChannelList, NoticeList
 from crondepot.api.openapi import link, location, problems
+from crondepot.api.problems import Invalid
 from crondepot.base.vocab import NoticeStatus
 from crondepot.notices.channels import add_channel, get_channel, list_channels, remove_channel
 from crondepot.notices.outbox import MAX_LIST, held_events, list_messages
@@ -50,7 +51,10 @@ def create(who: Writer, conn: Conn,
                          "value": {"type": "email",
                                    "address": "payments-oncall@bank42.example"}}})]
            ) -> JSONResponse:
-    address = body.url if body.type == "webhook" else body.address
+    address, other = (body.url, "address") if body.type == "webhook" else (body.address, "url")
+    if getattr(body, other) is not None:
+        raise Invalid(f"{other} is not a field of a {body.type} channel; send "
+                      f"{'url' if other == 'address' else 'address'}", field=other)
     channel, added = add_channel(conn, who.tenant_id, body.type, address)
     where = {"Location": f"/v1/notification-channels/{channel.id}"} if added else {}
     return JSONResponse(channel.document(), status_code=201 if added else 200, headers=where)
