@@ -159,5 +159,10 @@ def test_notices_show_sent_pending_and_failed_with_the_last_error(
         older = client.get(f"/v1/notices?before={newest}&limit=1", headers=h).json()["items"]
         assert [n["id"] for n in older] == [page["items"][1]["id"]]
         assert client.get("/v1/notices?status=lost", headers=h).status_code == 422
+        # Removing a channel takes its notices with it.
+        gone = by["failed"]["channel_id"]
+        assert client.delete(f"/v1/notification-channels/{gone}", headers=h).status_code == 204
+        left = client.get("/v1/notices", headers=h).json()["items"]
+        assert sorted(n["status"] for n in left) == ["pending", "sent"]
     finally:
         receiver.close()
