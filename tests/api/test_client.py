@@ -365,6 +365,26 @@ ICS = ("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//bank42//holidays//EN\r\n"
        "END:VCALENDAR\r\n")
 
 
+def test_notification_channels_and_notices(api: Any, clients: Clients,
+                                           other: dict[str, str]) -> None:
+    hook = api.notices.add_channel("webhook", url="https://hooks.bank42.example/notices")
+    assert hook["type"] == "webhook" and hook["url"].endswith("/notices")
+    assert api.notices.add_channel("webhook", url=hook["url"]) == hook   # the same: that one
+    mail = api.notices.add_channel("email", address="oncall@bank42.example")
+    assert [c["id"] for c in api.notices.channels()["items"]] == [hook["id"], mail["id"]]
+    assert api.notices.get_channel(mail["id"]) == mail
+    assert api.notices.list() == {"items": [], "held": 0}
+    assert api.notices.list(status="failed", before=10, limit=5)["items"] == []
+    with pytest.raises(C.ValidationError) as bad:
+        api.notices.add_channel("email", address="not an address")
+    assert [e.field for e in bad.value.errors] == ["address"]
+    with pytest.raises(C.NotFound):
+        clients(_token(other)).notices.remove_channel(hook["id"])       # another tenant's
+    assert api.notices.remove_channel(hook["id"]) is None
+    with pytest.raises(C.NotFound):
+        api.notices.get_channel(hook["id"])
+
+
 def test_calendars_round_trip_and_a_delete_refused_in_use(
         api: Any, clients: Clients, other: dict[str, str]) -> None:
     made = api.calendars.put("in-bank-holidays", ["2027-01-26", date(2026, 12, 25)])

@@ -54,6 +54,12 @@ def _fill(conn: psycopg.Connection[Any], name: str) -> int:
     grant(conn, tenant_id, connections=[f"{name}-bus"])     # connection_grants
     conn.execute("INSERT INTO calendars (tenant_id, name, dates) VALUES (%s, %s, "
                  "'{2026-12-25}')", (tenant_id, f"{name}-holidays"))
+    conn.execute("INSERT INTO notice_channels (tenant_id, kind, address) VALUES (%s, "
+                 "'email', %s)", (tenant_id, f"ops@{name}.example"))
+    conn.execute("INSERT INTO notice_events (tenant_id, channel_id, job_id, kind, detail) "
+                 "SELECT tenant_id, id, %s, 'run_dead', 'a test event' FROM notice_channels "
+                 "WHERE tenant_id = %s", (job_id, tenant_id))
+    conn.execute(Q.compose_notices, {"now": None, "window_s": 3600, "limit": 100})
     conn.execute("SELECT set_config('crondepot.actor', '', false)")
     return tenant_id
 

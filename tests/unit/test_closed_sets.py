@@ -15,7 +15,10 @@ from importlib import resources
 from crondepot.base.vocab import (
     ATTEMPT_OUTCOMES,
     ATTEMPTED_STATES,
+    CHANNEL_KINDS,
     END_REASONS,
+    NOTICE_EVENTS,
+    NOTICE_STATUSES,
     OUTCOMES,
     OVERLAPS,
     PRIORITIES,
@@ -66,6 +69,12 @@ def test_run_states_are_the_runs_tables_check() -> None:
 
 def test_end_reasons_are_the_jobs_tables_check() -> None:
     assert _check_values("jobs_ended_reason_check") == END_REASONS
+
+
+def test_notice_sets_are_the_notice_tables_checks() -> None:
+    assert _check_values("notice_channels_kind_check") == CHANNEL_KINDS
+    assert _check_values("notice_events_kind_check") == NOTICE_EVENTS
+    assert _check_values("notice_messages_status_check") == NOTICE_STATUSES
 
 
 def test_recorded_attempt_outcomes_are_the_run_attempts_check() -> None:

@@ -33,6 +33,7 @@ from crondepot.api.routes import (
     job_keys,
     jobs,
     ledger,
+    notices,
     ratelimits,
     runs,
     service,
@@ -161,7 +162,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
     problems.install(app)
     for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,
                    service,
-                   ratelimits, calendars, tokens, apply):
+                   ratelimits, calendars, tokens, apply, notices):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)
     scrape.install(app, metrics_access or scrape.MetricsAccess())

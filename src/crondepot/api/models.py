@@ -27,7 +27,10 @@ from crondepot.api.params import MAX_BIGINT, Instant
 from crondepot.base import jsontext
 from crondepot.base.vocab import (
     AttemptOutcome,
+    ChannelKind,
     EndReason,
+    NoticeEvent,
+    NoticeStatus,
     Outcome,
     Priority,
     RunState,
@@ -36,6 +39,8 @@ from crondepot.base.vocab import (
 from crondepot.job import fields as F
 from crondepot.job.apply import DEFAULT_DAYS, MAX_DAYS
 from crondepot.job.json_schema import document_schema, field_schema, patch_schema, stored_schema
+from crondepot.job.url import schema_pattern
+from crondepot.notices.channels import EMAIL_PATTERN
 
 EMI_REMINDER: dict[str, Any] = {
     "key": "bank42:48213:emi",
@@ -721,3 +726,91 @@ class RotatedSecret(_Doc):
     rotated_at: datetime
     previous_valid_until: datetime = Field(description="until then every webhook carries "
                                                        "both signatures, then only the new one")
+
+
+# -- failure notices (notices/, docs/notices.md) ------------------------------------------
+
+class ChannelDocument(_Doc):
+    """A notification channel to add: a webhook (``url``, called with a JSON body signed as
+    run deliveries are) or an e-mail address (``address``, through the operator's SMTP
+    relay). The same channel again answers the one there (200)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        # each type with its own field, and not the other's
+        "oneOf": [{"properties": {"type": {"const": "webhook"}}, "required": ["url"],
+                   "not": {"required": ["address"]}},
+                  {"properties": {"type": {"const": "email"}}, "required": ["address"],
+                   "not": {"required": ["url"]}}]})
+
+    type: ChannelKind = Field(description="webhook or email")
+    url: str | None = Field(default=None, description="type webhook: an http or https URL "
+                                                      "(no credentials; not a private or "
+                                                      "loopback address)",
+                            json_schema_extra=lambda schema: _string_schema(
+                                schema, schema_pattern(), 2048,
+                                "https://hooks.bank42.example/crondepot-notices"))
+    address: str | None = Field(default=None, description="type email: one e-mail address",
+                                json_schema_extra=lambda schema: _string_schema(
+                                    schema, f"^{EMAIL_PATTERN}$", 254,
+                                    "payments-oncall@bank42.example"))
+
+
+    @field_validator("url", "address", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        # Left out is None (the default, never validated); sent, it must be a string.
+        if value is None:
+            raise ValueError("expected a string, got null")
+        return value
+
+
+def _string_schema(schema: dict[str, Any], pattern: str, longest: int, example: str) -> None:
+    """A field that is a string when sent: null is refused (``_not_null``)."""
+    description = schema.get("description")
+    schema.clear()
+    schema.update(type="string", pattern=pattern, maxLength=longest, examples=[example])
+    if description:
+        schema["description"] = description
+
+
+class Channel(_Doc):
+    id: int
+    type: ChannelKind
+    url: str | None = Field(default=None, description="type webhook")
+    address: str | None = Field(default=None, description="type email")
+    created_at: str
+
+
+class ChannelList(_Doc):
+    items: list[Channel]
+
+
+class NoticeEventItem(_Doc):
+    kind: NoticeEvent
+    run_id: str | None = Field(description="the dead-lettered run (run_dead)")
+    detail: str
+    occurred_at: str
+
+
+class Notice(_Doc):
+    """A message to one channel about one job: a ``notice``, or a ``digest`` of the events
+    the hour's window held back (at most one message per channel and job an hour)."""
+
+    id: int
+    channel_id: int
+    channel_type: ChannelKind
+    job_id: int
+    type: Literal["notice", "digest"]
+    events: list[NoticeEventItem]
+    status: NoticeStatus
+    attempts: int
+    last_error: str | None
+    created_at: str
+    next_attempt_at: str | None = Field(description="pending: when it is tried next")
+    sent_at: str | None
+
+
+class NoticeList(_Doc):
+    items: list[Notice]
+    held: int = Field(description="events waiting for their message: the sender's next "
+                                  "turn, or the end of their job's hour")

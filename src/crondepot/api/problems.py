@@ -38,6 +38,7 @@ from crondepot.base.errors import CrondepotError, DatabaseUnavailable, InvalidJo
 from crondepot.db.migrations import MigrationError
 from crondepot.job.store import JobCancelled, JobNotFound, KeyConflict, VersionMismatch
 from crondepot.limits.buckets import LimitNotFound, LimitNotOwned
+from crondepot.notices.channels import ChannelNotFound, InvalidChannel
 from crondepot.runs.deadletter import RunNotRetryable, RunPastDeadline
 from crondepot.tenancy.calendars import CalendarInUse, CalendarNotFound, InvalidCalendar
 from crondepot.tenancy.grants import NotGranted
@@ -140,6 +141,8 @@ _DOMAIN: tuple[tuple[type[BaseException], _Kind], ...] = (
     (LimitNotFound, _Kind(404, "not-found", "Not found")),
     (CalendarNotFound, _Kind(404, "not-found", "Not found")),
     (InvalidCalendar, _Kind(422, "validation", "Invalid calendar")),
+    (ChannelNotFound, _Kind(404, "not-found", "Not found")),
+    (InvalidChannel, _Kind(422, "validation", "Invalid notification channel")),
     (CalendarInUse, _Kind(409, "calendar-in-use", "Calendar used by live jobs")),
     (LimitNotOwned, _Kind(403, "limit-not-owned", "A shared rate limit is the operator's")),
     (InvalidToken, _Kind(422, "validation", "Invalid token request")),
@@ -201,7 +204,7 @@ def _domain_extra(exc: BaseException) -> dict[str, Any]:
                            for field, message in exc.problems]}
     if isinstance(exc, InvalidSchedule | InvalidToken | InvalidOverlap):
         return {"errors": [{"field": exc.field or "body", "message": str(exc)}]}
-    if isinstance(exc, InvalidCalendar):
+    if isinstance(exc, InvalidCalendar | InvalidChannel):
         return {"errors": [{"field": exc.field, "message": str(exc)}]}
     if isinstance(exc, CalendarInUse):
         return {"job_ids": exc.job_ids}

@@ -68,6 +68,15 @@ ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
 TargetKind = Literal["http", "python", "amqp", "nats", "redis"]
 TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 
+# Failure notices (notices/): a tenant's channel kinds, the events the outbox records
+# (functions/notice_jobs.sql, notice_runs.sql) and a message's states.
+ChannelKind = Literal["webhook", "email"]
+CHANNEL_KINDS: tuple[ChannelKind, ...] = get_args(ChannelKind)
+NoticeEvent = Literal["job_unhealthy", "run_dead", "job_ended"]
+NOTICE_EVENTS: tuple[NoticeEvent, ...] = get_args(NoticeEvent)
+NoticeStatus = Literal["pending", "sent", "failed"]
+NOTICE_STATUSES: tuple[NoticeStatus, ...] = get_args(NoticeStatus)
+
 # Names a job refers to, matched whole (``fullmatch``): a shared rate limit's and a Python
 # handler's. The job document, the grants, the buckets and the holds check the same two.
 # A calendar's name: a short slug ("in-bank-holidays"), as the calendars table's CHECK.

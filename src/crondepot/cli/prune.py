@@ -20,6 +20,13 @@ from crondepot.cli.shared.options import (
 )
 from crondepot.db import ALL_TENANTS, connect
 from crondepot.maintenance import MaintenanceConfig
+from crondepot.notices.sender import (
+    DEFAULT_FROM,
+    SMTP_FROM_ENV,
+    SMTP_URL_ENV,
+    NoticeSender,
+    SmtpRelay,
+)
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 from crondepot.runs.retention import PRUNE_BATCH, prune_finished_runs
 
@@ -68,11 +75,46 @@ def add_maintenance(parser: argparse.ArgumentParser) -> None:
                             "check found pending")
 
 
+    group.add_argument("--notice-every", type=duration_or_off, metavar="DURATION",
+                       default=env("CRONDEPOT_NOTICE_EVERY", "5s"),
+                       help="compose and send the tenants' failure notices this often; 0 "
+                            "turns them off (default 5s; docs/notices.md)")
+    group.add_argument("--notice-window", type=window, metavar="DURATION",
+                       default=env("CRONDEPOT_NOTICE_WINDOW", "1h"),
+                       help="at most one notice per channel and job within this; what comes "
+                            "meanwhile goes out as one digest after it (default 1h)")
+    group.add_argument("--smtp-url", type=smtp_url, metavar="URL",
+                       default=env(SMTP_URL_ENV) or None,
+                       help="the SMTP relay e-mail notices go through: smtp://host:port, "
+                            "smtp+starttls://user:password@host:587 or smtps://host:465, "
+                            "?from=ADDRESS optional (env CRONDEPOT_SMTP_URL; none: e-mail "
+                            "notices wait)")
+    group.add_argument("--smtp-from", metavar="ADDRESS", default=env(SMTP_FROM_ENV) or None,
+                       help="the From address of e-mail notices (env CRONDEPOT_SMTP_FROM; "
+                            f"default the URL's ?from=, else {DEFAULT_FROM})")
+
+
+def smtp_url(text: str) -> str:
+    try:
+        SmtpRelay.from_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def maintenance_config(args: argparse.Namespace, url: str, name: str) -> MaintenanceConfig:
     return MaintenanceConfig(url=url, name=name, enabled=args.maintenance,
                              reap_seconds=args.reap_every, max_lease_seconds=args.max_lease,
                              retention_days=args.retention_days,
-                             verify_every=args.verify_every, verify_window=args.verify_window)
+                             verify_every=args.verify_every, verify_window=args.verify_window,
+                             notices=_notice_sender(args) if args.notice_every else None,
+                             notice_seconds=args.notice_every or 5.0)
+
+
+def _notice_sender(args: argparse.Namespace) -> NoticeSender:
+    relay = None if args.smtp_url is None \
+        else SmtpRelay.from_url(args.smtp_url, sender=args.smtp_from)
+    return NoticeSender(smtp=relay, window_seconds=args.notice_window)
 
 
 def register(commands: Any) -> None:

@@ -310,6 +310,37 @@ class Calendars:
         return await self._c.send(ops.calendars_delete(name))
 
 
+class Notices:
+    """The tenant's failure notices: its notification channels (a webhook signed as run
+    deliveries are, or an e-mail address) and the notices sent to them."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._c = client
+
+    async def channels(self) -> M.ChannelList:
+        return await self._c.send(ops.notices_channels())
+
+    async def add_channel(self, type: str, *, url: str | None = None,
+                                address: str | None = None) -> M.Channel:
+        """Add a channel: ``type`` "webhook" with ``url``, or "email" with ``address``. The
+        same channel again answers the one there. Retried."""
+        return await self._c.send(ops.notices_add_channel(type, url=url, address=address))
+
+    async def get_channel(self, channel_id: int) -> M.Channel:
+        return await self._c.send(ops.notices_get_channel(channel_id))
+
+    async def remove_channel(self, channel_id: int) -> None:
+        """Remove a channel with its waiting events and notices. Retried: a lost first
+        answer makes the retry a NotFound (the channel is gone either way)."""
+        return await self._c.send(ops.notices_remove_channel(channel_id))
+
+    async def list(self, *, status: str | None = None, before: int | None = None,
+                         limit: int | None = None) -> M.NoticeList:
+        """Notices newest first (``status``: pending, sent or failed); ``before``: only
+        those with a smaller id (the next page)."""
+        return await self._c.send(ops.notices_list(status=status, before=before, limit=limit))
+
+
 class Tokens:
     """The tenant's API tokens (any token lists them; issuing, revoking and rotating the
     webhook signing secret need an admin token)."""
@@ -375,6 +406,7 @@ class AsyncClient:
         self.holds = Holds(self)
         self.limits = Limits(self)
         self.calendars = Calendars(self)
+        self.notices = Notices(self)
         self.tokens = Tokens(self)
         self.audit = Audit(self)
 

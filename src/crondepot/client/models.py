@@ -251,6 +251,52 @@ class CalendarList(TypedDict):
     items: list[Calendar]
 
 
+class Channel(TypedDict):
+    """A notification channel: ``type`` webhook (its ``url``) or email (its ``address``)."""
+
+    id: int
+    type: str
+    url: NotRequired[str | None]
+    address: NotRequired[str | None]
+    created_at: str
+
+
+class ChannelList(TypedDict):
+    items: list[Channel]
+
+
+class NoticeEventItem(TypedDict):
+    """What happened: ``kind`` job_unhealthy, run_dead or job_ended."""
+
+    kind: str
+    run_id: str | None
+    detail: str
+    occurred_at: str
+
+
+class Notice(TypedDict):
+    """A message to one channel about one job (``type`` notice or digest) and how its
+    delivery stands (``status`` pending, sent or failed, with ``last_error``)."""
+
+    id: int
+    channel_id: int
+    channel_type: str
+    job_id: int
+    type: str
+    events: list[NoticeEventItem]
+    status: str
+    attempts: int
+    last_error: str | None
+    created_at: str
+    next_attempt_at: str | None
+    sent_at: str | None
+
+
+class NoticeList(TypedDict):
+    items: list[Notice]
+    held: int
+
+
 class ApplyPlan(TypedDict):
     """What an apply changed (or, as a dry run, would change): ``counts`` (created,
     updated, cancelled, unchanged, changes, runs_cancelled, fires_added, fires_removed)
@@ -381,7 +427,9 @@ SCHEMAS: dict[str, type[Any]] = {
     "BackfillResult": BackfillResult, "BulkResult": BulkResult, "LineError": LineError,
     "ImportResult": ImportResult, "HoldChange": HoldChange, "HoldItem": HoldItem,
     "HoldList": HoldList, "Limit": Limit, "LimitList": LimitList, "Calendar": Calendar,
-    "CalendarList": CalendarList, "ApplyPlan": ApplyPlan, "Token": Token,
+    "CalendarList": CalendarList, "Channel": Channel, "ChannelList": ChannelList,
+    "NoticeEventItem": NoticeEventItem, "Notice": Notice, "NoticeList": NoticeList,
+    "ApplyPlan": ApplyPlan, "Token": Token,
     "NewToken": NewToken, "TokenList": TokenList, "RotatedSecret": RotatedSecret,
     "LedgerFire": LedgerFire, "LedgerUnreadable": LedgerUnreadable,
     "LedgerReport": LedgerReport, "QueueStats": QueueStats, "LagStats": LagStats,

@@ -323,6 +323,33 @@ def calendars_delete(name: str) -> Call[None]:
     return Call("DELETE", f"/v1/calendars/{segment(name)}", _nothing, idempotent=True)
 
 
+# -- failure notices ---------------------------------------------------------------------
+
+def notices_channels() -> Call[M.ChannelList]:
+    return _get("/v1/notification-channels", M.ChannelList)
+
+
+def notices_add_channel(type: str, *, url: str | None = None,
+                        address: str | None = None) -> Call[M.Channel]:
+    # The same channel again answers the one there (200): idempotent by design.
+    return Call("POST", "/v1/notification-channels", _as(M.Channel),
+                json={"type": type, **body(url=url, address=address)}, idempotent=True)
+
+
+def notices_get_channel(channel_id: int) -> Call[M.Channel]:
+    return _get(f"/v1/notification-channels/{segment(channel_id)}", M.Channel)
+
+
+def notices_remove_channel(channel_id: int) -> Call[None]:
+    return Call("DELETE", f"/v1/notification-channels/{segment(channel_id)}", _nothing,
+                idempotent=True)
+
+
+def notices_list(*, status: str | None = None, before: int | None = None,
+                 limit: int | None = None) -> Call[M.NoticeList]:
+    return _get("/v1/notices", M.NoticeList, status=status, before=before, limit=limit)
+
+
 # -- tokens ------------------------------------------------------------------------------
 
 def tokens_list() -> Call[M.TokenList]:
@@ -408,6 +435,11 @@ OPERATIONS: dict[str, str] = {
     "calendars_read": "calendars.get",
     "calendars_put": "calendars.put",
     "calendars_delete": "calendars.delete",
+    "notices_list": "notices.channels",
+    "notices_create": "notices.add_channel",
+    "notices_read": "notices.get_channel",
+    "notices_delete": "notices.remove_channel",
+    "notices_list_notices": "notices.list",
     "tokens_list": "tokens.list",
     "tokens_create": "tokens.create",
     "tokens_revoke": "tokens.revoke",
@@ -430,6 +462,7 @@ REQUEST_SCHEMAS: dict[str, str] = {
     "RetryRequest": "runs.retry",
     "LimitDocument": "limits.put",
     "CalendarDocument": "calendars.put",
+    "ChannelDocument": "notices.add_channel",
     "ApplyRequest": "jobs.apply",
     "TokenRequest": "tokens.create",
     "SecretRotation": "tokens.rotate_signing_secret",

@@ -7,7 +7,9 @@ maintenance lock runs the services, each on its own interval:
   queued runs past their misfire deadline are recorded skipped;
 - ``pruner``: finished runs older than the retention period are deleted in bounded passes;
 - ``registry``: workers silent or stopped for a day are forgotten;
-- ``ledger_check``: the ledger rule is checked over the recent past (``crondepot verify``).
+- ``ledger_check``: the ledger rule is checked over the recent past (``crondepot verify``);
+- ``notices``: the tenants' failure notices composed and sent (``notices/sender.py``, handed
+  in through ``MaintenanceConfig.notices``).
 
 Before, every worker reaped every 5 s and pruned every minute: N workers, N times the work,
 all but one pass finding nothing. Each service is safe to run twice at once (conditional

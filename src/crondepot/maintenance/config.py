@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import psycopg
 
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 from crondepot.runs.retention import DEFAULT_RETENTION
@@ -21,3 +25,7 @@ class MaintenanceConfig:
     registry_seconds: float = 60.0
     verify_every: float = 300.0           # ledger check; 0 turns it off
     verify_window: float = 3600.0
+    # The failure notices' sender (notices/sender.py), handed in by the command line: it
+    # sends webhooks as the worker does, a layer this one does not import. None: no notices.
+    notices: Callable[[psycopg.Connection[Any], MaintenanceConfig], object] | None = None
+    notice_seconds: float = 5.0

@@ -45,6 +45,8 @@ def services(config: MaintenanceConfig) -> list[Service]:
                    forget_old_workers)]
     if config.retention_days:
         out.append(Service("pruner", config.prune_seconds, 1.0, prune))
+    if config.notices is not None:
+        out.append(Service("notices", config.notice_seconds, 1.0, config.notices))
     if config.verify_every:
         # Soon after start, at a random moment, then every interval: copies started together
         # do not all ask at once (check_if_due also skips a check made lately by anyone).

@@ -27,7 +27,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from crondepot.db import Q
@@ -54,11 +56,20 @@ Fetch = Callable[[], Snapshot]
 def fetch_from(pool: ConnectionPool) -> Fetch:
     def fetch() -> Snapshot:
         with pool.connection() as conn:
-            rows = conn.execute(Q.signing_overlaps).fetchall()
-        overlaps = {tenant: Overlap(current=current, previous=previous, until=until)
-                    for _, tenant, current, previous, until in rows if tenant is not None}
-        return Snapshot(db_now=rows[0][0], overlaps=overlaps)
+            return snapshot(conn)
     return fetch
+
+
+def fetch_on(conn: psycopg.Connection[Any]) -> Fetch:
+    """Snapshots read on one connection (the notice sender's, for one turn)."""
+    return lambda: snapshot(conn)
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> Snapshot:
+    rows = conn.execute(Q.signing_overlaps).fetchall()
+    overlaps = {tenant: Overlap(current=current, previous=previous, until=until)
+                for _, tenant, current, previous, until in rows if tenant is not None}
+    return Snapshot(db_now=rows[0][0], overlaps=overlaps)
 
 
 class SigningKeys:

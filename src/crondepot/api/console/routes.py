@@ -48,7 +48,7 @@ from crondepot.api.console.session import (
 from crondepot.api.params import bigint_or_none, unstorable_param
 from crondepot.api.problems import RateLimited, Unauthorized
 from crondepot.base.errors import InvalidJob
-from crondepot.base.vocab import PRIORITIES
+from crondepot.base.vocab import NOTICE_STATUSES, PRIORITIES
 from crondepot.job.bulk import ACTIONS as ACTIONS_BY_FILTER
 from crondepot.job.bulk import parse_labels
 from crondepot.job.by_key import job_id_by_key
@@ -62,6 +62,8 @@ from crondepot.job.store import (
     trigger_job,
 )
 from crondepot.limits.holds import list_holds
+from crondepot.notices.channels import list_channels
+from crondepot.notices.outbox import held_events, list_messages
 from crondepot.runs.attempts import run_attempts
 from crondepot.runs.deadletter import DeadFilter, RunNotRetryable, RunPastDeadline, dead_page
 from crondepot.runs.deadletter import replay as replay_dead
@@ -270,6 +272,24 @@ def limits(request: Request, conn: Conn) -> HTMLResponse:
     return render_page(request, current, "limits.html", nav="limits",
                        limits=views.limit_panel(conn, current.who.tenant_id),
                        sys=views.system_status(conn), live_src=f"{PATH}/live")
+
+
+@router.get("/notices")
+def notices(request: Request, conn: Conn) -> HTMLResponse:
+    """The tenant's failure notices: its channels, and its notices newest first (sent,
+    pending with the next attempt, failed with the last error), one status or all."""
+    current = session(request, conn)
+    status = request.query_params.get("status", "")
+    if status and status not in NOTICE_STATUSES:
+        raise ConsoleError(422, "Invalid filter", f"status: expected one of "
+                           f"{', '.join(NOTICE_STATUSES)}, got {status[:30]!r}",
+                           session=current)
+    tenant = current.who.tenant_id
+    return render_page(request, current, "notices.html", nav="notices",
+                       channels=list_channels(conn, tenant),
+                       messages=list_messages(conn, tenant, status=status or None, limit=100),
+                       held=held_events(conn, tenant), shown=status,
+                       statuses=NOTICE_STATUSES)
 
 
 @router.get("/live")

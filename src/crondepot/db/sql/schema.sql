@@ -1107,6 +1107,63 @@ CREATE FUNCTION public.crondepot_labelled_jobs(p_tenant_id bigint, p_labels json
 $$;
 
 --
+-- Name: crondepot_notice_jobs(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_notice_jobs() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    threshold integer;
+    event_kind text;
+    event_detail text;
+BEGIN
+    IF TG_NAME = 'jobs_notice_unhealthy' THEN
+        threshold := coalesce(NEW.alert_after_failures,
+                              (SELECT t.alert_after_failures FROM tenants AS t
+                               WHERE t.id = NEW.tenant_id));
+        IF threshold IS NULL OR OLD.failing_fires >= threshold
+           OR NEW.failing_fires < threshold THEN
+            RETURN NULL;
+        END IF;
+        event_kind := 'job_unhealthy';
+        event_detail := format('job %s is unhealthy: %s failed fires in a row (alert after %s)',
+                         NEW.id, NEW.failing_fires, threshold);
+    ELSE
+        event_kind := 'job_ended';
+        event_detail := CASE NEW.ended_reason
+            WHEN 'max_runs' THEN format('job %s ended: its max_runs (%s) reached', NEW.id,
+                                        coalesce(NEW.max_runs::text, 'unset'))
+            ELSE format('job %s ended: its end_at (%s) passed', NEW.id,
+                        coalesce(NEW.end_at::text, 'unset')) END;
+    END IF;
+    INSERT INTO notice_events (tenant_id, channel_id, job_id, kind, detail)
+    SELECT NEW.tenant_id, c.id, NEW.id, event_kind, event_detail
+    FROM notice_channels AS c
+    WHERE c.tenant_id = NEW.tenant_id;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: crondepot_notice_runs(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_notice_runs() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO notice_events (tenant_id, channel_id, job_id, kind, run_id, detail)
+    SELECT NEW.tenant_id, c.id, NEW.job_id, 'run_dead', NEW.run_id,
+           format('run %s dead-lettered after %s attempt(s): %s', NEW.run_id, NEW.attempt,
+                  left(coalesce(NEW.last_error, 'no error recorded'), 500))
+    FROM notice_channels AS c
+    WHERE c.tenant_id = NEW.tenant_id;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: crondepot_record_successes(jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1775,6 +1832,96 @@ CREATE TABLE public.limit_grants (
 );
 
 --
+-- Name: notice_channels; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.notice_channels (
+    id bigint NOT NULL,
+    tenant_id bigint NOT NULL,
+    kind text NOT NULL,
+    address text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT notice_channels_address_check CHECK ((length(address) <= 2048)),
+    CONSTRAINT notice_channels_kind_check CHECK ((kind = ANY (ARRAY['webhook'::text, 'email'::text])))
+);
+
+--
+-- Name: notice_channels_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.notice_channels ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.notice_channels_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: notice_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.notice_events (
+    id bigint NOT NULL,
+    tenant_id bigint NOT NULL,
+    channel_id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    kind text NOT NULL,
+    run_id text,
+    detail text NOT NULL,
+    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
+    message_id bigint,
+    CONSTRAINT notice_events_kind_check CHECK ((kind = ANY (ARRAY['job_unhealthy'::text, 'run_dead'::text, 'job_ended'::text])))
+);
+
+--
+-- Name: notice_events_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.notice_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.notice_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: notice_messages; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.notice_messages (
+    id bigint NOT NULL,
+    tenant_id bigint NOT NULL,
+    channel_id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    digest boolean NOT NULL,
+    events jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone NOT NULL,
+    last_error text,
+    created_at timestamp with time zone NOT NULL,
+    sent_at timestamp with time zone,
+    CONSTRAINT notice_messages_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text])))
+);
+
+--
+-- Name: notice_messages_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.notice_messages ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.notice_messages_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: rate_limits; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2067,6 +2214,34 @@ ALTER TABLE ONLY public.limit_grants
     ADD CONSTRAINT limit_grants_pkey PRIMARY KEY (tenant_id, limit_name);
 
 --
+-- Name: notice_channels notice_channels_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_channels
+    ADD CONSTRAINT notice_channels_pkey PRIMARY KEY (id);
+
+--
+-- Name: notice_channels notice_channels_tenant_id_kind_address_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_channels
+    ADD CONSTRAINT notice_channels_tenant_id_kind_address_key UNIQUE (tenant_id, kind, address);
+
+--
+-- Name: notice_events notice_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_events
+    ADD CONSTRAINT notice_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: notice_messages notice_messages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_messages
+    ADD CONSTRAINT notice_messages_pkey PRIMARY KEY (id);
+
+--
 -- Name: rate_limits rate_limits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2160,6 +2335,42 @@ CREATE INDEX jobs_labels ON public.jobs USING gin (labels jsonb_path_ops);
 --
 
 CREATE INDEX jobs_windowed ON public.jobs USING btree (tenant_id) WHERE ((delivery_window IS NOT NULL) AND (delivery_window <> '"none"'::jsonb));
+
+--
+-- Name: notice_events_message; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX notice_events_message ON public.notice_events USING btree (message_id);
+
+--
+-- Name: notice_events_waiting; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX notice_events_waiting ON public.notice_events USING btree (channel_id, job_id) WHERE (message_id IS NULL);
+
+--
+-- Name: notice_messages_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX notice_messages_due ON public.notice_messages USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: notice_messages_finished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX notice_messages_finished ON public.notice_messages USING btree (created_at) WHERE (status <> 'pending'::text);
+
+--
+-- Name: notice_messages_tenant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX notice_messages_tenant ON public.notice_messages USING btree (tenant_id, id);
+
+--
+-- Name: notice_messages_window; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX notice_messages_window ON public.notice_messages USING btree (channel_id, job_id, created_at);
 
 --
 -- Name: run_attempts_run; Type: INDEX; Schema: public; Owner: -
@@ -2324,6 +2535,18 @@ CREATE TRIGGER jobs_count_deleted AFTER DELETE ON public.jobs REFERENCING OLD TA
 CREATE TRIGGER jobs_count_inserted AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS inserted_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.crondepot_count_jobs();
 
 --
+-- Name: jobs jobs_notice_ended; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_notice_ended AFTER UPDATE OF ended_reason ON public.jobs FOR EACH ROW WHEN (((old.ended_reason IS NULL) AND (new.ended_reason = ANY (ARRAY['max_runs'::text, 'end_at'::text])))) EXECUTE FUNCTION public.crondepot_notice_jobs();
+
+--
+-- Name: jobs jobs_notice_unhealthy; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_notice_unhealthy AFTER UPDATE OF failing_fires ON public.jobs FOR EACH ROW WHEN ((new.failing_fires > old.failing_fires)) EXECUTE FUNCTION public.crondepot_notice_jobs();
+
+--
 -- Name: limit_grants limit_grants_audit; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2340,6 +2563,12 @@ CREATE TRIGGER runs_audit AFTER UPDATE OF status ON public.runs FOR EACH ROW WHE
 --
 
 CREATE TRIGGER runs_audit_inserted AFTER INSERT ON public.runs REFERENCING NEW TABLE AS audited_new_runs FOR EACH STATEMENT WHEN ((COALESCE(current_setting('crondepot.actor'::text, true), ''::text) <> ''::text)) EXECUTE FUNCTION public.crondepot_audit_runs_inserted();
+
+--
+-- Name: runs runs_notice_dead; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_notice_dead AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN (((new.status = 'dead'::text) AND (old.status IS DISTINCT FROM 'dead'::text))) EXECUTE FUNCTION public.crondepot_notice_runs();
 
 --
 -- Name: tenants tenants_audit_insert; Type: TRIGGER; Schema: public; Owner: -
@@ -2424,6 +2653,48 @@ ALTER TABLE ONLY public.limit_grants
     ADD CONSTRAINT limit_grants_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE;
 
 --
+-- Name: notice_channels notice_channels_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_channels
+    ADD CONSTRAINT notice_channels_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+--
+-- Name: notice_events notice_events_channel_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_events
+    ADD CONSTRAINT notice_events_channel_id_fkey FOREIGN KEY (channel_id) REFERENCES public.notice_channels(id) ON DELETE CASCADE;
+
+--
+-- Name: notice_events notice_events_message_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_events
+    ADD CONSTRAINT notice_events_message_id_fkey FOREIGN KEY (message_id) REFERENCES public.notice_messages(id) ON DELETE CASCADE;
+
+--
+-- Name: notice_events notice_events_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_events
+    ADD CONSTRAINT notice_events_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+--
+-- Name: notice_messages notice_messages_channel_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_messages
+    ADD CONSTRAINT notice_messages_channel_id_fkey FOREIGN KEY (channel_id) REFERENCES public.notice_channels(id) ON DELETE CASCADE;
+
+--
+-- Name: notice_messages notice_messages_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notice_messages
+    ADD CONSTRAINT notice_messages_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+--
 -- Name: rate_limits rate_limits_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2491,6 +2762,24 @@ ALTER TABLE public.jobs ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.limit_grants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: notice_channels; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.notice_channels ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: notice_events; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.notice_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: notice_messages; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.notice_messages ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: rate_limits; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2563,6 +2852,24 @@ CREATE POLICY tenant_rows ON public.jobs USING ((( SELECT (current_setting('cron
 --
 
 CREATE POLICY tenant_rows ON public.limit_grants USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: notice_channels tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.notice_channels USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: notice_events tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.notice_events USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: notice_messages tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.notice_messages USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
 
 --
 -- Name: rate_limits tenant_rows; Type: POLICY; Schema: public; Owner: -
