@@ -26,7 +26,7 @@ _COMMANDS = {"up": "up", "migrate": "migrate", "scheduler": "scheduler", "worker
              "import": "import_", "status": "status", "dlq": "dlq", "limits": "limits",
              "calendars": "calendars", "hosts": "hosts", "next": "next", "verify": "verify",
              "backfill": "backfill", "prune": "prune", "db": "db", "apply": "apply",
-             "export": "export", "connections": "connections"}
+             "export": "export", "connections": "connections", "forecast": "forecast"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
