@@ -147,6 +147,7 @@ def forecast(conn: psycopg.Connection[Any], tenant_id: int, *, hours: int = DEFA
     started = clock.perf_counter()
     with conn.transaction():
         conn.execute(Q.repeatable_read)
+        conn.execute(Q.forecast_no_jit)
         db_now = database_now(conn, now)
         result = Forecast(tenant_id=tenant_id, now=db_now,
                           until=db_now + timedelta(hours=hours), hours=hours)

@@ -1,5 +1,10 @@
 -- Queries of `crondepot forecast` and GET /v1/forecast (forecast/report.py): read only.
 
+-- name: forecast_no_jit
+-- The forecast reads a tenant's jobs and queued runs whole (hundreds of thousands of rows):
+-- their estimated cost passes the JIT thresholds, and compiling gains a single pass nothing.
+SET LOCAL jit = off;
+
 -- name: forecast_job_groups
 -- One tenant's live jobs due by %(until)s, grouped by everything that decides their runs
 -- (forecast/fires.py), so half a million identical reminders are one row with a count. The
