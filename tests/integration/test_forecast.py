@@ -17,6 +17,8 @@ from crondepot.job.store import create_jobs, pause_job
 from crondepot.limits import holds
 from crondepot.limits.buckets import set_limit
 from crondepot.tenancy.calendars import set_calendar
+from crondepot.tenancy.tenants import set_delivery_window
+from crondepot.timetable.delivery import parse_window
 from tests.integration.test_ledger import DAY, add, at, drain
 from tests.support.jobs import grant_limit, tenant
 
@@ -30,7 +32,7 @@ def many(conn: psycopg.Connection[Any], tenant_id: int, count: int, now: datetim
 
 
 def on(result: Forecast, name: str | None) -> LimitForecast:
-    (found,) = [lf for lf in result.limits if lf.name == name]
+    (found,) = [lf for lf in result.limits if lf.name == name and lf.held != "host"]
     return found
 
 
@@ -148,3 +150,34 @@ def test_a_horizon_out_of_range_is_refused(conn: psycopg.Connection[Any], t: int
                                            hours: int) -> None:
     with pytest.raises(ForecastError, match="from 1 to 168"):
         forecast(conn, t, hours=hours, now=NOON)
+
+
+def test_delivery_windows_the_jobs_and_the_tenants_default(
+        conn: psycopg.Connection[Any], t: int) -> None:
+    # fires at 9, 10 and 11. The tenant's default window opens at 10:00: "default"'s 09:00
+    # fire waits for it (two runs ready at 10:00). "own" skips what falls before 11:00;
+    # "none" opts out of any window.
+    set_delivery_window(conn, t, parse_window({"from": "10:00", "to": "12:00"}))
+    now = at(8, 30)
+    add(conn, t, now, key="default", cron="0 9-11 * * *", rate_limit="sms")
+    add(conn, t, now, key="own", cron="0 9-11 * * *", rate_limit="sms",
+        delivery_window={"from": "11:00", "to": "12:00", "outside": "skip"})
+    add(conn, t, now, key="none", cron="0 9-11 * * *", rate_limit="sms",
+        delivery_window="none")
+    result = forecast(conn, t, hours=6, now=now)
+    sms = on(result, "sms")
+    assert sms.per_minute == {at(9): 1, at(10): 2 + 1, at(11): 1 + 1 + 1}
+    assert result.skipped == {"delivery_window": 2}
+
+
+def test_a_held_host_drains_nothing(conn: psycopg.Connection[Any], t: int) -> None:
+    now = at(8)
+    many(conn, t, 20, now, cron="0 9 * * *", rate_limit="sms",
+         target={"type": "http", "url": "https://sms.example.com/send"})
+    many(conn, t, 5, now, cron="0 9 * * *", rate_limit="sms")
+    holds.hold(conn, t, "host", "sms.example.com")
+    result = forecast(conn, t, hours=2, now=now)
+    held_runs = [lf for lf in result.limits if lf.held == "host"]
+    assert [(lf.name, lf.runs, lf.waves[0].sent) for lf in held_runs] == [("sms", 20, 0)]
+    free = [lf for lf in result.limits if lf.name == "sms" and lf.held is None]
+    assert [(lf.runs, lf.waves[0].sent) for lf in free] == [(5, 5)]
