@@ -29,6 +29,7 @@ router = APIRouter(prefix="/v1", tags=["forecast"])
             responses={200: {"model": Forecast}, **problems(401, 422, 429)})
 def read_forecast(who: Reader, conn: Conn,
                   hours: Annotated[int, Query(
+                      ge=1, le=MAX_HOURS,
                       description=f"how far ahead, in hours (1 to {MAX_HOURS})")] = DEFAULT_HOURS
                   ) -> JSONResponse:
     try:
