@@ -469,3 +469,18 @@ def test_audit_verify_stats_health(api: Any) -> None:
     assert api.health() == {"status": "ok", "version": __version__,
                             "schema_revision": schema_revision()}
     assert api.ready() == {"status": "ready"}
+
+
+def test_forecast(api: Any) -> None:
+    # one-shot jobs fire once, whatever second the test runs in
+    when = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    once = {k: v for k, v in EMI.items() if k not in ("cron", "spread")}
+    for n in range(3):
+        api.jobs.create({**once, "key": f"once:{n}", "at": when.isoformat()})
+    result = api.forecast(hours=3)
+    assert (result["runs"], result["order"]) == (3, "fifo_by_due")
+    assert result["limits"][0]["rate_limit"] == "sms-gateway"
+    assert api.forecast()["runs"] == 3
+    with pytest.raises(C.ValidationError) as caught:
+        api.forecast(hours=0)
+    assert caught.value.errors[0].field == "hours"

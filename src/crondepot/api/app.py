@@ -28,6 +28,7 @@ from crondepot.api.routes import (
     bulk,
     calendars,
     deadletter,
+    forecast,
     holds,
     imports,
     job_keys,
@@ -161,7 +162,7 @@ def create_app(database_url: str, settings: ApiSettings | None = None, *,
                        timeout_seconds=config.body_timeout_seconds)
     problems.install(app)
     for module in (job_keys, bulk, holds, jobs, backfill, runs, deadletter, imports, audit, ledger,
-                   service,
+                   forecast, service,
                    ratelimits, calendars, tokens, apply, notices):
         app.include_router(module.router, dependencies=[Depends(text_params)])
     console.install(app)

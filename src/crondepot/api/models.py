@@ -608,6 +608,67 @@ class LedgerReport(_Doc):
                                     "unreadable")
 
 
+class ForecastMinute(_Doc):
+    minute: datetime
+    runs: int = Field(description="runs of the limit whose ready time falls in this minute")
+
+
+class ForecastDeadline(_Doc):
+    deadline: datetime
+    runs: int = Field(description="runs that would pass this misfire deadline")
+
+
+class ForecastWave(_Doc):
+    """Runs of one limit with no idle bucket between them."""
+
+    start: datetime = Field(description="when the first run of the wave is ready")
+    runs: int
+    sent: int = Field(description="runs sent (the others pass their deadline)")
+    drained_at: datetime | None = Field(description="when the last run is sent; null: held")
+    past_deadline: int
+    deadlines: list[ForecastDeadline]
+
+
+class ForecastLimit(_Doc):
+    """The tenant's runs on one rate limit (``rate_limit`` null: on none)."""
+
+    rate_limit: str | None
+    status: Literal["drained", "held", "unlimited", "unknown"] = Field(
+        description="drained through the bucket; held (nothing sent); unlimited (counted "
+                    "only: workers bound them, not modelled); unknown (a limit the tenant "
+                    "may not use: the runs fail)")
+    held_by: Literal["rate_limit", "host"] | None
+    rate_per_second: float | None
+    burst: int | None
+    shared: bool = Field(description="a shared bucket: other tenants' runs are not counted")
+    tokens_now: float | None
+    runs: int = Field(description="runs the timetables write in the horizon")
+    queued_now: int
+    past_deadline: int
+    per_minute: list[ForecastMinute] = Field(description="minutes with at least one run")
+    waves: list[ForecastWave] = Field(description="the first 500 waves")
+    waves_omitted: int
+
+
+class Forecast(_Doc):
+    """The tenant's runs over the next hours, drained through its rate limits first come,
+    first served by due time."""
+
+    now: datetime
+    until: datetime
+    hours: int
+    jobs: int = Field(description="live, unpaused jobs due in the horizon")
+    groups: int = Field(description="distinct timetables computed")
+    runs: int
+    queued_now: int
+    past_deadline: int
+    skipped: dict[str, int] = Field(description="fires written skipped, by reason")
+    unreadable_jobs: int
+    order: Literal["fifo_by_due"]
+    limits: list[ForecastLimit]
+    seconds: float
+
+
 class LimitDocument(_Doc):
     """A tenant's own rate limit (token bucket): ``rate_per_second`` on average, at most
     ``burst`` calls at once."""

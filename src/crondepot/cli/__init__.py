@@ -26,7 +26,8 @@ _COMMANDS = {"up": "up", "migrate": "migrate", "scheduler": "scheduler", "worker
              "import": "import_", "status": "status", "dlq": "dlq", "limits": "limits",
              "calendars": "calendars", "hosts": "hosts", "next": "next", "verify": "verify",
              "backfill": "backfill", "prune": "prune", "db": "db", "apply": "apply",
-             "export": "export", "connections": "connections", "notices": "notices"}
+             "export": "export", "connections": "connections", "notices": "notices",
+             "forecast": "forecast"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -415,6 +415,10 @@ class AsyncClient:
         """The ledger check of the tenant's jobs (default: the last 24 hours)."""
         return await self.send(ops.verify(since=since, until=until))
 
+    async def forecast(self, *, hours: int | None = None) -> M.Forecast:
+        """The tenant's runs over the next ``hours`` (24) against its rate limits."""
+        return await self.send(ops.forecast(hours=hours))
+
     async def stats(self) -> M.Stats:
         return await self.send(ops.stats())
 

@@ -336,6 +336,57 @@ class RotatedSecret(TypedDict):
     previous_valid_until: str
 
 
+class ForecastMinute(TypedDict):
+    minute: str
+    runs: int
+
+
+class ForecastDeadline(TypedDict):
+    deadline: str
+    runs: int
+
+
+class ForecastWave(TypedDict):
+    start: str
+    runs: int
+    sent: int
+    drained_at: str | None
+    past_deadline: int
+    deadlines: list[ForecastDeadline]
+
+
+class ForecastLimit(TypedDict):
+    rate_limit: str | None
+    status: str
+    held_by: str | None
+    rate_per_second: float | None
+    burst: int | None
+    shared: bool
+    tokens_now: float | None
+    runs: int
+    queued_now: int
+    past_deadline: int
+    per_minute: list[ForecastMinute]
+    waves: list[ForecastWave]
+    waves_omitted: int
+
+
+class Forecast(TypedDict):
+    now: str
+    until: str
+    hours: int
+    jobs: int
+    groups: int
+    runs: int
+    queued_now: int
+    past_deadline: int
+    skipped: dict[str, int]
+    unreadable_jobs: int
+    order: str
+    limits: list[ForecastLimit]
+    seconds: float
+
+
 class LedgerFire(TypedDict):
     job_id: int
     tenant_id: int
@@ -432,6 +483,8 @@ SCHEMAS: dict[str, type[Any]] = {
     "ApplyPlan": ApplyPlan, "Token": Token,
     "NewToken": NewToken, "TokenList": TokenList, "RotatedSecret": RotatedSecret,
     "LedgerFire": LedgerFire, "LedgerUnreadable": LedgerUnreadable,
-    "LedgerReport": LedgerReport, "QueueStats": QueueStats, "LagStats": LagStats,
-    "Stats": Stats, "Health": Health,
+    "LedgerReport": LedgerReport, "ForecastMinute": ForecastMinute,
+    "ForecastDeadline": ForecastDeadline, "ForecastWave": ForecastWave,
+    "ForecastLimit": ForecastLimit, "Forecast": Forecast, "QueueStats": QueueStats,
+    "LagStats": LagStats, "Stats": Stats, "Health": Health,
 }

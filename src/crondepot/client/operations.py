@@ -385,6 +385,10 @@ def verify(*, since: datetime | None = None,
     return _get("/v1/verify", M.LedgerReport, since=since, until=until)
 
 
+def forecast(*, hours: int | None = None) -> Call[M.Forecast]:
+    return _get("/v1/forecast", M.Forecast, hours=hours)
+
+
 def stats() -> Call[M.Stats]:
     return _get("/v1/stats", M.Stats)
 
@@ -446,6 +450,7 @@ OPERATIONS: dict[str, str] = {
     "tokens_rotate": "tokens.rotate_signing_secret",
     "audit_read_audit": "audit.list",
     "ledger_verify_ledger": "verify",
+    "forecast_read_forecast": "forecast",
     "service_read_stats": "stats",
     "service_healthz": "health",
     "service_readyz": "ready",

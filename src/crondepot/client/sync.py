@@ -413,6 +413,10 @@ class Client:
         """The ledger check of the tenant's jobs (default: the last 24 hours)."""
         return self.send(ops.verify(since=since, until=until))
 
+    def forecast(self, *, hours: int | None = None) -> M.Forecast:
+        """The tenant's runs over the next ``hours`` (24) against its rate limits."""
+        return self.send(ops.forecast(hours=hours))
+
     def stats(self) -> M.Stats:
         return self.send(ops.stats())
 

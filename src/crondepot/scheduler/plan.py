@@ -121,6 +121,29 @@ def plan(job: DueJob, now: datetime, next_fire: NextFire, *, owed: bool = False,
     return Plan(runs=runs, next_nominal_at=nominal, next_run_at=next_run_at, ended=ended)
 
 
+# A fire's verdict before its run id: (due time, misfire deadline, skip reason, deferred).
+Verdict = tuple[datetime, datetime | None, SkipReason | None, bool]
+
+
+class OnTime:
+    """The fires of one job judged as the tick that writes each at its write time judges
+    it (no catch-up rule cuts a fire written on time). A forecast of the fires ahead
+    (crondepot.forecast) reads them this way, for a job whose fires are written one at a
+    time: ``ahead`` False (no calendar rule moves fires earlier, bringing others along)."""
+
+    __slots__ = ("_timing", "job")
+
+    def __init__(self, job: DueJob) -> None:
+        self.job, self._timing = job, _Timing(job, owed=False)
+
+    @property
+    def ahead(self) -> bool:
+        return self._timing.looks_ahead()
+
+    def verdict(self, nominal: datetime) -> Verdict:
+        return _verdict(self.job, nominal, self._timing.write_time(nominal), self._timing)
+
+
 class _Timing:
     """When each fire is due and when it must be written, by the job's calendar rule."""
 
@@ -217,9 +240,15 @@ def _cut(job: DueJob, nominal: datetime, reason: SkipReason) -> PlannedRun:
 
 
 def _judge(job: DueJob, nominal: datetime, now: datetime, timing: _Timing) -> PlannedRun:
+    due, deadline, reason, deferred = _verdict(job, nominal, now, timing)
+    return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,
+                      skip_reason=reason, deadline_at=deadline, deferred=deferred)
+
+
+def _verdict(job: DueJob, nominal: datetime, now: datetime, timing: _Timing) -> Verdict:
     base = timing.shifted(nominal)
     if base is None:
-        return _cut(job, nominal, "calendar")
+        return nominal + job.spread_offset, None, "calendar", False
     due = base + job.spread_offset
     # the deadline is the one the fire has without a window: from its (moved) due time
     deadline = misfire_deadline(job, base, due)
@@ -236,9 +265,7 @@ def _judge(job: DueJob, nominal: datetime, now: datetime, timing: _Timing) -> Pl
         # past its deadline, or its deadline comes before the window opens
         reason = ("misfire_deadline" if job.misfire_policy == "skip_after"
                   else "misfire_local_deadline")
-    return PlannedRun(run_id=run_id(job.id, nominal), nominal_at=nominal, due_at=due,
-                      skip_reason=reason, deadline_at=deadline,
-                      deferred=deferred and reason is None)
+    return due, deadline, reason, deferred and reason is None
 
 
 def misfire_deadline(job: DueJob, nominal: datetime, due: datetime) -> datetime | None:

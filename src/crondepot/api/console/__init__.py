@@ -6,7 +6,7 @@ functions as the API and the CLI.
 
 from fastapi import FastAPI
 
-from crondepot.api.console import bulk, operator
+from crondepot.api.console import bulk, forecast, operator
 from crondepot.api.console.routes import install as _install_pages
 from crondepot.api.console.routes import router
 
@@ -16,6 +16,7 @@ def install(app: FastAPI) -> None:
     # The operator's read-only view across tenants exists only with this secret set.
     app.state.console_operator_token = operator.token_from_env()
     app.include_router(bulk.router)
+    app.include_router(forecast.router)
     _install_pages(app)
 
 
