@@ -34,28 +34,13 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from common import DEFAULT_ADMIN_URL, BenchDatabases, server_lines
+from common import DEFAULT_ADMIN_URL, BenchDatabases, backend_cpu, server_lines
 from crondepot.db import Q
 from crondepot.queue import Success, claim_runs, record_successes
 from crondepot.worker.loop import _configure_connection
 from workers import load
 
 SIZES = (1, 10, 100)
-
-
-def _backend_cpu(conn: psycopg.Connection[Any]) -> Callable[[], float]:
-    """A reader of the CPU seconds used so far by ``conn``'s server process."""
-    import psutil  # type: ignore[import-untyped]
-
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    process = psutil.Process(row[0])
-
-    def used() -> float:
-        times = process.cpu_times()
-        return float(times.user + times.system)
-
-    return used
 
 
 def _timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, float, Any]:
@@ -103,7 +88,7 @@ def empty_calls(conn: psycopg.Connection[Any], calls: int) -> dict[str, float]:
         "success write, empty batch": lambda: conn.execute(
             Q.record_successes, {"successes": Jsonb([])}).fetchall(),
     }
-    used = _backend_cpu(conn)
+    used = backend_cpu(conn)
     out: dict[str, float] = {}
     for name, call in kinds.items():
         for _ in range(50):               # plans made and statements prepared first

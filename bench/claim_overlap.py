@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 
-from common import admin_connect, fresh_database
+from common import admin_connect, backend_cpu, fresh_database
 from crondepot.queue import Success, claim_runs, record_successes
 from crondepot.tenancy.tenants import create_tenant
 
@@ -96,20 +96,10 @@ def _load(conn: psycopg.Connection[Any], tenant_id: int, shape: str, n: int) -> 
     conn.execute("VACUUM ANALYZE jobs")
 
 
-def _backend_cpu(conn: psycopg.Connection[Any]) -> float:
-    """CPU seconds used so far by ``conn``'s server process."""
-    import psutil  # type: ignore[import-untyped]
-
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    times = psutil.Process(row[0]).cpu_times()
-    return float(times.user + times.system)
-
-
 def _drain(conn: psycopg.Connection[Any]) -> tuple[float, float, float, float]:
     """(runs settled per second, median claim ms, p99 claim ms, server CPU µs per run)."""
     claims: list[float] = []
-    cpu = _backend_cpu(conn)
+    cpu = backend_cpu(conn)()
     start = time.perf_counter()
     while True:
         t0 = time.perf_counter()
@@ -120,7 +110,7 @@ def _drain(conn: psycopg.Connection[Any]) -> tuple[float, float, float, float]:
         record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt, None)
                                 for r in runs])
     elapsed = time.perf_counter() - start
-    cpu = _backend_cpu(conn) - cpu
+    cpu = backend_cpu(conn)() - cpu
     row = conn.execute("SELECT count(*) FROM runs WHERE status IN ('succeeded', 'skipped') "
                        "AND available_at < now()").fetchone()
     asked = conn.execute("SELECT count(*) FROM runs WHERE replace_requested_at IS NOT NULL"

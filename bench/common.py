@@ -117,6 +117,21 @@ def server_cpu(conn: psycopg.Connection[Any]) -> dict[tuple[int, float], float]:
     return times
 
 
+def backend_cpu(conn: psycopg.Connection[Any]) -> Callable[[], float]:
+    """A reader of the CPU seconds used so far by ``conn``'s server process."""
+    import psutil
+
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    process = psutil.Process(row[0])
+
+    def used() -> float:
+        times = process.cpu_times()
+        return float(times.user + times.system)
+
+    return used
+
+
 def wal_lsn(conn: psycopg.Connection[Any]) -> str:
     row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
     assert row is not None

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
-from common import DEFAULT_ADMIN_URL, BenchDatabases, admin_connect, server_lines
+from common import DEFAULT_ADMIN_URL, BenchDatabases, admin_connect, backend_cpu, server_lines
 from crondepot.db import ALL_TENANTS, connect
 from crondepot.queue import Success, claim_runs, record_final_failure, record_successes
 from crondepot.worker.loop import _configure_connection
@@ -38,20 +37,6 @@ from workers import HANDLER, QUEUED_RUNS, grant_handler
 BATCH = 100
 TRIGGERS = (("runs", "runs_notice_dead"), ("jobs", "jobs_notice_unhealthy"),
             ("jobs", "jobs_notice_ended"))
-
-
-def _backend_cpu(conn: psycopg.Connection[Any]) -> Callable[[], float]:
-    import psutil  # type: ignore[import-untyped]
-
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    process = psutil.Process(row[0])
-
-    def used() -> float:
-        times = process.cpu_times()
-        return float(times.user + times.system)
-
-    return used
 
 
 def _triggers(admin: psycopg.Connection[Any], on: bool) -> None:
@@ -71,7 +56,7 @@ def _queue(admin: psycopg.Connection[Any], count: int) -> None:
 
 def hot_path(conn: psycopg.Connection[Any], batches: int) -> float:
     """Server CPU µs per run of claiming and recording successes, ``batches`` of 100."""
-    used = _backend_cpu(conn)
+    used = backend_cpu(conn)
     before = used()
     for _ in range(batches):
         runs = claim_runs(conn, owner="bench", shares={"normal": BATCH})
@@ -83,7 +68,7 @@ def hot_path(conn: psycopg.Connection[Any], batches: int) -> float:
 
 def dead_path(conn: psycopg.Connection[Any], batches: int) -> float:
     """Server CPU µs per run of claiming and recording runs dead, one write a run."""
-    used = _backend_cpu(conn)
+    used = backend_cpu(conn)
     spent = 0.0
     for _ in range(batches):
         runs = claim_runs(conn, owner="bench", shares={"normal": BATCH})
