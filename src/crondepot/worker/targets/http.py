@@ -15,8 +15,11 @@ to an address the ``AddressGuard`` has not checked at connect time (``GuardedBac
 from __future__ import annotations
 
 import email.utils
+import itertools
 import json
+import math
 import ssl
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -118,14 +121,23 @@ def _utc_text(instant: datetime, name: str) -> str:
     return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+# Threads per httpx client. httpcore's sync pool walks every connection it holds, under one
+# lock, on each request and each response close: one pool for a worker's hundreds of slots
+# cost milliseconds of CPU per call and capped a 320-slot worker near 140 calls/s
+# (bench/webhook_pool.py, bench/fullday.py). Slots are spread over clients of about this
+# many threads each, so a walk stays short.
+THREADS_PER_CLIENT = 32
+
+
 class WebhookTarget:
-    """Sends webhook calls through one shared, pooled, thread-safe ``httpx.Client``.
+    """Sends webhook calls through pooled, thread-safe ``httpx.Client``s: one per
+    ``THREADS_PER_CLIENT`` slots, each calling thread keeping to the one it was given.
 
     ``guard`` defaults to ``AddressGuard.from_env()``. ``resolver`` (host, port → addresses)
     and ``clock`` (unix seconds) are seams for tests; ``ssl_context`` is for private CAs
     (by default certifi's roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set).
     ``slots``: how many threads call at once (the worker's concurrency), which sizes the
-    connection pool (``connection_limits``).
+    clients and their connection pools (``connection_limits``).
     """
 
     def __init__(
@@ -141,15 +153,27 @@ class WebhookTarget:
     ) -> None:
         backend = GuardedBackend(guard if guard is not None else AddressGuard.from_env(), resolver)
         self._clock = clock
-        self._client = httpx.Client(
+        context = ssl_context or httpx.create_ssl_context()
+        count = max(1, math.ceil(slots / THREADS_PER_CLIENT))
+        # Threads take the clients in turn, so each has at most ceil(slots / count) of the
+        # slots' threads, which its limits leave room for (connection_limits says why).
+        self._clients = [httpx.Client(
             transport=_GuardedTransport(
-                backend, ssl_context or httpx.create_ssl_context(),
-                limits or connection_limits(slots)
+                backend, context, limits or connection_limits(math.ceil(slots / count))
             ),
             headers={"User-Agent": user_agent},
             follow_redirects=False,
             trust_env=False,  # no proxy or .netrc: either would bypass or leak past the guard
-        )
+        ) for _ in range(count)]
+        self._turn = itertools.count()
+        self._mine = threading.local()
+
+    @property
+    def _client(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._mine, "client", None)
+        if client is None:
+            client = self._mine.client = self._clients[next(self._turn) % len(self._clients)]
+        return client
 
     def call(self, call: WebhookCall) -> WebhookResult:
         """POST the call; raise TemporaryError, PermanentError or OutcomeUnknown on failure."""
@@ -186,7 +210,8 @@ class WebhookTarget:
         }
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     def __enter__(self) -> WebhookTarget:
         return self
