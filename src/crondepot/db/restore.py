@@ -64,24 +64,52 @@ def restore_gap() -> timedelta:
 
 def inspect(conn: psycopg.Connection[Any], gap: timedelta | None = None) -> Restore | None:
     """Mark this cluster and timeline as seen now, or, if the database looks restored,
-    record the restore; the restore not yet resolved, or None."""
+    record the restore; the restore not yet resolved, or None. For a process starting: it
+    knows no mark of its own, so a newest mark older than ``gap`` on the clock says
+    restored (a failover while no crondepot process ran for that long says so too: the
+    operator answers ``--resend``)."""
+    return _check(conn, gap, None)[0]
+
+
+class ClusterWatch:
+    """The maintenance leader's check, every turn. It remembers the last mark it wrote, so
+    it judges by what the database lost rather than by the clock: after a standby's
+    promotion the newest mark is the leader's own last one (a strict synchronous standby
+    had it) or a few seconds older, however long the failover took; after a restore it is
+    as old as the restore point."""
+
+    def __init__(self) -> None:
+        self.last_written: datetime | None = None
+
+    def check(self, conn: psycopg.Connection[Any]) -> Restore | None:
+        found, written = _check(conn, None, self.last_written)
+        if written is not None:
+            self.last_written = written
+        return found
+
+
+def _check(conn: psycopg.Connection[Any], gap: timedelta | None,
+           last_written: datetime | None) -> tuple[Restore | None, datetime | None]:
+    """(the open restore, None), or (None, the mark written now)."""
     gap = restore_gap() if gap is None else gap
     with conn.transaction():
         conn.execute(Q.lock_restore_check)
         found = open_restore(conn)
         if found is not None:
-            return found
+            return found, None
         row = conn.execute(Q.cluster_identity).fetchone()
         assert row is not None
         system_identifier, timeline_id, now = row
         newest = conn.execute(Q.newest_mark).fetchone()
         here = {"system_identifier": system_identifier, "timeline_id": timeline_id}
-        if (newest is not None and (newest[0], newest[1]) != (system_identifier, timeline_id)
-                and now - newest[2] > gap):
-            conn.execute(Q.record_restore, {**here, "last_seen_at": newest[2]})
-            return open_restore(conn)
-        conn.execute(Q.touch_mark, here)
-        return None
+        if newest is not None and (newest[0], newest[1]) != (system_identifier, timeline_id):
+            lost = (last_written if last_written is not None else now) - newest[2]
+            if lost > gap:
+                conn.execute(Q.record_restore, {**here, "last_seen_at": newest[2]})
+                return open_restore(conn), None
+        written = conn.execute(Q.touch_mark, here).fetchone()
+        assert written is not None
+        return None, written[0]
 
 
 def open_restore(conn: psycopg.Connection[Any]) -> Restore | None:

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from crondepot.db import ALL_TENANTS, connect
-from crondepot.maintenance.cluster_mark import mark_cluster
+from crondepot.maintenance.cluster_mark import ClusterMark
 from crondepot.maintenance.config import MaintenanceConfig
 from crondepot.maintenance.leader import Leadership
 from crondepot.maintenance.ledger_check import check_ledger
@@ -39,7 +39,7 @@ class Service:
 def services(config: MaintenanceConfig) -> list[Service]:
     """The services this configuration turns on."""
     out = [Service("rescuer", config.reap_seconds, 0.0, rescue),
-           Service("cluster_mark", config.reap_seconds, 0.0, mark_cluster),
+           Service("cluster_mark", config.reap_seconds, 0.0, ClusterMark()),
            Service("pause_on_failure", config.reap_seconds, 1.0, pause_failing_jobs),
            Service("registry", config.registry_seconds, config.registry_seconds,
                    forget_old_workers)]

@@ -43,11 +43,11 @@ class Resolution:
 def skip_repeats(conn: psycopg.Connection[Any], restore: Restore, actor: str) -> Resolution:
     jobs = conn.execute(Q.jobs_without_repeat_guard).fetchall()
     fires = sum(len(skip_owed_fires(conn, tenant_id, job_id, "restored"))
-                for job_id, tenant_id in jobs)
+                for job_id, tenant_id, owing in jobs if owing)
     with conn.transaction():
         now = database_now(conn)
         skipped = conn.execute(Q.skip_restored_runs, {
-            "job_ids": [job_id for job_id, _ in jobs], "now": now}).fetchall()
+            "job_ids": [job_id for job_id, _, _ in jobs], "now": now}).fetchall()
         resolve(conn, restore, "skip_repeats", actor, fires + len(skipped))
     return Resolution(restore, "skip_repeats", len(jobs), fires, len(skipped))
 

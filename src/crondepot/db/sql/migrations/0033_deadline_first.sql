@@ -9,12 +9,15 @@
 -- before). Nullable without a default: adding it rewrites nothing.
 ALTER TABLE runs ADD COLUMN rate_limit text;
 
--- The runs that can still be leased carry their job's limit from now on (a running run
--- may be retried and a dead one replayed: each is queued again with it).
+-- The runs waiting or in flight carry their job's limit from now on (a running run may be
+-- retried: it is queued again with it). Dead runs are left as they are: they are never
+-- pruned, so on a long-lived database an update of them all would hold this migration's
+-- locks on runs for long, under the previous release's heartbeats and outcomes; a dead run
+-- replayed keeps its queue turn, as every run did before.
 UPDATE runs AS r SET rate_limit = j.rate_limit
 FROM jobs AS j
 WHERE j.id = r.job_id AND j.rate_limit IS NOT NULL
-  AND r.status IN ('queued', 'running', 'dead');
+  AND r.status IN ('queued', 'running');
 
 -- The queued runs of a limit that have a deadline, per (priority, tenant, limit), earliest
 -- deadline first and, at one deadline, oldest first: the claim's one range scan for a

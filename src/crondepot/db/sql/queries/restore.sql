@@ -18,16 +18,21 @@ FROM crondepot_cluster_marks ORDER BY last_seen_at DESC LIMIT 1;
 -- name: touch_mark
 INSERT INTO crondepot_cluster_marks AS m (system_identifier, timeline_id)
 VALUES (%(system_identifier)s, %(timeline_id)s)
-ON CONFLICT (system_identifier, timeline_id) DO UPDATE SET last_seen_at = now();
+ON CONFLICT (system_identifier, timeline_id) DO UPDATE SET last_seen_at = now()
+RETURNING last_seen_at;
 
 -- name: open_restore
 SELECT id, detected_at, system_identifier, timeline_id, last_seen_at
 FROM crondepot_restores WHERE resolved_at IS NULL ORDER BY id LIMIT 1;
 
 -- name: record_restore
+-- A cluster and timeline restored to again (its older decision no longer holds) is open
+-- again.
 INSERT INTO crondepot_restores (system_identifier, timeline_id, last_seen_at)
 VALUES (%(system_identifier)s, %(timeline_id)s, %(last_seen_at)s)
-ON CONFLICT (system_identifier, timeline_id) DO NOTHING;
+ON CONFLICT (system_identifier, timeline_id) DO UPDATE
+SET detected_at = now(), last_seen_at = EXCLUDED.last_seen_at, resolved_at = NULL,
+    resolved_by = NULL, resolution = NULL, runs_skipped = NULL;
 
 -- name: resolve_restore
 UPDATE crondepot_restores
@@ -36,13 +41,13 @@ SET resolved_at = now(), resolved_by = %(actor)s, resolution = %(resolution)s,
 WHERE id = %(id)s AND resolved_at IS NULL;
 
 -- name: jobs_without_repeat_guard
--- Active, unpaused jobs whose target may act twice on a repeated run id: an HTTP or python
--- target without "dedupes": true, and AMQP (at least once). NATS JetStream and Redis
--- targets drop a repeated id by construction (docs/targets.md). A paused job needs nothing:
--- its resume writes the fires of its pause skipped.
-SELECT id, tenant_id FROM jobs
-WHERE active AND NOT paused
-  AND NOT (target->>'type' IN ('nats', 'redis')
+-- Jobs whose target may act twice on a repeated run id: an HTTP or python target without
+-- "dedupes": true, and AMQP (at least once). NATS JetStream and Redis targets drop a
+-- repeated id by construction (docs/targets.md). Every such job, ended, cancelled and
+-- paused ones too: their queued or running runs are skipped like any other's; only the
+-- active, unpaused ones have fires owed (``active``, ``paused`` say which).
+SELECT id, tenant_id, active AND NOT paused FROM jobs
+WHERE NOT (target->>'type' IN ('nats', 'redis')
            OR coalesce((target->>'dedupes')::boolean, false))
 ORDER BY id;
 
