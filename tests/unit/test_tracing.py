@@ -171,3 +171,39 @@ def test_the_service_name_is_the_environments_when_it_names_one() -> None:
     """
     assert _python(code).strip() == "crondepot-worker"
     assert _python(code, OTEL_SERVICE_NAME="reminders-eu").strip() == "reminders-eu"
+
+
+def test_a_failing_sdk_never_fails_the_tick_the_claim_or_a_run(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever the tracing backend raises while making spans, the callers go on without
+    them, and a slot's callback still runs (its run is given back)."""
+
+    class Broken:
+        def __getattr__(self, name: str) -> object:
+            def fail(*args: object, **kwargs: object) -> object:
+                raise RuntimeError(f"exporter exploded in {name}")
+            return fail
+
+    monkeypatch.setattr(tracing, "_on", Broken())
+    tracing.ticked("s", 0, {"claimed": 1}, [("1:2", None)])
+    assert tracing.claimed("w", 0, ["1:2"]) is None
+    assert tracing.attempt("1:2", 1, None, {}) is tracing.NOOP
+    assert tracing.call("1:2", {"type": "http"}) is tracing.NOOP
+    assert tracing.outcome("1:2") is tracing.NOOP
+    assert dict(tracing.headers()) == {}
+    assert "the run goes on without it" in caplog.text
+
+
+def test_a_span_that_fails_to_end_still_gives_the_slot_back() -> None:
+    from crondepot.runtime.otel import Current
+
+    class Unending:
+        def set_attribute(self, key: str, value: object) -> None:
+            return None
+
+        def end(self) -> None:
+            raise RuntimeError("the exporter's queue is gone")
+
+    given_back: list[bool] = []
+    Current(Unending()).then(lambda: given_back.append(True))()  # type: ignore[arg-type]
+    assert given_back == [True]

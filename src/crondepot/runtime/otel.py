@@ -40,7 +40,7 @@ from opentelemetry.trace import (
 )
 
 from crondepot.base.version import __version__
-from crondepot.runtime.tracing import NOOP, RUN_ID, Noop, run_ids
+from crondepot.runtime.tracing import NOOP, RUN_ID, Noop, run_ids, span_failed
 
 # No parent: a span started in it is the root of a trace of its own.
 _ROOT = otel_context.Context()
@@ -113,14 +113,19 @@ class Current:
         if self._ended:
             return
         self._ended = True
-        if outcome is not None:
-            self.span.set_attribute("crondepot.outcome", outcome)
-        self.span.end()
+        try:
+            if outcome is not None:
+                self.span.set_attribute("crondepot.outcome", outcome)
+            self.span.end()
+        except Exception:       # a trace is never worth a run (tracing.py)
+            span_failed("end of a")
 
     def then(self, callback: Callable[[], None]) -> Callable[[], None]:
         def ended() -> None:
-            self.end()
-            callback()
+            try:
+                self.end()
+            finally:
+                callback()      # the slot is given back whatever the span did
         return ended
 
 

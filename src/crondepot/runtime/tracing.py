@@ -28,8 +28,10 @@ a claim serves many runs, so it is linked, not a parent.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -142,40 +144,91 @@ NOOP = Noop()
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
+log = logging.getLogger("crondepot.tracing")
+
+# A trace is never worth a run: whatever the SDK raises while making spans is logged (once
+# a minute at most) and the run goes on without them. The tick, the claim and the slots call
+# these functions outside the error handling of their own work.
+_complained_at = -1e9
+
+
+def span_failed(what: str) -> None:
+    """Log (at most once a minute) that making a span failed; the caller goes on."""
+    global _complained_at
+    now = time.monotonic()
+    if now - _complained_at >= 60:
+        _complained_at = now
+        log.warning("tracing: making the %s span failed; the run goes on without it", what,
+                    exc_info=True)
+
+
 def ticked(scheduler: str, started_ns: int, counts: Mapping[str, int],
            runs: Iterable[tuple[str, str | None]]) -> None:
     """Record a tick that claimed jobs (``started_ns``, wall clock, to now), and the root
     span of each run it wrote: (run id, skip reason or None)."""
     if _on is not None:
-        _on.ticked(scheduler, started_ns, counts, runs)
+        try:
+            _on.ticked(scheduler, started_ns, counts, runs)
+        except Exception:
+            span_failed("tick")
 
 
 def claimed(worker: str, started_ns: int, run_ids: list[str]) -> Any:
     """Record a claim that took runs (``started_ns`` to now); the context its runs'
     attempts link to (None while off)."""
-    return None if _on is None else _on.claimed(worker, started_ns, run_ids)
+    if _on is None:
+        return None
+    try:
+        return _on.claimed(worker, started_ns, run_ids)
+    except Exception:
+        span_failed("claim")
+        return None
 
 
 def attempt(run_id: str, number: int, claim: Any, attributes: Mapping[str, Any]) -> Any:
     """The span of one attempt of a run: current in this thread inside ``with`` (not ended
     there), ended by ``end()`` or by the callback ``then(callback)`` returns, from any
     thread."""
-    return NOOP if _on is None else _on.attempt(run_id, number, claim, attributes)
+    if _on is None:
+        return NOOP
+    try:
+        return _on.attempt(run_id, number, claim, attributes)
+    except Exception:
+        span_failed("attempt")
+        return NOOP
 
 
 def call(run_id: str, target: Mapping[str, Any]) -> Any:
     """The span of a target's call, current inside ``with`` and ended on leaving it; an
     exception leaving it marks it failed."""
-    return NOOP if _on is None else _on.call(run_id, target)
+    if _on is None:
+        return NOOP
+    try:
+        return _on.call(run_id, target)
+    except Exception:
+        span_failed("call")
+        return NOOP
 
 
 def outcome(run_id: str) -> Any:
     """The span of an outcome's record, started now, a child of the current span; ended by
     ``end(outcome)``, from any thread."""
-    return NOOP if _on is None else _on.outcome(run_id)
+    if _on is None:
+        return NOOP
+    try:
+        return _on.outcome(run_id)
+    except Exception:
+        span_failed("outcome")
+        return NOOP
 
 
 def headers() -> Mapping[str, str]:
     """The current span's context as message headers (W3C ``traceparent``, and
     ``tracestate``, or what ``OTEL_PROPAGATORS`` names): none while off."""
-    return _NO_HEADERS if _on is None else _on.headers()
+    if _on is None:
+        return _NO_HEADERS
+    try:
+        return _on.headers()
+    except Exception:
+        span_failed("headers")
+        return _NO_HEADERS
