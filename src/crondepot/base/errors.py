@@ -4,6 +4,7 @@
     ├── InvalidSchedule (also ValueError)   a cron expression or time zone that cannot be used
     ├── InvalidJob (also ValueError)        a job document that breaks a rule; names the field
     ├── DatabaseUnavailable                 no database to talk to (embedded one failed to start, …)
+    ├── InvalidSetting (also ValueError)    an environment setting a process cannot start with
     └── TargetError                         raised by targets and handlers to say how a call went
         ├── TemporaryError                  try again later (HTTP 408/429/5xx, connection refused)
         └── PermanentError                  never retry (other 4xx, invalid number, opted out)
@@ -48,6 +49,11 @@ class InvalidJob(CrondepotError, ValueError):
 
 class DatabaseUnavailable(CrondepotError):
     """No database could be reached or started."""
+
+
+class InvalidSetting(CrondepotError, ValueError):
+    """An environment setting a process cannot start with (a target allow-list, a relay
+    URL): the CLI says so and exits 2 before anything is claimed or sent."""
 
 
 class TargetError(CrondepotError):

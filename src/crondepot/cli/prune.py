@@ -9,6 +9,7 @@ import os
 from datetime import timedelta
 from typing import Any
 
+from crondepot.base.errors import InvalidSetting
 from crondepot.cli.shared.options import (
     add_database,
     add_json,
@@ -114,7 +115,10 @@ def maintenance_config(args: argparse.Namespace, url: str, name: str) -> Mainten
 def _notice_sender(args: argparse.Namespace) -> NoticeSender:
     relay = None if args.smtp_url is None \
         else SmtpRelay.from_url(args.smtp_url, sender=args.smtp_from)
-    return NoticeSender(smtp=relay, window_seconds=args.notice_window)
+    try:
+        return NoticeSender(smtp=relay, window_seconds=args.notice_window)
+    except ValueError as exc:       # the target allow-list its webhooks are guarded by
+        raise InvalidSetting(str(exc)) from None
 
 
 def register(commands: Any) -> None:
