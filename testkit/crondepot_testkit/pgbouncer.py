@@ -34,6 +34,19 @@ def pgbouncer_binary() -> str | None:
     return shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/bin")
 
 
+def unusable(server_url: str) -> str | None:
+    """Why a PgBouncer cannot be put in front of ``server_url`` here, or None: it is not
+    installed, or the server is reached through a Unix socket (the embedded PostgreSQL,
+    whose socket belongs to the user pgserver runs it as; a pooler sits in front of a
+    server on the network, which the suite's pass on PostgreSQL 15 over TCP tests)."""
+    if pgbouncer_binary() is None:
+        return "pgbouncer not installed"
+    host = str(conninfo_to_dict(server_url).get("host") or "")
+    if not host or host.startswith("/"):
+        return "the database is reached through a Unix socket (the embedded PostgreSQL)"
+    return None
+
+
 def make_pooled_role(admin_url: str, runtime_role: str = "crondepot_runtime",
                      role: str = POOLED_ROLE) -> None:
     """``role``: logs in, has the runtime role's privileges, and sees every tenant's rows in

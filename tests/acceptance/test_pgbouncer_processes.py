@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from crondepot.db import connect, roles
-from crondepot_testkit.pgbouncer import POOLED_ROLE, PgBouncer, make_pooled_role, pgbouncer_binary
+from crondepot_testkit.pgbouncer import POOLED_ROLE, PgBouncer, make_pooled_role, unusable
 from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, queued_runs
 
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def bouncer(db_url: str) -> Iterator[PgBouncer]:
-    if pgbouncer_binary() is None:
-        pytest.skip("pgbouncer not installed")
+    if (why := unusable(db_url)) is not None:
+        pytest.skip(why)
     make_pooled_role(db_url)
     with PgBouncer(db_url, default_pool_size=4) as pgb:
         yield pgb

@@ -19,15 +19,15 @@ from crondepot_testkit.pgbouncer import (
     POOLED_ROLE,
     PgBouncer,
     make_pooled_role,
-    pgbouncer_binary,
+    unusable,
 )
 from tests.support.jobs import add_job, tenant
 
 
 @pytest.fixture
 def bouncer(db_url: str) -> Iterator[PgBouncer]:
-    if pgbouncer_binary() is None:
-        pytest.skip("pgbouncer not installed")
+    if (why := unusable(db_url)) is not None:
+        pytest.skip(why)
     make_pooled_role(db_url)
     # Two server connections for three clients: the pooler must move clients between them.
     with PgBouncer(db_url, default_pool_size=2) as pgb:
@@ -108,8 +108,8 @@ def test_the_api_refuses_a_transaction_pooler_not_a_session_one(db_url: str, mod
 
     from crondepot.api import create_app
 
-    if pgbouncer_binary() is None:
-        pytest.skip("pgbouncer not installed")
+    if (why := unusable(db_url)) is not None:
+        pytest.skip(why)
     with PgBouncer(db_url, pool_mode=mode, ignore_startup_parameters="options") as pgb:
         app = create_app(pgb.url(db_url, roles.DEFAULT_RUNTIME_ROLE))
         if mode == "transaction":
