@@ -36,6 +36,24 @@ def _setup() -> TargetSetup:
 
 # -- NATS JetStream ------------------------------------------------------------------------
 
+_made: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_nats_targets() -> Iterator[None]:
+    # A NATS client left open reconnects, and logs it, for the rest of the process: the
+    # servers some tests stop would otherwise fill later tests' captured logs.
+    yield
+    while _made:
+        _made.pop().close()
+
+
+def _nats_target(setup: TargetSetup) -> Any:
+    target = nats.make(setup)
+    _made.append(target)
+    return target
+
+
 @pytest.fixture
 def nats_subject() -> Iterator[tuple[str, str]]:
     brokers.require("nats")
@@ -47,7 +65,7 @@ def nats_subject() -> Iterator[tuple[str, str]]:
 def test_nats_publishes_the_webhook_body_with_the_run_id_as_msg_id(
         nats_subject: tuple[str, str]) -> None:
     stream, subject = nats_subject
-    target = nats.make(_setup())
+    target = _nats_target(_setup())
     run = brokers.claimed("7:1791171000", {"type": "nats", "connection": "bus",
                                            "subject": subject, "timeout_s": 5})
     result = target.call(run, "bank42")
@@ -61,7 +79,7 @@ def test_nats_publishes_the_webhook_body_with_the_run_id_as_msg_id(
 
 def test_nats_a_repeat_of_the_same_run_is_stored_once(nats_subject: tuple[str, str]) -> None:
     stream, subject = nats_subject
-    target = nats.make(_setup())
+    target = _nats_target(_setup())
     doc = {"type": "nats", "connection": "bus", "subject": subject, "timeout_s": 5}
     first = target.call(brokers.claimed("7:1", doc), "bank42")
     again = target.call(brokers.claimed("7:1", doc, attempt=2), "bank42")
@@ -73,7 +91,7 @@ def test_nats_a_repeat_of_the_same_run_is_stored_once(nats_subject: tuple[str, s
 
 def test_nats_a_subject_no_stream_captures_fails_for_good() -> None:
     brokers.require("nats")
-    target = nats.make(_setup())
+    target = _nats_target(_setup())
     run = brokers.claimed("7:1", {"type": "nats", "connection": "bus",
                                   "subject": brokers.unique("nowhere.s"), "timeout_s": 2})
     with pytest.raises(PermanentError, match="no JetStream stream captures"):
@@ -88,7 +106,7 @@ def test_nats_a_server_whose_jetstream_does_not_answer_is_retried() -> None:
     try:
         server.start()
         setup = _setup()
-        target = nats.make(TargetSetup(webhooks=setup.webhooks,
+        target = _nats_target(TargetSetup(webhooks=setup.webhooks,
                                        signing_keys=setup.signing_keys,
                                        connections=lambda _: server.url))
         run = brokers.claimed("7:1", {"type": "nats", "connection": "bus",
@@ -108,7 +126,7 @@ def test_nats_a_repeat_after_a_server_restart_is_still_dropped() -> None:
         server.start()
         for stream in brokers.nats_stream("restart.s", server.url):
             setup = _setup()
-            target = nats.make(TargetSetup(webhooks=setup.webhooks,
+            target = _nats_target(TargetSetup(webhooks=setup.webhooks,
                                            signing_keys=setup.signing_keys,
                                            connections=lambda _: server.url))
             doc = {"type": "nats", "connection": "bus", "subject": "restart.s.sms",
@@ -124,7 +142,7 @@ def test_nats_a_repeat_after_a_server_restart_is_still_dropped() -> None:
 
 def test_nats_an_unreachable_server_is_retried() -> None:
     setup = _setup()
-    target = nats.make(TargetSetup(webhooks=setup.webhooks, signing_keys=setup.signing_keys,
+    target = _nats_target(TargetSetup(webhooks=setup.webhooks, signing_keys=setup.signing_keys,
                                    connections=lambda _: "nats://127.0.0.1:1"))
     run = brokers.claimed("7:1", {"type": "nats", "connection": "bus", "subject": "a.b",
                                   "timeout_s": 2})
@@ -266,7 +284,7 @@ def proxy(request: pytest.FixtureRequest) -> Iterator[brokers.CuttableProxy]:
 def test_nats_reconnects_after_its_connection_is_cut_and_loses_no_run(
         proxy: brokers.CuttableProxy, nats_subject: tuple[str, str]) -> None:
     stream, subject = nats_subject
-    target = nats.make(_through(proxy, "nats"))
+    target = _nats_target(_through(proxy, "nats"))
     _publish_all(target, {"type": "nats", "connection": "bus", "subject": subject,
                           "timeout_s": 2}, proxy)
     ids = [json.loads(d)["run_id"] for d, _ in brokers.nats_messages(stream)]

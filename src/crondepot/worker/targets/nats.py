@@ -16,6 +16,7 @@ by itself after a server restart; a client found closed is replaced).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -70,6 +71,21 @@ class NatsTarget:
             future.cancel()
             raise TemporaryError(f"nats: no acknowledgement within {timeout:g} s "
                                  "(safe to retry: the stream drops a repeat)") from None
+
+    def close(self) -> None:
+        """Close the connections and stop the loop's thread. A client left open keeps
+        reconnecting (and logging it) for as long as the process lives, whatever became of
+        its server."""
+        async def drain() -> None:
+            for client in list(self._clients.values()):
+                with contextlib.suppress(Exception):
+                    await client.close()
+            self._clients.clear()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(drain(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
 
     async def _client(self, url: str) -> Client:
         async with self._connecting:
