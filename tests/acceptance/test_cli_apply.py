@@ -187,9 +187,12 @@ def test_two_workers_syncing_at_once_leave_one_job_per_declaration(
     workers = [Proc("worker", "--db", db_url, "--import", "reminders_app", "--sync-schedules",
                     "--tenant", "bank42", "--name", f"sync{i}", env=env) for i in range(2)]
     try:
-        wait_until(lambda: all(any(str(line.get("msg", "")).startswith("schedules of")
-                                   for line in w.lines()) for w in workers),
-                   timeout=60, message="both workers synced their schedules")
+        # "worker started" comes once its signal handlers are in place: a SIGTERM sent
+        # between the sync and then would end the process without its clean stop.
+        wait_until(lambda: all(
+            any(str(line.get("msg", "")).startswith("schedules of") for line in w.lines())
+            and any(line.get("msg") == "worker started" for line in w.lines())
+            for w in workers), timeout=60, message="both workers synced and started")
     finally:
         codes = [w.stop() for w in workers]
     assert codes == [0, 0], [w.output()[-2000:] for w in workers]

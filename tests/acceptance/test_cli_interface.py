@@ -422,8 +422,12 @@ def test_up_prints_its_addresses_serves_metrics_and_stops_the_postgresql_it_star
     up = Proc("up", "--data-dir", str(data_dir), "--schedulers", "1", "--workers", "1",
               "--port", str(port), "--metrics-port", str(metrics), env=env)
     try:
-        wait_until(lambda: "metrics:" in up.output(), timeout=120, message="the welcome")
+        # The welcome, or up's end: a child that could not start (a port taken by another
+        # test meanwhile) ends up, and its output says why.
+        wait_until(lambda: "metrics:" in up.output() or up.popen.poll() is not None,
+                   timeout=180, message="the welcome")
         text = up.output()
+        assert "metrics:" in text, f"up ended (exit {up.popen.poll()}):\n{text[-3000:]}"
         assert f"console: http://127.0.0.1:{port}/console/" in text
         assert f"API http://127.0.0.1:{port}/v1" in text
         assert f"scheduler-1 http://127.0.0.1:{metrics}/metrics" in text
