@@ -1182,6 +1182,17 @@ class WriteProbe:
         return back
 
 
+def _end_fault(cluster: Any, action: str, leader: Any) -> None:
+    """Undo a failover event's fault: the killed Patroni started again, the partition
+    healed, etcd resumed (the other events end by themselves)."""
+    if action == "kill-patroni":
+        cluster.start_patroni(leader)
+    elif action == "partition":
+        cluster.heal()
+    elif action == "etcd-outage":
+        cluster.etcd_resume()
+
+
 def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
     """One Patroni event at a time, on the primary of the moment; each fault's detail says
     when a primary took writes again after the event began (``primary after``)."""
@@ -1231,12 +1242,7 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
         while not stop.is_set() and time.time() - began < 180:
             now = time.time()
             if not ended and now - began >= hold:
-                if action == "kill-patroni":
-                    cluster.start_patroni(leader)
-                elif action == "partition":
-                    cluster.heal()
-                elif action == "etcd-outage":
-                    cluster.etcd_resume()
+                _end_fault(cluster, action, leader)
                 fault.end, ended = now, True
             if _writable(run.plan_url):
                 if back_at is None:
@@ -1249,12 +1255,7 @@ def inject_failover(run: Run, started: float, stop: threading.Event) -> None:
                 break
             time.sleep(0.25)
         if not ended:       # stopped early: never leave the cluster cut off or paused
-            if action == "kill-patroni":
-                cluster.start_patroni(leader)
-            elif action == "partition":
-                cluster.heal()
-            elif action == "etcd-outage":
-                cluster.etcd_resume()
+            _end_fault(cluster, action, leader)
         if fault.end is None:
             fault.end = time.time()
         probe.close()

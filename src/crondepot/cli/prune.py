@@ -74,8 +74,6 @@ def add_maintenance(parser: argparse.ArgumentParser) -> None:
                        help="how far back each check looks, e.g. 90m, 6h or 2d, at most 31d "
                             "(default 1h); it also reaches back to the oldest fire the last "
                             "check found pending")
-
-
     group.add_argument("--notice-every", type=duration_or_off, metavar="DURATION",
                        default=env("CRONDEPOT_NOTICE_EVERY", "5s"),
                        help="compose and send the tenants' failure notices this often; 0 "
