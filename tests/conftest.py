@@ -2,8 +2,9 @@
 
 Where the server is:
 - ``CRONDEPOT_TEST_DATABASE_URL`` (an admin URL, e.g. postgresql://127.0.0.1:5432/postgres), or
-- the embedded PostgreSQL (pgserver), shared by all test processes, in
-  ``$CRONDEPOT_TEST_DATA_DIR`` (default: a folder in the system temp dir).
+- the embedded PostgreSQL (pgserver), shared by all test processes of one checkout, in
+  ``$CRONDEPOT_TEST_DATA_DIR`` (default: a folder in the system temp dir named after the
+  checkout, so two checkouts' suites running at once never share, nor stop, one server).
 
 The template is the fully migrated schema, made once per migration set (its name carries
 the migrations' checksum) under an advisory lock, so parallel test processes (pytest -n)
@@ -13,6 +14,7 @@ and the database is dropped afterwards.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import uuid
@@ -38,12 +40,16 @@ def admin_url() -> Iterator[str]:
     if url:
         yield url
         return
-    folder = Path(os.environ.get("CRONDEPOT_TEST_DATA_DIR")
-                  or Path(tempfile.gettempdir()) / "crondepot-test-pgdata")
+    folder = Path(os.environ.get("CRONDEPOT_TEST_DATA_DIR") or _default_data_dir())
     server = EmbeddedPostgres(folder)
     server.start()
     yield server.admin_url
     server.close()
+
+
+def _default_data_dir() -> Path:
+    checkout = hashlib.sha256(str(Path(__file__).resolve().parent.parent).encode())
+    return Path(tempfile.gettempdir()) / f"crondepot-test-pgdata-{checkout.hexdigest()[:10]}"
 
 
 def _template_name() -> str:
