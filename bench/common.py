@@ -11,12 +11,13 @@ crondepot's own.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -187,3 +188,18 @@ def two_banks(conn: psycopg.Connection[Any]) -> tuple[tuple[int, int], tuple[int
             "target": {"type": "http", "url": f"https://{host}.example.com/send"}})])
         out.append((tenant, job.id))
     return out[0], out[1]
+
+
+def variants_and_baseline(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                          known: Iterable[str], needs_baseline: str) -> list[str]:
+    """The A/B benchmarks' ``--variants`` (comma-separated, each one of ``known``), checked
+    with ``--baseline REV``, which the variant ``needs_baseline`` and only it requires.
+    Errors go through ``parser.error`` (exit 2, the usage printed)."""
+    known = list(known)
+    names = [n.strip() for n in args.variants.split(",") if n.strip()]
+    unknown = set(names) - set(known)
+    if unknown:
+        parser.error(f"--variants: unknown {sorted(unknown)}; choose from {known}")
+    if (needs_baseline in names) != (args.baseline is not None):
+        parser.error(f"--baseline REV and the variant {needs_baseline!r} go together")
+    return names

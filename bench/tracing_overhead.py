@@ -39,7 +39,13 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from common import DEFAULT_ADMIN_URL, BenchDatabases, compile_crondepot, run_interruptibly
+from common import (
+    DEFAULT_ADMIN_URL,
+    BenchDatabases,
+    compile_crondepot,
+    run_interruptibly,
+    variants_and_baseline,
+)
 from worker_ab import source_of
 from workers import BEST_CONCURRENCY, Drain, drain, load_line, server_report, startup_cpu
 
@@ -121,12 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", metavar="REV",
                         help="the commit whose code the 'before' variant's workers run")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.variants.split(",") if n.strip()]
-    unknown = set(names) - set(VARIANTS)
-    if unknown:
-        parser.error(f"--variants: unknown {sorted(unknown)}; choose from {list(VARIANTS)}")
-    if ("before" in names) != (args.baseline is not None):
-        parser.error("--baseline REV and the variant 'before' go together")
+    names = variants_and_baseline(parser, args, VARIANTS, "before")
     with source_of(args.baseline) as source:
         return run_interruptibly(lambda: run(args, names, source), load_line)
 

@@ -40,7 +40,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from common import DEFAULT_ADMIN_URL, BenchDatabases, compile_crondepot, run_interruptibly
+from common import (
+    DEFAULT_ADMIN_URL,
+    BenchDatabases,
+    compile_crondepot,
+    run_interruptibly,
+    variants_and_baseline,
+)
 from workers import (
     BEST_CONCURRENCY,
     Drain,
@@ -75,12 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", metavar="REV",
                         help="the commit whose code the 'baseline' variant's workers run")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.variants.split(",") if n.strip()]
-    unknown = set(names) - set(VARIANTS)
-    if unknown:
-        parser.error(f"--variants: unknown {sorted(unknown)}; choose from {list(VARIANTS)}")
-    if ("baseline" in names) != (args.baseline is not None):
-        parser.error("--baseline REV and the variant 'baseline' go together")
+    names = variants_and_baseline(parser, args, VARIANTS, "baseline")
     processes = [int(p) for p in args.processes.split(",")]
     with source_of(args.baseline) as source:
         return run_interruptibly(

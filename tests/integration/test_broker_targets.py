@@ -16,6 +16,7 @@ from crondepot.worker.targets import amqp, nats, redis
 from crondepot.worker.targets.base import TargetSetup
 from crondepot.worker.webhook_keys import SigningKeys
 from crondepot_testkit.brokers import NatsServer
+from crondepot_testkit.processes import wait_until
 from tests.support import brokers
 
 _BODY_KEYS = {"run_id", "job_id", "job_key", "scheduled_at", "due_at", "attempt", "payload"}
@@ -314,3 +315,23 @@ def test_amqp_reconnects_after_its_connection_is_cut_and_loses_no_run(
                           "routing_key": "sms", "timeout_s": 2}, proxy)
     ids = [json.loads(b)["run_id"] for b, _ in brokers.amqp_messages(queue)]
     assert ids == [f"7:{n}" for n in range(1, 21)]
+
+
+def test_redis_target_closes_its_connections_at_worker_stop(redis_stream: str) -> None:
+    import redis as redis_client
+
+    name = brokers.unique("crondepot-test-close-").replace(".", "-")
+    setup = TargetSetup(webhooks=lambda: None, signing_keys=SigningKeys(lambda: []),
+                        connections=lambda _: f"{brokers.REDIS_URL}?client_name={name}")
+    target = redis.make(setup)
+    doc = {"type": "redis", "connection": "cache", "stream": redis_stream}
+    assert target.call(brokers.claimed("7:1", doc), "bank42")
+    observer = redis_client.Redis.from_url(brokers.REDIS_URL)
+
+    def ours() -> int:
+        return sum(1 for c in observer.client_list() if c.get("name") == name)
+
+    assert ours() == 1
+    target.close()
+    wait_until(lambda: ours() == 0, timeout=10)   # the server notes the close at once
+    observer.close()

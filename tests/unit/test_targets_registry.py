@@ -98,3 +98,53 @@ def test_a_target_made_on_first_call_is_made_once_whichever_slots_call_first() -
         thread.join(5)
     assert len(made) == 1
     assert sorted(made[0].calls) == sorted((run.run_id, "bank42") for run in runs)
+
+
+class Closing(Echo):
+    def __init__(self, fails: bool = False) -> None:
+        super().__init__()
+        self.closed = 0
+        self.fails = fails
+
+    def close(self) -> None:
+        self.closed += 1
+        if self.fails:
+            raise OSError("the broker is gone already")
+
+
+def test_closing_the_registry_closes_each_target_that_holds_connections() -> None:
+    # At worker stop: a broker client left open keeps reconnecting while the process ends.
+    broken, fine = Closing(fails=True), Closing()
+    Targets({"a": broken, "b": Echo(), "c": fine}).close()
+    assert (broken.closed, fine.closed) == (1, 1)   # a failing close stops no other
+
+
+def test_a_target_made_on_first_call_is_closed_once_and_one_never_made_is_not_made(
+        ) -> None:
+    made: list[Closing] = []
+
+    def make() -> Closing:
+        made.append(Closing())
+        return made[-1]
+
+    never = _MadeOnFirstCall("echo", make)
+    never.close()
+    assert made == []
+    used = _MadeOnFirstCall("echo", make)
+    used.call(SimpleNamespace(run_id="7:1"), "bank42")  # type: ignore[arg-type]
+    used.close()
+    used.close()
+    assert [t.closed for t in made] == [1]
+
+
+def test_broker_clients_idle_at_stop_are_all_closed() -> None:
+    from crondepot.worker.targets.broker import Clients
+
+    closed: list[str] = []
+    clients: Clients[str] = Clients(closed.append)
+    clients.give("amqp://a", "a1")
+    clients.give("amqp://a", "a2")
+    clients.give("amqp://b", "b1")
+    clients.close_all()
+    assert sorted(closed) == ["a1", "a2", "b1"]
+    assert clients.take("amqp://a", lambda: "new") == "new"

@@ -120,6 +120,10 @@ class Executor:
             ConnectionUrls(pool).url)
         self._stopping = stopping
 
+    def close(self) -> None:
+        """Close the targets' broker connections (at worker stop, once no slot calls)."""
+        self._targets.close()
+
     def run(self, attempt: Attempt,
             recorded: Callable[[], None]) -> Literal["done", "not-started", "recording"]:
         """Call the target and record the outcome. A success is handed to the outcome writer

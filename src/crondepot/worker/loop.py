@@ -192,6 +192,7 @@ class Worker(Stoppable):
             self._beat_sooner.set()
             heartbeat.join(timeout=5)
             self._maintainer.join()
+            self._executor.close()
             if self._webhooks is not None:
                 self._webhooks.close()
             self._pool.close()

@@ -96,6 +96,14 @@ class _MadeOnFirstCall:
                 target = self._target
         return target.call(run, tenant)
 
+    def close(self) -> None:
+        """Close the target if it was ever made and holds connections."""
+        with self._lock:
+            target, self._target = self._target, None
+        close = getattr(target, "close", None)
+        if close is not None:
+            close()
+
 
 def default_targets(webhooks: Callable[[], WebhookTarget], signing_keys: SigningKeys,
                     abandoned: AbandonedCalls | None = None,

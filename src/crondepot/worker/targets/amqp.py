@@ -72,6 +72,9 @@ class AmqpTarget:
         self._urls = setup.connections
         self._clients: Clients[_Client] = Clients(_close)
 
+    def close(self) -> None:
+        self._clients.close_all()
+
     def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
         target = run.target
         url = self._urls(str(target["connection"]))

@@ -12,6 +12,7 @@ crondepot.job.targets.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -170,3 +171,13 @@ class Targets:
             raise PermanentError(f"no target of type {kind!r} in this worker "
                                  f"(known: {', '.join(sorted(self._by_kind))})")
         return target.call(run, tenant)
+
+    def close(self) -> None:
+        """Close every target that holds connections (the broker kinds): at worker stop, so
+        no client lingers reconnecting to a broker while the process winds down. A target
+        that fails to close is skipped: the process is ending anyway."""
+        for target in self._by_kind.values():
+            close = getattr(target, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    close()

@@ -60,3 +60,12 @@ class Clients(Generic[C]):
     def close(self, client: C) -> None:
         with contextlib.suppress(Exception):   # a broken client may fail to close: dropped
             self._close(client)
+
+    def close_all(self) -> None:
+        """Close every idle client (at worker stop; clients in use are closed by their
+        thread's error path or with the process)."""
+        with self._lock:
+            idle = [client for clients in self._idle.values() for client in clients]
+            self._idle.clear()
+        for client in idle:
+            self.close(client)

@@ -13,6 +13,7 @@ reconnects after a server restart).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,13 @@ class RedisTarget:
                                               health_check_interval=30)
                 self._clients[url] = client
             return client
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            with contextlib.suppress(Exception):   # a broker already gone: nothing to close
+                client.close()
 
     def call(self, run: ClaimedRun, tenant: str) -> dict[str, Any] | None:
         target = run.target
