@@ -25,6 +25,8 @@ Figures are printed, never asserted.
 
     python bench/prune.py --scale 0.1            # ~3.7 M runs, a day ~120 k
     python bench/prune.py --scale 0.1 --keep     # keep the database; --reuse skips the build
+    python bench/prune.py --reuse --keep --before            # the oldest day, as before 0037
+    python bench/prune.py --reuse --keep --keep-days 29      # then the next day, as now
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ WITH old AS (
 DELETE FROM runs AS r USING old WHERE r.run_id = old.run_id
 """
 BRIN = "CREATE INDEX runs_created_brin ON runs USING brin (created_at)"
+RESTORE = f"CREATE INDEX runs_finished_created ON runs (created_at) WHERE status IN {FINISHED}"
 STATS = """
     SELECT n_live_tup, n_dead_tup, vacuum_count, autovacuum_count,
            current_setting('autovacuum_vacuum_threshold')::int
@@ -137,7 +140,7 @@ def window(probe: Probe, low: float, high: float) -> list[float]:
     return [ms for at, ms, ok in probe.samples if ok and low <= at < high]
 
 
-def measure(url: str, scale: float, quiet: float, keep_days: int) -> None:
+def measure(url: str, scale: float, quiet: float, keep_days: int, before: bool) -> None:
     with admin_connect(url) as conn:
         row = conn.execute("SELECT min(created_at) FROM jobs").fetchone()
         assert row is not None
@@ -154,7 +157,12 @@ def measure(url: str, scale: float, quiet: float, keep_days: int) -> None:
         assert row is not None
         print(f"runs: {total:,}; finished before the cut-off {cutoff:%Y-%m-%d %H:%M} UTC: "
               f"{row[0]:,}", flush=True)
-        plans(conn, t0, keep, "Day 1")
+        if before:      # the statement and the index of 1eed7e8, for this prune only
+            print("\nthe prune below: the statement before migration 0037, with its BRIN index")
+            conn.execute(BRIN)
+            conn.execute("DROP INDEX runs_finished_created")
+        else:
+            plans(conn, t0, keep, "Day 1")
         # a real tick first: runs queued for the claim probe to find
         due = t0 + timedelta(days=1)
         with connect(url, application_name="prune-setup", tenants=ALL_TENANTS) as setup:
@@ -172,7 +180,12 @@ def measure(url: str, scale: float, quiet: float, keep_days: int) -> None:
             with connect(url, application_name="crondepot-prune", tenants=ALL_TENANTS) as pruner:
                 while True:
                     began = time.perf_counter()
-                    pruned = prune_finished_runs(pruner, keep, cutoff=cutoff)
+                    if before:
+                        pruned = pruner.execute(BEFORE, {
+                            "now": t0, "keep_seconds": keep.total_seconds(),
+                            "limit": PRUNE_BATCH}).rowcount
+                    else:
+                        pruned = prune_finished_runs(pruner, keep, cutoff=cutoff)
                     passes.append((time.perf_counter() - began) * 1000)
                     deleted += pruned
                     if pruned < PRUNE_BATCH:
@@ -190,6 +203,8 @@ def measure(url: str, scale: float, quiet: float, keep_days: int) -> None:
         print(f"\nThe prune: {deleted:,} runs in {seconds:.1f} s "
               f"({deleted / seconds:,.0f} runs/s), {len(passes)} passes of <= {PRUNE_BATCH}; "
               f"a pass {summary(passes)}")
+        print(f"  passes in order, ms: first {', '.join(f'{p:.0f}' for p in passes[:5])}; "
+              f"last {', '.join(f'{p:.0f}' for p in passes[-5:])}")
         print(f"  WAL (the whole server's, other sessions' databases included): "
               f"{wal / MB:,.1f} MB, {wal / max(1, deleted):,.0f} B a run deleted")
         print(f"  load: {load_line()}")
@@ -212,7 +227,13 @@ def measure(url: str, scale: float, quiet: float, keep_days: int) -> None:
         conn.execute("VACUUM run_attempts")
         print(f"VACUUM runs (what autovacuum's pass would do): {vacuumed:.1f} s; "
               f"load {load_line()}")
-        plans(conn, t0 + timedelta(days=1), keep, "Day 2 (after the prune and VACUUM)")
+        if before:
+            began = time.perf_counter()
+            conn.execute(RESTORE)
+            conn.execute("DROP INDEX runs_created_brin")
+            print(f"runs_finished_created built again: {time.perf_counter() - began:.1f} s")
+        else:
+            plans(conn, t0 + timedelta(days=1), keep, "Day 2 (after the prune and VACUUM)")
         print("\nIndexes of runs and run_attempts:")
         for name, size in conn.execute(SIZES):
             print(f"  {name:<28} {size / MB:8,.1f} MB")
@@ -246,7 +267,7 @@ def run(args: argparse.Namespace) -> None:
                 wal = wal_since(conn, lsn)
             print(f"  build: {built.seconds:.0f} s, {built.jobs:,} jobs, {built.runs:,} runs, "
                   f"{built.attempts:,} earlier attempts, WAL {wal / MB:,.0f} MB\n", flush=True)
-        measure(url, args.scale, args.quiet_seconds, args.keep_days)
+        measure(url, args.scale, args.quiet_seconds, args.keep_days, args.before)
     finally:
         if not args.keep:
             with admin_connect(args.db) as admin:
@@ -264,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-days", type=int, default=RETENTION_DAYS,
                         help=f"retention: {RETENTION_DAYS} deletes the oldest day; after a --keep "
                              f"run, --reuse --keep-days 27 deletes the next 3 ({RETENTION_DAYS})")
+    parser.add_argument("--before", action="store_true",
+                        help="prune with the statement and the BRIN index of before migration "
+                             "0037 (no plans; the index is rebuilt afterwards)")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument("--reuse", action="store_true",
                         help="measure the database a --keep run left (no build)")

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from crondepot.db import ALL_TENANTS, Q, connect, roles
 from crondepot.runs.retention import prune_cutoff
@@ -73,30 +74,44 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def _explained_pass(conn: psycopg.Connection[Any], keep: timedelta) -> tuple[list[Any], int]:
-    """The executed pass's plan nodes (rolled back) and the runs it deleted."""
-    params = {"cutoff": prune_cutoff(conn, keep), "limit": 500}
+def _explained_pass(conn: psycopg.Connection[Any], keep: timedelta,
+                    plan_cache_mode: str) -> tuple[list[Any], int]:
+    """The executed pass's plan nodes (rolled back) and the runs it deleted. The pruner's
+    connection prepares the statement after five turns (psycopg's prepare_threshold), and
+    PostgreSQL may then plan it once for any cut-off: the generic plan must be as good."""
+    cutoff, limit = prune_cutoff(conn, keep), 500
+    prepared = Q.prune_finished_runs.replace("%(cutoff)s", "$1").replace("%(limit)s", "$2")
     nodes: list[Any] = []
-    with contextlib.suppress(_Rollback), conn.transaction():
-        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + Q.prune_finished_runs,
-                           params).fetchone()
-        assert row is not None
-        nodes = _nodes(row[0][0]["Plan"])
-        raise _Rollback
-    return nodes, params["limit"]
+    conn.execute(f"PREPARE prune_pass AS {prepared}")
+    try:
+        with contextlib.suppress(_Rollback), conn.transaction():
+            conn.execute("SELECT set_config('plan_cache_mode', %s, true)", (plan_cache_mode,))
+            row = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE prune_pass({}, {})")
+                               .format(sql.Literal(cutoff), sql.Literal(limit))).fetchone()
+            assert row is not None
+            nodes = _nodes(row[0][0]["Plan"])
+            raise _Rollback
+    finally:
+        conn.execute("DEALLOCATE prune_pass")
+    return nodes, limit
 
 
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
 @pytest.mark.parametrize("days", [30, 20], ids=["a day past retention", "a backlog of 11 days"])
 def test_a_prune_pass_reads_only_the_runs_it_deletes(
-        conn: psycopg.Connection[Any], runtime: psycopg.Connection[Any], days: int) -> None:
+        conn: psycopg.Connection[Any], runtime: psycopg.Connection[Any], days: int,
+        plan_cache_mode: str) -> None:
     _seed(conn)
-    nodes, limit = _explained_pass(runtime, timedelta(days=days))
+    nodes, limit = _explained_pass(runtime, timedelta(days=days), plan_cache_mode)
     scans = [n for n in nodes if n["Node Type"].endswith("Scan")]
     assert not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
     # the candidates: one range of the partial index, in created_at order, read to the limit
     (candidates,) = [n for n in scans if n.get("Index Name") == "runs_finished_created"]
     assert candidates["Actual Rows"] == limit, candidates
     assert candidates.get("Rows Removed by Filter", 0) == 0, candidates
+    # the plan asked for: a generic one compares with the parameter, a custom one the value
+    assert ("$1" in candidates["Index Cond"]) == (plan_cache_mode == "force_generic_plan"), \
+        candidates
     # the deletes find their rows by key, one probe a run; no other index, no other read
     indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
     assert indexes == {"runs_finished_created", "runs_pkey", "run_attempts_run"}, nodes
