@@ -95,7 +95,7 @@ from crondepot.job.guard import ALLOWLIST_ENV
 from crondepot.limits.buckets import set_limit
 from crondepot.queue.claim import claim_runs
 from crondepot.runs.reads import listed_statuses
-from crondepot.runs.retention import PRUNE_BATCH
+from crondepot.runs.retention import PRUNE_BATCH, prune_cutoff
 from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import create_tenant
 from crondepot.timetable import Timetable
@@ -875,8 +875,8 @@ def explain_reads(conn: psycopg.Connection[Any],
               "job_id": None, "error": None,
               "since": None, "until": None, "limit": 101, "before_at": None,
               "before_run_id": None}
-    pruned = {"keep_seconds": (RETENTION_DAYS - 1) * 86400.0, "limit": PRUNE_BATCH,
-              "now": None}
+    pruned = {"cutoff": prune_cutoff(conn, timedelta(days=RETENTION_DAYS - 1)),
+              "limit": PRUNE_BATCH}
     plans = []
     for title, query, params in (
             ("EXPLAIN ANALYZE of GET /v1/runs?limit=100 (Q.list_runs), bank42:", Q.list_runs,
