@@ -216,10 +216,10 @@ def measure(url: str, scale: float, quiet: float, keep_days: int, before: bool) 
                                     ("after, not vacuumed", prune_to, ended)):
                 print(f"  {name:<22} {summary(window(probe, low, high))}")
 
-        before = conn.execute(STATS).fetchone()
-        assert before is not None
-        print(f"\nruns after the prune: live {before[0]:,}, dead {before[1]:,}; autovacuum "
-              f"would start at {before[4]:,.0f} dead rows (threshold + scale factor x "
+        stats = conn.execute(STATS).fetchone()
+        assert stats is not None
+        print(f"\nruns after the prune: live {stats[0]:,}, dead {stats[1]:,}; autovacuum "
+              f"would start at {stats[4]:,.0f} dead rows (threshold + scale factor x "
               f"reltuples) — this server: autovacuum={autovacuum(conn)}")
         began = time.perf_counter()
         conn.execute("VACUUM runs")
