@@ -29,7 +29,7 @@ from crondepot.notices.sender import (
     SmtpRelay,
 )
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
-from crondepot.runs.retention import PRUNE_BATCH, prune_finished_runs
+from crondepot.runs.retention import PRUNE_BATCH, prune_cutoff, prune_finished_runs
 
 
 def retention_days(text: str) -> float:
@@ -138,8 +138,9 @@ def run_prune(args: argparse.Namespace) -> int:
         keep = timedelta(days=args.retention_days)
         with database(args) as db, connect(db.url, application_name="crondepot-prune",
                                           tenants=ALL_TENANTS) as conn:
+            cutoff = prune_cutoff(conn, keep)
             while True:   # bounded passes: each a short transaction, whatever the backlog
-                pruned = prune_finished_runs(conn, keep)
+                pruned = prune_finished_runs(conn, keep, cutoff=cutoff)
                 total += pruned
                 if pruned < PRUNE_BATCH:
                     break

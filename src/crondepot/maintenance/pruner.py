@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from crondepot.maintenance.config import MaintenanceConfig
-from crondepot.runs.retention import PRUNE_BATCH, prune_finished_runs
+from crondepot.runs.retention import PRUNE_BATCH, prune_cutoff, prune_finished_runs
 
 log = logging.getLogger("crondepot.maintenance")
 
@@ -21,9 +21,10 @@ def prune(conn: psycopg.Connection[Any], config: MaintenanceConfig) -> int:
     if not config.retention_days:
         return 0
     keep = timedelta(days=config.retention_days)
+    cutoff = prune_cutoff(conn, keep)     # one cut-off for the turn's passes
     total = 0
     for _ in range(MAX_PASSES):
-        pruned = prune_finished_runs(conn, keep)
+        pruned = prune_finished_runs(conn, keep, cutoff=cutoff)
         total += pruned
         if pruned < PRUNE_BATCH:
             break

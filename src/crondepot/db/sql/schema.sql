@@ -2379,16 +2379,16 @@ CREATE INDEX notice_messages_window ON public.notice_messages USING btree (chann
 CREATE INDEX run_attempts_run ON public.run_attempts USING btree (run_id, ended_at);
 
 --
--- Name: runs_created_brin; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX runs_created_brin ON public.runs USING brin (created_at);
-
---
 -- Name: runs_dead; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX runs_dead ON public.runs USING btree (tenant_id, finished_at) WHERE (status = 'dead'::text);
+
+--
+-- Name: runs_finished_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_finished_created ON public.runs USING btree (created_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'cancelled'::text]));
 
 --
 -- Name: runs_job; Type: INDEX; Schema: public; Owner: -
