@@ -478,7 +478,7 @@ def test_forecast(api: Any) -> None:
     for n in range(3):
         api.jobs.create({**once, "key": f"once:{n}", "at": when.isoformat()})
     result = api.forecast(hours=3)
-    assert (result["runs"], result["order"]) == (3, "fifo_by_due")
+    assert (result["runs"], result["order"]) == (3, "deadline_first")
     assert result["limits"][0]["rate_limit"] == "sms-gateway"
     assert api.forecast()["runs"] == 3
     with pytest.raises(C.ValidationError) as caught:

@@ -1,21 +1,25 @@
 """The forecast (forecast/report.py) on a real PostgreSQL with the clock injected: exact
 counts for crafted timetables, the drain of a rate limit, deadlines passed, a held limit,
-runs already queued, and another tenant's jobs never counted."""
+runs already queued, another tenant's jobs never counted, and the runs it says will pass
+their deadline counted against what the real claim then lets pass."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+from crondepot.forecast.drain import drain as bucket_drain
 from crondepot.forecast.report import Forecast, ForecastError, LimitForecast, forecast
 from crondepot.forecast.text import lines
 from crondepot.job import JobSpec
 from crondepot.job.store import create_jobs, pause_job
 from crondepot.limits import holds
 from crondepot.limits.buckets import set_limit
+from crondepot.queue import claim_runs
 from crondepot.tenancy.calendars import set_calendar
 from crondepot.tenancy.tenants import set_delivery_window
 from crondepot.timetable.delivery import parse_window
@@ -181,3 +185,58 @@ def test_a_held_host_drains_nothing(conn: psycopg.Connection[Any], t: int) -> No
     assert [(lf.name, lf.runs, lf.waves[0].sent) for lf in held_runs] == [("sms", 20, 0)]
     free = [lf for lf in result.limits if lf.name == "sms" and lf.held is None]
     assert [(lf.runs, lf.waves[0].sent) for lf in free] == [(5, 5)]
+
+
+def _queue_behind(conn: psycopg.Connection[Any], tenant_id: int, deadlines: list[float],
+                  *, limit_on_runs: bool) -> None:
+    """One queued run of a job on the `gw` limit per deadline (seconds after 09:00), ready
+    before 09:00 in that order, a millisecond apart. ``limit_on_runs`` False leaves
+    runs.rate_limit empty: the claim's order before deadline first (oldest first)."""
+    (job_id,) = conn.execute(  # type: ignore[misc]
+        "INSERT INTO jobs (tenant_id, key, cron, tz, priority, target, active, rate_limit) "
+        "VALUES (%s, 'burst', '0 9 * * *', 'UTC', 'normal', "
+        "'{\"type\": \"python\", \"handler\": \"test.noop\"}', false, 'gw') RETURNING id",
+        (tenant_id,)).fetchone()
+    ready = [at(9) - timedelta(seconds=10) + timedelta(milliseconds=i)
+             for i in range(len(deadlines))]
+    conn.execute(
+        "INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, "
+        "available_at, deadline_at, rate_limit) "
+        "SELECT %s || ':' || r.i, %s, %s, 'normal', r.at, r.at, r.at, r.deadline, %s "
+        "FROM unnest(%s::timestamptz[], %s::timestamptz[]) WITH ORDINALITY AS r(at, deadline, i)",
+        (str(job_id), job_id, tenant_id, "gw" if limit_on_runs else None, ready,
+         [at(9) + timedelta(seconds=d) for d in deadlines]))
+
+
+@pytest.mark.parametrize("limit_on_runs", [True, False], ids=["deadline_first", "fifo"])
+def test_past_deadline_is_what_the_claim_then_lets_pass(
+        conn: psycopg.Connection[Any], limit_on_runs: bool) -> None:
+    # 300 runs of mixed deadlines (8, 15, 25 or 40 s after 09:00) behind a bucket of 7/s
+    # holding 7 tokens, and a gateway that takes 7 a second: the claim run once a second
+    # from 09:00 takes 7 each time. The forecast (made before, on the same queue) says how
+    # many pass their deadline; the real claim then lets exactly that many pass: 43 deadline
+    # first, where first come first served (the claim's order for runs without their limit)
+    # lets 106 pass.
+    bank = tenant(conn)
+    set_limit(conn, "gw", 7, 7)
+    grant_limit(conn, bank, "gw")
+    rng = random.Random(34)
+    _queue_behind(conn, bank, [rng.choice([8.0, 15.0, 25.0, 40.0]) for _ in range(300)],
+                  limit_on_runs=limit_on_runs)
+    gw = on(forecast(conn, bank, hours=1, now=at(9)), "gw")
+    (wave,) = gw.waves
+    assert gw.bucket is not None
+    fifo = bucket_drain(gw.arrivals, rate=gw.bucket.rate_per_second, burst=gw.bucket.burst,
+                        tokens=gw.tokens, start=at(9), fifo=True)
+    predicted = wave.past_deadline if limit_on_runs else sum(w.past_deadline for w in fifo)
+    sent = [len(claim_runs(conn, owner="w", shares={"normal": 7}, now=at(9) + timedelta(
+        seconds=k))) for k in range(45)]
+    (passed,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(*) FROM runs WHERE status = 'queued'").fetchone()
+    assert predicted == passed == (43 if limit_on_runs else 106)
+    assert sum(sent) == 300 - passed
+    if limit_on_runs:
+        # the last claim that took a run is the second the forecast drains by
+        last = max(k for k, n in enumerate(sent) if n)
+        assert wave.drained_at is not None
+        assert last - 1 < (wave.drained_at - at(9)).total_seconds() <= last

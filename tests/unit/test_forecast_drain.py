@@ -74,3 +74,50 @@ def test_a_held_limit_sends_nothing_and_deadlines_inside_the_horizon_pass() -> N
 def test_a_rate_must_be_positive() -> None:
     with pytest.raises(ValueError, match="rate must be positive"):
         drain([Arrival(T0, 1)], rate=0, burst=1, tokens=1, start=T0)
+
+
+def _one_each(specs: list[tuple[float, float | None]]) -> list[Arrival]:
+    """One run per (ready seconds, deadline seconds or None)."""
+    return [Arrival(s(ready), 1, None if deadline is None else s(deadline))
+            for ready, deadline in specs]
+
+
+def _sent_by(arrivals: list[Arrival], *, rate: float = 10, burst: float = 10,
+             tokens: float = 10, fifo: bool = False) -> tuple[int, int, datetime | None]:
+    (wave,) = drain(arrivals, rate=rate, burst=burst, tokens=tokens, start=T0, fifo=fifo)
+    return wave.sent, wave.past_deadline, wave.drained_at
+
+
+def test_deadline_first_where_first_come_would_skip_70() -> None:
+    # The claim's test (integration/claim/test_claim_deadline_first.py): 100 runs "within
+    # 30 s" queued before 100 "within 12 s", 10/s. First come: the 100 go by 9 s, 30 of the
+    # urgent ones by 12 s, 70 pass. Deadline first: the urgent ones by 9 s, the rest by 19 s.
+    burst = _one_each([(-10 + i / 1000, 30) for i in range(100)]
+                      + [(-9.9 + i / 1000, 12) for i in range(100)])
+    assert _sent_by(burst, fifo=True) == (130, 70, s(12))
+    assert _sent_by(burst) == (200, 0, s(19))
+
+
+def test_a_later_arrival_with_an_earlier_deadline_takes_the_next_turns() -> None:
+    # 100 runs until 1,000 s at 09:00, 20 more at 5 s that must go by 8 s: they go 5..7 s.
+    arrivals = [Arrival(T0, 100, s(1000)), Arrival(s(5), 20, s(8))]
+    assert _sent_by(arrivals) == (120, 0, s(11))
+    assert _sent_by(arrivals, fifo=True) == (100, 20, s(9))
+
+
+def test_runs_without_a_deadline_keep_their_turn() -> None:
+    # One token a second from 1 s. Queue A (until 100 s), B (no deadline), C (until 1.5 s):
+    # A's turn goes to C (sent at 1 s), then A at 2 s, B at 3 s; first come, C passes.
+    queue = _one_each([(-3, 100), (-2, None), (-1, 1.5)])
+    assert _sent_by(queue, rate=1, burst=1, tokens=0) == (3, 0, s(3))
+    assert _sent_by(queue, rate=1, burst=1, tokens=0, fifo=True) == (2, 1, s(2))
+    # B queued before A (until 1.5 s) keeps its turn, as in the claim: A passes.
+    assert _sent_by(_one_each([(-2, None), (-1, 1.5)]), rate=1, burst=1, tokens=0) == (
+        1, 1, s(1))
+
+
+def test_one_deadline_for_all_is_first_come_first_served() -> None:
+    # 480 k reminders "until 20:00": nothing to reorder, the same drain as first come.
+    arrivals = [Arrival(T0, 480_112, s(11 * 3600))]
+    assert (drain(arrivals, rate=450, burst=50, tokens=50, start=T0)
+            == drain(arrivals, rate=450, burst=50, tokens=50, start=T0, fifo=True))

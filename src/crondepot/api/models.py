@@ -651,8 +651,8 @@ class ForecastLimit(_Doc):
 
 
 class Forecast(_Doc):
-    """The tenant's runs over the next hours, drained through its rate limits first come,
-    first served by due time."""
+    """The tenant's runs over the next hours, drained through its rate limits in the
+    claim's order (earliest deadline first within a limit)."""
 
     now: datetime
     until: datetime
@@ -664,7 +664,9 @@ class Forecast(_Doc):
     past_deadline: int
     skipped: dict[str, int] = Field(description="fires written skipped, by reason")
     unreadable_jobs: int
-    order: Literal["fifo_by_due"]
+    order: Literal["deadline_first"] = Field(
+        description="the claim's order: oldest first, and within one rate limit the turns "
+                    "of runs with a misfire deadline go to the earliest deadline")
     limits: list[ForecastLimit]
     seconds: float
 

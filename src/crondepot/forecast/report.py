@@ -134,7 +134,7 @@ class Forecast:
                 "past_deadline": sum(lf.past_deadline for lf in self.limits),
                 "skipped": dict(sorted(self.skipped.items())),
                 "unreadable_jobs": self.unreadable_jobs,
-                "order": "fifo_by_due",
+                "order": "deadline_first",
                 "limits": [lf.document() for lf in self.limits],
                 "seconds": round(self.seconds, 3)}
 

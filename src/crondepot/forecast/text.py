@@ -78,8 +78,8 @@ def lines(result: Forecast, zone: tzinfo) -> list[str]:
     out = [f"forecast {_at(result.now, zone)} .. {_at(result.until, zone)} "
            f"({result.hours} h): {result.runs:,} runs of {result.jobs:,} jobs "
            f"({result.groups:,} distinct timetables), "
-           f"{sum(lf.queued_now for lf in result.limits):,} queued now; drained first "
-           f"come first served by due time ({result.seconds:.2f} s)"]
+           f"{sum(lf.queued_now for lf in result.limits):,} queued now; drained oldest first, "
+           f"earliest deadline first within a limit ({result.seconds:.2f} s)"]
     for lf in result.limits:
         out += _limit_lines(lf, zone)
     if result.skipped:
