@@ -100,8 +100,12 @@ class EmbeddedPostgres:
 
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             if not conn.execute(Q.database_exists).fetchone():
-                # Another process may create it between our check and our create.
-                with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                # Another process may create it between our check and our create: its
+                # CREATE committed first gives DuplicateDatabase, one still running gives
+                # our CREATE a UniqueViolation on the catalog's index (two test processes,
+                # or two `up`s, on a new data directory).
+                with contextlib.suppress(psycopg.errors.DuplicateDatabase,
+                                         psycopg.errors.UniqueViolation):
                     conn.execute(Q.create_database)
             roles.ensure(conn, roles.DEFAULT_RUNTIME_ROLE)
 
