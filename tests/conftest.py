@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -32,6 +33,22 @@ from crondepot.db.migrations import schema_checksum
 from crondepot_testkit.cluster import PrivateCluster
 
 _TEMPLATE_LOCK = 7301847220451893300
+
+
+def _children_get_the_terminals_signals() -> None:
+    """Tests send the processes they start SIGINT and SIGHUP as a terminal would (Ctrl-C, a
+    closed window). A suite started in the background (``make test &`` in a script: SIGINT
+    ignored) or under nohup (SIGHUP ignored) would pass "ignored" on to every process it
+    starts, and those tests would fail for how the suite was started, not for what they
+    test. A Python handler is reset to the default by exec in each child; for the suite
+    itself SIGINT still interrupts it, and a hangup still does not end it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda _signum, _frame: None)
+
+
+_children_get_the_terminals_signals()
 
 
 @pytest.fixture(scope="session")
