@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -90,3 +93,79 @@ def test_a_wait_names_the_operators_limit_but_never_a_tenants(
     assert _waits("sms-gateway") == before["sms-gateway"] + 1
     assert _waits("tenant") == before["tenant"] + 1
     assert _waits("acme-secret-partner") == 0
+
+
+class _CountingPool:
+    """A real pool that counts the takes sent to the bucket, and how many were in flight at
+    once (the limiter uses the pool for nothing else)."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._lock = threading.Lock()
+        self.takes = self.in_flight = self.most_in_flight = 0
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            self.takes += 1
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+def test_waiters_on_one_limit_share_one_take_at_a_time(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """Forty calls wait on a bucket that refills one token at a time. One of them at a
+    time asks the bucket for all; the others sleep until a token is theirs. When each asked
+    for itself, every waiter sent a take per refill, serialised under one lock, and the
+    tokens went stale while the waiters that could have used them slept (60 slots behind a
+    50/s bucket sent 20/s). Counts, not speed: at most one take in flight, and a bounded
+    number of takes per token granted (the herd sent about one per waiter per token)."""
+    waiters = 40
+    set_limit(conn, "sms-gateway", 40.0, 1)
+    conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = clock_timestamp()"
+                 " WHERE name = 'sms-gateway'")
+    with ConnectionPool(db_url, min_size=4, max_size=8, open=True,
+                        kwargs={"autocommit": True}) as real:
+        pool = _CountingPool(real)
+        limiter = RateLimiter(pool)  # type: ignore[arg-type]
+        got: list[float | None] = []
+
+        def call() -> None:
+            got.append(limiter.acquire("sms-gateway", give_up=lambda: False))
+
+        threads = [threading.Thread(target=call) for _ in range(waiters)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert len(got) == waiters and None not in got
+    assert pool.most_in_flight == 1
+    assert pool.takes <= 3 * waiters, pool.takes
+
+
+def test_a_waiter_that_gives_up_while_asking_leaves_the_others_served(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """The call asking the bucket for the others may give up (its lease ran out, the worker
+    stops): another waiter takes over the asking, and gets its token."""
+    set_limit(conn, "sms-gateway", 5.0, 1)
+    conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = clock_timestamp()"
+                 " WHERE name = 'sms-gateway'")
+    stop_first = threading.Event()
+    with ConnectionPool(db_url, min_size=1, max_size=2, open=True,
+                        kwargs={"autocommit": True}) as pool:
+        limiter = RateLimiter(pool)
+        results: dict[str, float | None] = {}
+        first = threading.Thread(target=lambda: results.__setitem__(
+            "first", limiter.acquire("sms-gateway", give_up=stop_first.is_set)))
+        first.start()
+        stop_first.set()
+        second = limiter.acquire("sms-gateway", give_up=lambda: False)
+        first.join(10)
+    assert second is not None
+    assert "first" in results        # it returned: a token, or None for giving up
