@@ -177,6 +177,42 @@ def test_a_bulk_action_through_the_pooler_commits_batch_by_batch(
     assert conn.execute("SELECT count(*) FROM jobs WHERE NOT paused").fetchone() == (0,)
 
 
+def test_one_transaction_requests_on_a_direct_url_leave_the_session_bare(
+        db_url: str, conn: psycopg.Connection[Any]) -> None:
+    # The request mode itself, without a pooler (so on the embedded database too): the
+    # pooled URL may name PostgreSQL directly. One connection: every request on one session.
+    alpha, beta = granted_tenant(conn, "alpha"), granted_tenant(conn, "beta")
+    direct = roles.runtime_url(db_url, RUNTIME)
+    app = create_app(direct, ApiSettings(pool_max_size=1, rate_per_second=10_000,
+                                         burst=10_000), pooled_url=direct)
+    _probe_routes(app)
+
+    def bare(conn: Conn) -> JSONResponse:
+        row = conn.execute("SELECT pg_backend_pid(), current_setting('crondepot.tenant_id', "
+                           "true), current_setting('crondepot.actor', true), "
+                           "current_setting('transaction_isolation'), "
+                           "(SELECT count(*) FROM jobs)").fetchone()
+        assert row is not None
+        return JSONResponse(list(row))
+
+    app.add_api_route("/test/bare", bare, methods=["GET", "POST"], include_in_schema=False)
+    with TestClient(app) as client:
+        assert client.post("/v1/jobs", json={**EMI, "key": "alpha-1"},
+                           headers=bearer(alpha.token)).status_code == 201
+        read, write = client.get("/test/bare").json(), client.post("/test/bare").json()
+        seen = client.get("/test/whoami", headers=bearer(beta.token)).json()
+        verified = client.get("/v1/verify", headers=bearer(alpha.token))
+        forecast = client.get("/v1/forecast", headers=bearer(alpha.token))
+    # Nothing of alpha's request is left on the session: no tenant, no actor, no row.
+    assert read[1:3] in (["", ""], [None, None]) and read[4] == 0
+    assert (read[3], write[3]) == ("repeatable read", "read committed")
+    assert read[0] == write[0] == seen["pid"]
+    assert (seen["setting"], seen["jobs"]) == (str(beta.id), 0)
+    # The two reads that need one snapshot take the request's own.
+    assert verified.status_code == 200, verified.text
+    assert forecast.status_code == 200, forecast.text
+
+
 def test_the_api_takes_its_own_role_through_the_pooler_not_the_workers(
         db_url: str, one_server: PgBouncer) -> None:
     make_pooled_role(db_url)
