@@ -51,17 +51,19 @@ def _probe_routes(app: FastAPI) -> None:
         row = conn.execute(
             "SELECT pg_backend_pid(), current_setting('crondepot.tenant_id', true), "
             "current_setting('crondepot.actor', true), "
-            "(SELECT count(*) FROM jobs), (SELECT count(DISTINCT tenant_id) FROM jobs)"
+            "(SELECT count(*) FROM jobs), (SELECT count(DISTINCT tenant_id) FROM jobs), "
+            "current_setting('transaction_isolation')"
         ).fetchone()
         assert row is not None
         return JSONResponse({"tenant": who.tenant, "pid": row[0], "setting": row[1],
-                             "actor": row[2], "jobs": row[3], "tenants": row[4]})
+                             "actor": row[2], "jobs": row[3], "tenants": row[4],
+                             "isolation": row[5]})
 
     def boom(who: Reader, conn: Conn) -> JSONResponse:
         conn.execute("SELECT 1 / 0")
         raise AssertionError("unreachable")
 
-    app.add_api_route("/test/whoami", whoami, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/test/whoami", whoami, methods=["GET", "POST"], include_in_schema=False)
     app.add_api_route("/test/boom", boom, methods=["POST"], include_in_schema=False)
 
 
@@ -201,12 +203,14 @@ def test_one_transaction_requests_on_a_direct_url_leave_the_session_bare(
                            headers=bearer(alpha.token)).status_code == 201
         read, write = client.get("/test/bare").json(), client.post("/test/bare").json()
         seen = client.get("/test/whoami", headers=bearer(beta.token)).json()
+        wrote = client.post("/test/whoami", headers=bearer(beta.token)).json()
         verified = client.get("/v1/verify", headers=bearer(alpha.token))
         forecast = client.get("/v1/forecast", headers=bearer(alpha.token))
     # Nothing of alpha's request is left on the session: no tenant, no actor, no row.
-    assert read[1:3] in (["", ""], [None, None]) and read[4] == 0
-    assert (read[3], write[3]) == ("repeatable read", "read committed")
-    assert read[0] == write[0] == seen["pid"]
+    assert read[1:3] in (["", ""], [None, None]) and read[4] == 0 and write[4] == 0
+    # A request's transaction starts with its tenant: a read's REPEATABLE READ.
+    assert (seen["isolation"], wrote["isolation"]) == ("repeatable read", "read committed")
+    assert read[0] == write[0] == seen["pid"] == wrote["pid"]
     assert (seen["setting"], seen["jobs"]) == (str(beta.id), 0)
     # The two reads that need one snapshot take the request's own.
     assert verified.status_code == 200, verified.text

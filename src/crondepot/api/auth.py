@@ -43,7 +43,8 @@ async def connection(request: Request) -> AsyncIterator[psycopg.Connection[Any]]
     already (api/intake.py): no slot waits on a client.
 
     Behind a transaction-mode pooler (``crondepot api --pooled-db``) the request's work is
-    one transaction, REPEATABLE READ for a read (GET, HEAD): its reads share a snapshot.
+    one transaction from its token's look-up on (tenancy/scope.py), REPEATABLE READ for a
+    read (GET, HEAD): its reads share a snapshot.
     The connection goes back (and that transaction commits) when the endpoint returns,
     before the response is sent (``scope="function"``): a client never reads an answer for
     a change not yet committed."""

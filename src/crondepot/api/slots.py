@@ -11,11 +11,11 @@ hanging, and ``/readyz`` says the process is not ready while that lasts. A slot 
 connection itself comes from the pool under the pool's own bound (``db/connect.py``); past it
 the database is unavailable, which is another 503.
 
-Behind a transaction-mode pooler (``one_transaction``) the connection is lent with the
-request's one transaction open (``tenancy.scope.begin_request``), and the transaction is
-ended (``end_request``: committed, or rolled back if a statement failed) before the
-connection goes back: in the same thread hop as taking and returning it, so the mode costs
-one round trip at each end and no thread switch.
+Behind a transaction-mode pooler (``one_transaction``) the connection is lent marked for
+the request's one transaction (``tenancy.scope.begin_request``; ``serve`` opens it once the
+token is known), and the transaction is ended (``end_request``: committed, or rolled back
+if a statement failed) before the connection goes back, in the same thread hop as returning
+it: the mode costs a ``BEGIN`` and a ``COMMIT``, and no thread switch.
 """
 
 from __future__ import annotations

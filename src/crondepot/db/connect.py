@@ -37,11 +37,11 @@ operator's commands stay on the direct URL.
 The API may put its request pool behind the pooler too (``crondepot api --pooled-db``), as
 its own role (never the workers' one, which sees every tenant): its connections are then
 ``RequestConnection``s, on which each request's work is ONE transaction, opened when the
-request takes its connection and ended before its response is sent
-(``tenancy.scope.begin_request``/``end_request``), and the tenant and actor are set for that
-transaction only (``set_config(…, true)``): nothing a request sets outlives it on a server
-connection the pooler lends to the next client. The store functions' own
-``conn.transaction()`` blocks become savepoints of it.
+request's tenant is named (right after its token is looked up) and ended before its
+response is sent (``tenancy.scope``), and the tenant and actor are set for that transaction
+only (``set_config(…, true)``): nothing a request sets outlives it on a server connection
+the pooler lends to the next client. The store functions' own ``conn.transaction()`` blocks
+become savepoints of it.
 """
 
 from __future__ import annotations
@@ -214,7 +214,10 @@ def refuse_transaction_pooler(first: psycopg.Connection[Any],
 class RequestConnection(OrderedConnection):
     """A connection of the API's request pool behind a transaction-mode pooler: a request's
     work on it is one transaction (the module's docstring), and what it sets for the tenant
-    is transaction-local (``tenancy.scope``)."""
+    is transaction-local (``tenancy.scope``). ``read_snapshot``: the request is a read, whose
+    transaction is REPEATABLE READ."""
+
+    read_snapshot: bool = False
 
 
 def connect_request_pooled(url: str, *, application_name: str = "crondepot-api"

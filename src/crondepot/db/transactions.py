@@ -5,7 +5,7 @@ an API request's one transaction (its pool behind a transaction-mode pooler: db/
 ``SET TRANSACTION ISOLATION LEVEL`` must come first in a transaction and never in a
 savepoint. On an idle connection the block is its own REPEATABLE READ transaction; inside a
 request's transaction, which a read request (GET) opens REPEATABLE READ already
-(``tenancy.scope.begin_request``), it is a savepoint of that one snapshot. A request that
+(``tenancy.scope.serve``), it is a savepoint of that one snapshot. A request that
 writes reads with READ COMMITTED and must not ask for this: an error says so.
 """
 
