@@ -23,7 +23,12 @@ What it does (everything on loopback, nothing on the machine's shared PostgreSQL
   stored twice;
 - runs 3 ``crondepot scheduler`` copies (one under ``faketime -f +2h``: a skewed host clock;
   its wall clock only, see ``start_services``) and 3 ``crondepot worker`` processes as real
-  processes, each in its own process group;
+  processes, each in its own process group; the first scheduler and the first worker take
+  their hot path through a private PgBouncer in transaction mode (deploy/pgbouncer/
+  pgbouncer.ini, ``--pooled-db`` as a role that sees every tenant; their LISTEN and
+  maintenance direct), so the faults hit pooled and direct processes side by side
+  (``--no-pgbouncer``: all direct; without pgbouncer installed, all direct and the report
+  says so);
 - injects faults on a schedule proportional to the duration: ``kill -9`` of a random
   scheduler or worker every few seconds (restarted a second later); one PostgreSQL restart
   (``pg_ctl stop -m immediate`` + start); one worker ``SIGSTOP``-ed for lease + 10 s, then
@@ -127,6 +132,7 @@ from crondepot_testkit.chaos_model import (
 )
 from crondepot_testkit.cluster import PrivateCluster
 from crondepot_testkit.deploy import process_env
+from crondepot_testkit.pgbouncer import PgBouncer, make_pooled_role, pgbouncer_binary
 from gateway import Gateway, Request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,6 +200,7 @@ class Plan:
     strict: bool = True          # and synchronous_mode_strict
     broker_jobs: int = 0         # every-minute jobs publishing to NATS JetStream
     ttl: int = patroni_cluster.DEFAULT_TTL   # Patroni's leader-key ttl (failover runs)
+    pgbouncer: bool = True       # the first scheduler and worker through a private PgBouncer
 
     @property
     def window_s(self) -> float:
@@ -222,10 +229,12 @@ def plan_for(args: argparse.Namespace) -> Plan:
         return Plan(mode="ci", minutes=3, every_minute_jobs=1200, spike_jobs=1000,
                     spike_lead_s=60, kill_every_s=8, storm_s=20, outage_s=20, drain_s=40,
                     operator=not args.no_operator, pause_every_s=8.0,
-                    pause_hold_s=(15.0, 45.0), import_good=20, broker_jobs=60)
+                    pause_hold_s=(15.0, 45.0), import_good=20, broker_jobs=60,
+                    pgbouncer=not args.no_pgbouncer)
     return Plan(mode="full", minutes=args.minutes, every_minute_jobs=args.jobs,
                 spike_jobs=args.spike, spike_lead_s=min(150.0, args.minutes * 20),
-                operator=not args.no_operator, broker_jobs=200)
+                operator=not args.no_operator, broker_jobs=200,
+                pgbouncer=not args.no_pgbouncer)
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -334,6 +343,8 @@ class Run:
     env: dict[str, str] = field(default_factory=dict)     # for crondepot processes
     stopped_at: float | None = None   # when the services were told to stop
     plan_url: str = ""                # the database URL every process is given
+    bouncer: PgBouncer | None = None  # the pooler of the first scheduler and worker
+    pooled: str = "none"              # which processes go through it (the report says)
     stream: PrivateStream | None = None   # the broker jobs' NATS stream
     # failover runs: each event, and when the primary of its end first took writes
     writes_back: list[tuple[Fault, float | None]] = field(default_factory=list)
@@ -366,6 +377,9 @@ class Run:
         for gateway in self.gateways.values():
             with contextlib.suppress(Exception):
                 gateway.stop()
+        if self.bouncer is not None:
+            self.bouncer.close()
+            self.bouncer = None
         if self.cluster is not None:
             self.cluster.destroy()
             self.cluster = None
@@ -568,17 +582,21 @@ def start_services(run: Run, url: str) -> None:
     # database is down exits 1 and is restarted like any crashed process (the report says).
     scheduler_env = deployed_env("scheduler", url)
     skewed_env = {**scheduler_env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    # The first scheduler and worker through the pooler (restarts keep their command line).
+    pooled = ["--pooled-db", run.bouncer.url(url)] if run.bouncer is not None else []
     for i in range(1, plan.schedulers + 1):
         skewed = i == plan.schedulers and faketime is not None
         prefix = [faketime, "-f", SKEW] if skewed and faketime else []
         name = f"scheduler-{i}" + ("-skewed" if skewed else "")
         run.services.append(Service(name, [
-            *prefix, *crondepot, "scheduler", "--db", url, "--log-json",
-            "--name", f"{name}.g{{gen}}"], skewed_env if skewed else scheduler_env, run.logs))
+            *prefix, *crondepot, "scheduler", "--db", url, *(pooled if i == 1 else []),
+            "--log-json", "--name", f"{name}.g{{gen}}"],
+            skewed_env if skewed else scheduler_env, run.logs))
     for i in range(1, plan.workers + 1):
         name = f"worker-{i}"
         run.services.append(Service(name, [
-            *crondepot, "worker", "--db", url, "--concurrency", str(plan.concurrency),
+            *crondepot, "worker", "--db", url, *(pooled if i == 1 else []),
+            "--concurrency", str(plan.concurrency),
             "--urgent-only", "0", "--retention-days", "0", "--grace", "10", "--log-json",
             "--name", f"{name}.g{{gen}}"], env, run.logs))
     for service in run.services:
@@ -1747,7 +1765,7 @@ def analyse(run: Run, url: str, jobs: Sequence[Job], expected: Sequence[Expected
         "lost_lease_logged": sum(1 for v in evidence.values() if "lost-lease" in v),
         "not_called_logged": sum(1 for v in evidence.values() if "not-called" in v),
         "slot_failed_logged": sum(1 for v in evidence.values() if "slot-failed" in v),
-        "skew": skew_evidence(run), "notes": run.notes,
+        "skew": skew_evidence(run), "notes": run.notes, "pooled": run.pooled,
         "faults": Counter(f.kind for f in run.faults),
     }
 
@@ -1848,6 +1866,7 @@ def render(report: dict[str, Any], command: str, wall: float) -> str:
     faults = report["faults"]
     add("Faults: " + ", ".join(f"{n} × {k}" for k, n in sorted(faults.items())) + ".")
     add(f"Skewed clock: {report['skew']}.")
+    add(f"Through PgBouncer (transaction mode, `--pooled-db`): {report['pooled']}.")
     for note in report["notes"]:
         add(f"**Note:** {note}")
     add("")
@@ -2056,6 +2075,15 @@ def execute(run: Run, command: str, wall_start: float) -> int:
     url = run.plan_url = run.cluster.url
     with connect(url, application_name="chaos-setup") as conn:
         migrate(conn)
+    if plan.pgbouncer and not plan.failover:
+        if pgbouncer_binary() is None:
+            run.notes.append("pgbouncer is not installed (apt-get install -y pgbouncer): "
+                             "every process connected directly")
+        else:
+            make_pooled_role(url)
+            run.bouncer = PgBouncer(url)
+            run.pooled = "scheduler-1 and worker-1 (their LISTEN and maintenance direct)"
+    with connect(url, application_name="chaos-setup") as conn:
         if plan.failover:
             conn.execute(PROBE_TABLE)
         tenant = create_tenant(conn, TENANT)
@@ -2201,6 +2229,10 @@ def main(argv: list[str] | None = None) -> int:
                              "lasts max(20, ttl + 15) s")
     parser.add_argument("--no-operator", action="store_true",
                         help="no edits, pauses or imports: the faults alone")
+    parser.add_argument("--no-pgbouncer", action="store_true",
+                        help="every process connects directly (by default the first "
+                             "scheduler and worker go through a private PgBouncer; not with "
+                             "--failover)")
     args = parser.parse_args(argv)
     if args.ttl < 9:
         parser.error("--ttl: at least 9 (loop_wait 1 s + 2 x retry_timeout 4 s)")

@@ -122,14 +122,16 @@ def _runs_of_every_status(conn: psycopg.Connection[Any], tenant_id: int,
 
 
 @contextlib.contextmanager
-def api_process(url: str, port: int, *, log: Path) -> Iterator[str]:
+def api_process(url: str, port: int, *, log: Path, extra: Sequence[str] = ()) -> Iterator[str]:
     """``crondepot api`` on ``port`` (a request budget no run spends, and failed logins it
-    never reaches: the ignored_auth check sends bad tokens by the hundred); its base URL."""
+    never reaches: the ignored_auth check sends bad tokens by the hundred), with ``extra``
+    options (``--pooled-db URL``); its base URL."""
     env = {**os.environ, "CRONDEPOT_API_RATE": "100000", "CRONDEPOT_API_BURST": "100000",
            "CRONDEPOT_API_AUTH_FAILURES": "1000000", "PYTHONPATH": _pythonpath()}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "crondepot", "api", "--db", url, "--port", str(port)],
+            [sys.executable, "-m", "crondepot", "api", "--db", url, "--port", str(port),
+             *extra],
             stdout=out, stderr=subprocess.STDOUT, env=env)
         base = f"http://127.0.0.1:{port}"
         try:

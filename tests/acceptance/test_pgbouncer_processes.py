@@ -1,7 +1,8 @@
 """A scheduler and workers whose hot path goes through a real PgBouncer in transaction mode
 (``--pooled-db``) deliver every run once, while their LISTEN and maintenance connections go
 to PostgreSQL directly; a pooled URL whose role does not see every tenant, a malformed one
-or an unreachable one stops them at start.
+or an unreachable one stops them at start. ``crondepot api --pooled-db`` serves requests
+through it as its own role, and refuses the workers' role.
 
 The pooler's tests are skipped where pgbouncer is not installed (.ci/run installs Debian's).
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
 from crondepot.db import connect, roles
 from crondepot_testkit.pgbouncer import POOLED_ROLE, PgBouncer, make_pooled_role, unusable
 from crondepot_testkit.processes import Proc, free_port, wait_until
+from tests.support.api import EMI, bearer, granted_tenant, start_api
 from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, queued_runs
 
 pytestmark = pytest.mark.slow
@@ -116,3 +119,37 @@ def test_a_bad_or_unreachable_pooled_url_stops_the_worker(
     assert says in proc.output()
     with connect(db_url) as conn:
         assert _one(conn, "SELECT count(*) FROM runs") == 0
+
+
+def test_the_api_process_through_the_pooler_serves_requests_as_its_own_role(
+        db_url: str, bouncer: PgBouncer) -> None:
+    direct = roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE)
+    through = bouncer.url(db_url, roles.DEFAULT_RUNTIME_ROLE)
+    with connect(db_url) as conn:
+        made = granted_tenant(conn, "bank42")
+    proc, base = start_api(direct, "--pooled-db", through)
+    try:
+        created = httpx.post(f"{base}/v1/jobs", json=EMI, headers=bearer(made.token),
+                             timeout=30)
+        listed = httpx.get(f"{base}/v1/jobs", headers=bearer(made.token), timeout=30)
+        ready = httpx.get(f"{base}/readyz", timeout=30)
+        clients = {(c["user"], c["application_name"]) for c in bouncer.admin("SHOW CLIENTS")}
+    finally:
+        proc.stop()
+    assert "Traceback" not in proc.output(), proc.output()[-2000:]
+    assert created.status_code == 201, created.text
+    assert [job["key"] for job in listed.json()["items"]] == [EMI["key"]]
+    assert ready.status_code == 200
+    assert (roles.DEFAULT_RUNTIME_ROLE, "crondepot-api") in clients
+
+
+def test_the_api_refuses_the_workers_pooled_role(db_url: str, bouncer: PgBouncer) -> None:
+    direct = roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE)
+    proc = Proc("api", "--db", direct, "--pooled-db", bouncer.url(db_url),
+                "--port", str(free_port()))
+    try:
+        code = proc.popen.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert code == 2
+    assert "--pooled-db: the API's database role sees every tenant's rows" in proc.output()

@@ -9,11 +9,12 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from crondepot.api import ApiSettings, create_app
+from crondepot.api import ApiSettings
 from crondepot.db import Q, roles
 from crondepot.tenancy.tenants import hash_token, new_token
 from tests.support.api import EMI, bearer, granted_tenant
 from tests.support.client import Clients, serving
+from tests.support.pooler import api_app
 
 
 @pytest.fixture
@@ -23,9 +24,10 @@ def settings() -> ApiSettings:
 
 @pytest.fixture
 def client(db_url: str, settings: ApiSettings) -> Iterator[TestClient]:
-    """The app as it runs: connected as the runtime role, so row-level security holds."""
-    with TestClient(create_app(roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE),
-                               settings)) as test_client:
+    """The app as it runs: connected as the runtime role, so row-level security holds
+    (behind a PgBouncer with CRONDEPOT_TEST_API_POOLER=1: tests/support/pooler.py)."""
+    with TestClient(api_app(roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE),
+                            settings)) as test_client:
         yield test_client
 
 
@@ -74,8 +76,8 @@ def job(client: TestClient, h: dict[str, str]) -> dict[str, Any]:
 @pytest.fixture
 def api_url(db_url: str, settings: ApiSettings) -> Iterator[str]:
     """The app as it runs (runtime role), served over HTTP in a thread: its base URL."""
-    with serving(create_app(roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE),
-                            settings)) as url:
+    with serving(api_app(roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE),
+                         settings)) as url:
         yield url
 
 

@@ -11,10 +11,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client.core import REGISTRY
 
-from crondepot.api import ApiSettings, create_app
+from crondepot.api import ApiSettings
 from crondepot.tenancy.tenants import new_token
 from tests.support.api import bearer
 from tests.support.console import csrf_of
+from tests.support.pooler import api_app
 
 ATTACKER = ("203.0.113.7", 40000)
 NEIGHBOUR = ("198.51.100.9", 40000)
@@ -22,7 +23,7 @@ NEIGHBOUR = ("198.51.100.9", 40000)
 
 @pytest.fixture
 def app(db_url: str, settings: ApiSettings) -> FastAPI:
-    return create_app(db_url, settings)
+    return api_app(db_url, settings)
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ from typing import Any
 import psycopg
 from fastapi.testclient import TestClient
 
-from crondepot.api import ApiSettings, create_app
+from crondepot.api import ApiSettings
 from tests.support.api import EMI, bearer
+from tests.support.pooler import api_app
 
 
 def test_fifty_concurrent_creates_with_a_pool_of_two_all_succeed(
@@ -18,7 +19,7 @@ def test_fifty_concurrent_creates_with_a_pool_of_two_all_succeed(
     # the default --pool-wait, which would be a 503 (tests/acceptance/test_slow_clients.py).
     settings = ApiSettings(pool_max_size=2, rate_per_second=10_000, burst=10_000,
                            pool_wait_seconds=60)
-    with TestClient(create_app(db_url, settings)) as client, ThreadPoolExecutor(50) as pool:
+    with TestClient(api_app(db_url, settings)) as client, ThreadPoolExecutor(50) as pool:
         def create(i: int) -> int:
             response = client.post("/v1/jobs", json={**EMI, "key": f"load-{i}"},
                                    headers=bearer(token))

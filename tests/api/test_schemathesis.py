@@ -15,6 +15,7 @@ import pytest
 
 from crondepot_testkit import fuzzing
 from crondepot_testkit.processes import free_port
+from tests.support.pooler import pooled_url, shared_bouncer, through_pooler
 
 SEED = 16
 BOUNDS = ("--max-examples", "25", "--workers", "1",
@@ -44,7 +45,11 @@ def _known(failure: dict[str, str]) -> str | None:
 def test_schemathesis_finds_no_failure(db_url: str, role: str, tmp_path: Path) -> None:
     seeded = fuzzing.seed(db_url)
     token = seeded.admin if role == "admin" else seeded.read
-    with fuzzing.api_process(db_url, free_port(), log=tmp_path / "api.log") as base:
+    # CRONDEPOT_TEST_API_POOLER=1: the API's requests through a PgBouncer (--pooled-db).
+    extra = ("--pooled-db", pooled_url(shared_bouncer(db_url), db_url)) if through_pooler() \
+        else ()
+    with fuzzing.api_process(db_url, free_port(), log=tmp_path / "api.log",
+                             extra=extra) as base:
         outcome = fuzzing.run(base, token, seed=SEED, keep=seeded.token_ids, extra=BOUNDS,
                               workdir=tmp_path)
     assert outcome.checks >= ALL_CHECKS, ALL_CHECKS - outcome.checks

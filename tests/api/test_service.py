@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from crondepot.api import ApiSettings, create_app
 from tests.support.api import EMI, snapshot
+from tests.support.pooler import api_app
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 
@@ -186,7 +187,7 @@ def test_probes(client: TestClient, conn: psycopg.Connection[Any]) -> None:
 @pytest.fixture
 def tight(db_url: str) -> Iterator[TestClient]:
     settings = ApiSettings(rate_per_second=0.01, burst=3, json_body_bytes=2048)
-    with TestClient(create_app(db_url, settings)) as test_client:
+    with TestClient(api_app(db_url, settings)) as test_client:
         yield test_client
 
 

@@ -9,10 +9,11 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from crondepot.api import ApiSettings, create_app
+from crondepot.api import ApiSettings
 from crondepot.db import roles
 from crondepot.tenancy.tenants import create_tenant, issue_token
 from tests.support.console import World, add_job, add_run
+from tests.support.pooler import api_app
 
 
 @pytest.fixture
@@ -44,8 +45,9 @@ def world(conn: psycopg.Connection[Any]) -> World:
 
 @pytest.fixture
 def client(db_url: str) -> Iterator[TestClient]:
-    """The app as it runs: connected as the runtime role, so row-level security holds."""
+    """The app as it runs: connected as the runtime role, so row-level security holds
+    (behind a PgBouncer with CRONDEPOT_TEST_API_POOLER=1: tests/support/pooler.py)."""
     settings = ApiSettings(pool_max_size=8, rate_per_second=1000, burst=1000)
     url = roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE)
-    with TestClient(create_app(url, settings), follow_redirects=False) as test_client:
+    with TestClient(api_app(url, settings), follow_redirects=False) as test_client:
         yield test_client

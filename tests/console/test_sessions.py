@@ -11,10 +11,11 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from crondepot.api import ApiSettings, create_app
+from crondepot.api import ApiSettings
 from crondepot.tenancy.tenants import hash_token
 from crondepot.tenancy.tokens import revoke_token
 from tests.support.console import World, csrf_of, login
+from tests.support.pooler import api_app
 
 COOKIE = "crondepot_console"
 
@@ -138,7 +139,7 @@ def test_an_expired_session_is_refused_and_swept_at_the_next_login(
 def short_sessions(db_url: str) -> Iterator[TestClient]:
     settings = ApiSettings(pool_max_size=4, rate_per_second=1000, burst=1000,
                            console_session_seconds=120)
-    with TestClient(create_app(db_url, settings), follow_redirects=False) as test_client:
+    with TestClient(api_app(db_url, settings), follow_redirects=False) as test_client:
         yield test_client
 
 
@@ -159,7 +160,7 @@ def test_the_session_lifetime_is_a_setting(short_sessions: TestClient, world: Wo
 def test_the_cookie_is_secure_when_the_request_came_over_tls(
         db_url: str, world: World, base: str, secure: bool) -> None:
     settings = ApiSettings(pool_max_size=4, rate_per_second=1000, burst=1000)
-    with TestClient(create_app(db_url, settings), base_url=base,
+    with TestClient(api_app(db_url, settings), base_url=base,
                     follow_redirects=False) as client:
         page = client.get("/console/login")
         done = client.post("/console/login", data={"csrf": csrf_of(page.text),

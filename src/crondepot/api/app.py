@@ -4,6 +4,12 @@
 closes it). Endpoints are plain functions: FastAPI runs them in its thread pool, each with a
 pooled autocommit connection, so a request's transaction is exactly the ``with
 conn.transaction()`` of the store function it calls.
+
+``create_app(url, pooled_url=…)`` puts the request pool behind a transaction-mode pooler
+(PgBouncer): each request's work is then one transaction, the tenant and actor are set for
+it only, and the store functions' transactions are savepoints of it (db/connect.py,
+tenancy/scope.py). ``url`` stays the direct one: it is checked at start, not used by
+requests.
 """
 
 from __future__ import annotations
@@ -42,7 +48,13 @@ from crondepot.api.routes import (
 )
 from crondepot.api.slots import DEFAULT_WAIT_SECONDS, DbSlots
 from crondepot.db import connect, open_pool
-from crondepot.db.connect import refuse_all_tenants_role, refuse_transaction_pooler
+from crondepot.db.connect import (
+    POOLED_URL_ENV,
+    URL_ENV,
+    connect_request_pooled,
+    refuse_all_tenants_role,
+    refuse_transaction_pooler,
+)
 from crondepot.job.url import check_allow_list
 from crondepot.runtime import logs
 
@@ -120,36 +132,49 @@ def app_from_env() -> FastAPI:
     """The factory uvicorn calls in each process of ``crondepot api --workers N``: the
     database URL, the settings and the process count come from the environment."""
     logs.setup()
-    url = os.environ["CRONDEPOT_DATABASE_URL"]
+    url = os.environ[URL_ENV]
     processes = int(os.environ.get(PROCESSES_ENV, "1"))
     return create_app(url, ApiSettings.from_env().for_one_of(processes),
+                      pooled_url=os.environ.get(POOLED_URL_ENV) or None,
                       metrics_access=scrape.MetricsAccess.from_env(),
                       auth_throttle=throttle.ThrottleSettings.from_env())
 
 
 def create_app(database_url: str, settings: ApiSettings | None = None, *,
+               pooled_url: str | None = None,
                metrics_access: scrape.MetricsAccess | None = None,
                auth_throttle: throttle.ThrottleSettings | None = None) -> FastAPI:
     """Raises ValueError for a ``CRONDEPOT_TARGET_ALLOWLIST`` that does not parse: every
     create with a webhook target would fail on it (the worker refuses to start on it too).
-    ``metrics_access``: who may scrape /metrics and whether it names tenants (api/scrape.py);
-    ``auth_throttle``: failed authentication per client address (api/throttle.py)."""
+    ``pooled_url``: a transaction-mode pooler in front of ``database_url`` for the request
+    pool (the module's docstring); ``metrics_access``: who may scrape /metrics and whether it
+    names tenants (api/scrape.py); ``auth_throttle``: failed authentication per client
+    address (api/throttle.py)."""
     config = settings or ApiSettings()
     check_allow_list()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Two connections of the pool's kind, both open (the pool may hold one only).
+        # The direct URL: never a role that sees every tenant, never a transaction pooler
+        # (whose place is --pooled-db). Two connections, both open (the pool may hold one).
         with connect(database_url, application_name="crondepot-api-check") as conn, \
                 connect(database_url, application_name="crondepot-api-check") as other:
             refuse_all_tenants_role(conn)
             refuse_transaction_pooler(conn, other)
-        with open_pool(database_url, min_size=config.pool_min_size,
-                       max_size=config.pool_max_size, application_name="crondepot-api") as pool:
+        if pooled_url is not None:
+            # Through the pooler the role's own defaults are all a connection starts with:
+            # they must not show every tenant (the workers' pooled role does).
+            with connect_request_pooled(pooled_url,
+                                        application_name="crondepot-api-check") as conn:
+                refuse_all_tenants_role(conn)
+        with open_pool(pooled_url or database_url, min_size=config.pool_min_size,
+                       max_size=config.pool_max_size, application_name="crondepot-api",
+                       through_pooler=pooled_url is not None) as pool:
             app.state.pool = pool
             # At most one request per pooled connection holds or waits for one (slots.py).
             app.state.db_slots = DbSlots(pool, size=config.pool_max_size,
-                                         wait_seconds=config.pool_wait_seconds)
+                                         wait_seconds=config.pool_wait_seconds,
+                                         one_transaction=pooled_url is not None)
             yield
 
     app = FastAPI(title="crondepot", version="1", description=DESCRIPTION, lifespan=lifespan,

@@ -40,13 +40,21 @@ class Principal:
 async def connection(request: Request) -> AsyncIterator[psycopg.Connection[Any]]:
     """One pooled connection per request (autocommit; changes open their own transaction),
     taken within ``--pool-wait`` or refused with 503 (api/slots.py). The body has been read
-    already (api/intake.py): no slot waits on a client."""
+    already (api/intake.py): no slot waits on a client.
+
+    Behind a transaction-mode pooler (``crondepot api --pooled-db``) the request's work is
+    one transaction from its token's look-up on (tenancy/scope.py), REPEATABLE READ for a
+    read (GET, HEAD): its reads share a snapshot.
+    The connection goes back (and that transaction commits) when the endpoint returns,
+    before the response is sent (``scope="function"``): a client never reads an answer for
+    a change not yet committed."""
     slots: DbSlots = request.app.state.db_slots
-    async with slots.connection() as conn:
+    async with slots.connection(snapshot=request.method in _READS) as conn:
         yield conn
 
 
-Conn = Annotated[psycopg.Connection[Any], Depends(connection)]
+_READS = ("GET", "HEAD")
+Conn = Annotated[psycopg.Connection[Any], Depends(connection, scope="function")]
 
 
 async def unthrottled(request: Request) -> None:

@@ -10,6 +10,12 @@ no slot free in time is answered 503 with ``Retry-After`` (``PoolStarved``), nev
 hanging, and ``/readyz`` says the process is not ready while that lasts. A slot taken, the
 connection itself comes from the pool under the pool's own bound (``db/connect.py``); past it
 the database is unavailable, which is another 503.
+
+Behind a transaction-mode pooler (``one_transaction``) the connection is lent marked for
+the request's one transaction (``tenancy.scope.begin_request``; ``serve`` opens it once the
+token is known), and the transaction is ended (``end_request``: committed, or rolled back
+if a statement failed) before the connection goes back, in the same thread hop as returning
+it: the mode costs a ``BEGIN`` and a ``COMMIT``, and no thread switch.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from psycopg_pool import ConnectionPool
 from crondepot.api.limits import retry_after
 from crondepot.api.problems import PoolStarved
 from crondepot.runtime import metrics
+from crondepot.tenancy import scope
 
 DEFAULT_WAIT_SECONDS = 2.0
 
@@ -34,26 +41,51 @@ class DbSlots:
     """The pool's connections, lent one per request with a bounded wait."""
 
     def __init__(self, pool: ConnectionPool, *, size: int,
-                 wait_seconds: float = DEFAULT_WAIT_SECONDS) -> None:
+                 wait_seconds: float = DEFAULT_WAIT_SECONDS,
+                 one_transaction: bool = False) -> None:
         self.pool = pool
         self.wait_seconds = wait_seconds
+        self.one_transaction = one_transaction
         self._free = asyncio.Semaphore(size)
 
     @asynccontextmanager
-    async def connection(self, wait: float | None = None, *, connect: float | None = None
-                         ) -> AsyncIterator[psycopg.Connection[Any]]:
+    async def connection(self, wait: float | None = None, *, connect: float | None = None,
+                         snapshot: bool = False) -> AsyncIterator[psycopg.Connection[Any]]:
         """A pooled connection, held for the block; PoolStarved if no slot is free within
         ``wait`` seconds (default ``wait_seconds``). ``connect``: how long the pool may take
-        to lend it (default the pool's own bound)."""
+        to lend it (default the pool's own bound). ``snapshot``: with ``one_transaction``,
+        the request's transaction is REPEATABLE READ (a read request's)."""
         await self._take(self.wait_seconds if wait is None else wait)
         try:
-            conn = await run_in_threadpool(self.pool.getconn, connect)
+            if not self.one_transaction:
+                conn = await run_in_threadpool(self.pool.getconn, connect)
+                try:
+                    yield conn
+                finally:
+                    await run_in_threadpool(self.pool.putconn, conn)
+                return
+            conn = await run_in_threadpool(self._lend, connect, snapshot)
             try:
                 yield conn
             finally:
-                await run_in_threadpool(self.pool.putconn, conn)
+                await run_in_threadpool(self._give_back, conn)
         finally:
             self._free.release()
+
+    def _lend(self, connect: float | None, snapshot: bool) -> psycopg.Connection[Any]:
+        conn = self.pool.getconn(connect)
+        try:
+            scope.begin_request(conn, snapshot=snapshot)
+        except BaseException:
+            self.pool.putconn(conn)
+            raise
+        return conn
+
+    def _give_back(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            scope.end_request(conn)
+        finally:
+            self.pool.putconn(conn)
 
     async def _take(self, wait: float) -> None:
         try:

@@ -9,8 +9,18 @@ import os
 from typing import Any
 
 from crondepot.cli.shared.metrics import add_metrics_token, add_tenant_labels
-from crondepot.cli.shared.options import add_database, check_schema, database, duration, int_in
+from crondepot.cli.shared.options import (
+    API_POOLED_HELP,
+    add_database,
+    add_pooled_database,
+    check_pooled_database,
+    check_schema,
+    database,
+    duration,
+    int_in,
+)
 from crondepot.cli.shared.output import fail
+from crondepot.db.connect import POOLED_URL_ENV
 from crondepot.runtime import logs
 
 FORWARDED_ENV = "CRONDEPOT_API_FORWARDED_ALLOW_IPS"
@@ -23,6 +33,7 @@ POOL_WAIT_ENV = "CRONDEPOT_API_POOL_WAIT"
 def register(commands: Any) -> None:
     parser = commands.add_parser("api", help="serve the HTTP API (OpenAPI at /openapi.json)")
     add_database(parser)
+    add_pooled_database(parser, text=API_POOLED_HELP)
     parser.add_argument("--host", default=os.environ.get("CRONDEPOT_API_HOST", "127.0.0.1"),
                         help="address to listen on (env CRONDEPOT_API_HOST; default 127.0.0.1)")
     port = int_in(0, 65535, "a port")
@@ -118,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     with database(args) as db:
         check_schema(db, "crondepot-api")
+        if problem := check_pooled_database(args.pooled_db, "crondepot-api", api=True):
+            return fail(problem, code=2)
         # Proxy headers only from the proxies named: anyone else could claim https.
         proxies = args.forwarded_allow_ips
         serve: dict[str, Any] = {"host": args.host, "port": args.port, "log_config": None,
@@ -130,12 +143,17 @@ def run(args: argparse.Namespace) -> int:
         os.environ[POOL_WAIT_ENV] = repr(args.pool_wait)
         access = MetricsAccess(token=args.metrics_token, tenant_labels=args.metrics_tenant_labels)
         if args.workers == 1:
-            uvicorn.run(create_app(db.url, ApiSettings.from_env(), metrics_access=access,
+            uvicorn.run(create_app(db.url, ApiSettings.from_env(), pooled_url=args.pooled_db,
+                                   metrics_access=access,
                                    auth_throttle=ThrottleSettings.from_env()), **serve)
             return 0
         # Several processes on one socket (uvicorn's supervisor restarts a crashed one):
         # each builds its own app from the environment.
         os.environ["CRONDEPOT_DATABASE_URL"] = db.url
+        if args.pooled_db:
+            os.environ[POOLED_URL_ENV] = args.pooled_db
+        else:
+            os.environ.pop(POOLED_URL_ENV, None)
         os.environ[PROCESSES_ENV] = str(args.workers)
         os.environ.update(access.env())
         if args.log_json:

@@ -41,7 +41,7 @@ from crondepot.cli.migrate import embedded_role
 from crondepot.cli.shared import demo
 from crondepot.cli.shared.options import add_database, add_runtime_role, database, int_in
 from crondepot.db import ALL_TENANTS, Database, connect, migrate, roles
-from crondepot.db.connect import URL_ENV
+from crondepot.db.connect import POOLED_URL_ENV, URL_ENV
 from crondepot.db.embedded import default_data_dir, up_holder, up_lock_path
 from crondepot.db.embedded import stop as stop_embedded
 from crondepot.runtime import logs
@@ -218,9 +218,13 @@ def _run(args: argparse.Namespace) -> int:
         log.info("database %s ready (%d migrations applied); processes connect as %s",
                  db.describe(), len(applied), args.runtime_role)
         env = {**os.environ, URL_ENV: runtime}
+        # A pooled URL in the environment is the workers' and schedulers' (a role that sees
+        # every tenant), which the API refuses: up runs its API on the direct URL.
+        api_env = {k: v for k, v in env.items() if k != POOLED_URL_ENV}
         run_ = [sys.executable, "-m", "crondepot"]
         children = [
-            Child("api", [*run_, "api", "--host", args.host, "--port", str(args.port)], env),
+            Child("api", [*run_, "api", "--host", args.host, "--port", str(args.port)],
+                  api_env),
         ] + [
             Child(f"scheduler-{i}", [*run_, "scheduler", "--tick", args.tick,
                                      "--name", f"scheduler-{i}",

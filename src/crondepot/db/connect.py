@@ -31,8 +31,17 @@ connections that hold no session state take the pooled URL (``--pooled-db``,
 Their role carries ``crondepot.tenant_id = all`` (``ALTER ROLE … SET``), which every server
 connection of that role's pool starts with, and is checked on every new connection
 (``connect_pooled``), so a role without it fails loudly instead of seeing no rows. LISTEN,
-the session advisory locks (maintenance leadership, the ledger check's turn), the API (a
-request's tenant is set for the session) and the operator's commands stay on the direct URL.
+the session advisory locks (maintenance leadership, the ledger check's turn) and the
+operator's commands stay on the direct URL.
+
+The API may put its request pool behind the pooler too (``crondepot api --pooled-db``), as
+its own role (never the workers' one, which sees every tenant): its connections are then
+``RequestConnection``s, on which each request's work is ONE transaction, opened when the
+request's tenant is named (right after its token is looked up) and ended before its
+response is sent (``tenancy.scope``), and the tenant and actor are set for that transaction
+only (``set_config(…, true)``): nothing a request sets outlives it on a server connection
+the pooler lends to the next client. The store functions' own ``conn.transaction()`` blocks
+become savepoints of it.
 """
 
 from __future__ import annotations
@@ -194,11 +203,29 @@ def refuse_transaction_pooler(first: psycopg.Connection[Any],
     again = second.execute(Q.server_session).fetchone()
     if again is not None and again[0] == row[0]:
         raise TransactionPoolerError(
-            "the API's database URL goes through a transaction-mode pooler (two of its "
-            "connections ran in one server session): a request's tenant is a session "
-            "setting, which that pooler would show to other requests. Connect the API "
-            "directly to PostgreSQL (docs/availability.md, \"PgBouncer in transaction "
-            "mode\")")
+            "the API's database URL (--db, CRONDEPOT_DATABASE_URL) goes through a "
+            "transaction-mode pooler (two of its connections ran in one server session): "
+            "there a request's tenant, set for the session, would be seen by other "
+            "requests. Give the pooler's URL as --pooled-db (CRONDEPOT_POOLED_DATABASE_URL), "
+            "where each request is one transaction, and keep --db direct to PostgreSQL "
+            "(docs/availability.md, \"PgBouncer in transaction mode\")")
+
+
+class RequestConnection(OrderedConnection):
+    """A connection of the API's request pool behind a transaction-mode pooler: a request's
+    work on it is one transaction (the module's docstring), and what it sets for the tenant
+    is transaction-local (``tenancy.scope``). ``read_snapshot``: the request is a read, whose
+    transaction is REPEATABLE READ."""
+
+    read_snapshot: bool = False
+
+
+def connect_request_pooled(url: str, *, application_name: str = "crondepot-api"
+                           ) -> RequestConnection:
+    """A connection like those of the API's pooled request pool (``open_pool(pooled=True)``):
+    through the pooler, no startup options, no prepared statements."""
+    return RequestConnection.connect(pooled(url), application_name=application_name,
+                                     **POOLED_CONNECTION)
 
 
 def connect_pooled(url: str, *, application_name: str = "crondepot") -> psycopg.Connection[Any]:
@@ -285,7 +312,8 @@ class Pool(ConnectionPool):
         check = kwargs.pop("check", None)
         if check is not None:
             kwargs["check"] = self._drain_on_failure(me, check)
-        super().__init__(conninfo, connection_class=OrderedConnection, **kwargs)
+        kwargs.setdefault("connection_class", OrderedConnection)
+        super().__init__(conninfo, **kwargs)
         planned = ordered_hosts(conninfo)
         self._hosts_key = planned[0] if planned else None
         self._stop_watching = HOSTS.on_move(self._moved(me)) if planned else (lambda: None)
@@ -355,19 +383,28 @@ def _forget_request(conn: psycopg.Connection[Any]) -> None:
 
 @contextmanager
 def open_pool(
-    url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot"
+    url: str, *, min_size: int = 1, max_size: int = 4, application_name: str = "crondepot",
+    through_pooler: bool = False,
 ) -> Iterator[Pool]:
+    """The API's request pool. ``through_pooler``: ``url`` is a transaction-mode pooler's; its
+    connections are ``RequestConnection``s, with no startup options and no prepared
+    statements, and nothing to forget when they come back (a request's settings end with
+    its transaction)."""
+    extra: dict[str, Any] = ({"connection_class": RequestConnection} if through_pooler
+                             else {"reset": _forget_request})
     pool = Pool(
-        bounded(url),
+        pooled(url) if through_pooler else bounded(url),
         min_size=min_size,
         max_size=max_size,
         timeout=POOL_WAIT_SECONDS,
-        kwargs={"autocommit": True, "application_name": application_name},
+        kwargs={**(POOLED_CONNECTION if through_pooler else {"autocommit": True}),
+                "application_name": application_name},
         # A restarted database leaves dead connections in the pool: probe the ones that sat
         # idle before lending them (as HikariCP does), not every one (a round trip per
-        # request). A connection back in the pool forgets its last user's actor and tenant.
+        # request). A direct connection back in the pool forgets its last user's actor and
+        # tenant.
         **idle_check(),
-        reset=_forget_request,
+        **extra,
         open=False,
     )
     pool.open(wait=True, timeout=30)

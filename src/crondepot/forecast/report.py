@@ -27,6 +27,7 @@ from crondepot.base.errors import CrondepotError, InvalidSchedule
 from crondepot.base.vocab import SkipReason
 from crondepot.db import Q
 from crondepot.db.clock import database_now
+from crondepot.db.transactions import one_snapshot
 from crondepot.forecast.drain import Arrival, Wave, drain, held
 from crondepot.forecast.fires import Group, group_runs
 from crondepot.limits.buckets import Bucket, tenant_limits
@@ -145,8 +146,7 @@ def forecast(conn: psycopg.Connection[Any], tenant_id: int, *, hours: int = DEFA
     autocommit mode (or scoped to the tenant); the reads share one snapshot."""
     check_hours(hours)
     started = clock.perf_counter()
-    with conn.transaction():
-        conn.execute(Q.repeatable_read)
+    with one_snapshot(conn):
         conn.execute(Q.forecast_no_jit)
         db_now = database_now(conn, now)
         result = Forecast(tenant_id=tenant_id, now=db_now,

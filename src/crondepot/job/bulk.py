@@ -42,6 +42,7 @@ from crondepot.job.store import (
 from crondepot.limits.holds import checked_host
 from crondepot.scheduler.plan import PlannedRun
 from crondepot.scheduler.tick import insert_runs
+from crondepot.tenancy import scope
 from crondepot.tenancy.audit import record_summary
 
 Action = Literal["pause", "resume", "cancel"]
@@ -156,6 +157,9 @@ def apply(conn: psycopg.Connection[Any], tenant_id: int, action: Action, where: 
             after = jobs[-1].id
             record_summary(conn, tenant_id, f"job.bulk_{action}", f"jobs {jobs[0].id}..{after}",
                            {"filter": where.document(), "changed": len(jobs)})
+        # An API request that is one transaction (behind a pooler) commits here too: row
+        # locks held for one batch, as on a direct connection.
+        scope.checkpoint(conn)
         count_skipped(settled)
         if len(rows) < batch:
             break

@@ -41,6 +41,7 @@ from psycopg.rows import class_row
 from crondepot.base.errors import InvalidSchedule
 from crondepot.db import Q
 from crondepot.db.clock import database_now
+from crondepot.db.transactions import one_snapshot
 from crondepot.timetable import AnyTimetable, expand_hash, run_id, timetable_of, uses_hash
 
 DEFAULT_WINDOW = timedelta(hours=24)
@@ -124,8 +125,7 @@ def verify(conn: psycopg.Connection[Any], *, tenant_id: int | None = None,
     ``conn`` is in autocommit mode; the check runs in a transaction of its own.
     """
     started = clock.perf_counter()
-    with conn.transaction():
-        conn.execute(Q.repeatable_read)
+    with one_snapshot(conn):
         conn.execute(Q.ledger_no_jit)
         db_now = database_now(conn, now)
         end = min(until or db_now, db_now)

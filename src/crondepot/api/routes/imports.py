@@ -28,6 +28,7 @@ from crondepot.api.problems import ApiError, NothingImported
 from crondepot.base.errors import InvalidJob, InvalidSchedule
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import import_batch
+from crondepot.tenancy import scope
 
 router = APIRouter(prefix="/v1", tags=["import"])
 log = logging.getLogger("crondepot.api")
@@ -62,6 +63,8 @@ def import_jobs(who: Writer, conn: Conn, request: Request,
             else:
                 counts["created" if job.created else "existing"] += 1
         batch.clear()
+        # Each batch committed on its own, also when the request is one transaction.
+        scope.checkpoint(conn)
 
     # A line is one job document: bound by what POST /v1/jobs takes, checked before the
     # line is copied or parsed (one 31 MiB line took the process to 684 MB).

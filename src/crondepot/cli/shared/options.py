@@ -24,7 +24,9 @@ from crondepot.db.connect import (
     TenantSettingError,
     connect,
     connect_pooled,
+    connect_request_pooled,
     open_database,
+    refuse_all_tenants_role,
 )
 from crondepot.db.migrations import require_current
 from crondepot.db.restore import refuse_if_restored
@@ -60,23 +62,38 @@ def add_database(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_pooled_database(parser: argparse.ArgumentParser) -> None:
-    """The transaction-mode pooler in front of the database, for the hot path of the
-    cross-tenant processes (worker, scheduler); db/connect.py says what goes through it."""
+WORKER_POOLED_HELP = (
+    f"URL of a transaction-mode PgBouncer in front of --db, as a role that sees every tenant "
+    f"(env {POOLED_URL_ENV}); claims, heartbeats, outcomes and ticks go through it, LISTEN "
+    f"and maintenance stay on --db (default: --db for all)")
+API_POOLED_HELP = (
+    f"URL of a transaction-mode PgBouncer in front of --db, as the API's own role (never the "
+    f"workers' pooled role, which sees every tenant; env {POOLED_URL_ENV}): every request's "
+    f"database work goes through it as one transaction; --db stays direct and is only "
+    f"checked at start (default: requests on --db)")
+
+
+def add_pooled_database(parser: argparse.ArgumentParser, *,
+                        text: str = WORKER_POOLED_HELP) -> None:
+    """The transaction-mode pooler in front of the database: for the hot path of the
+    cross-tenant processes (worker, scheduler), or the API's requests; db/connect.py says
+    what goes through it."""
     parser.add_argument(
         "--pooled-db", metavar="URL", default=os.environ.get(POOLED_URL_ENV) or None,
-        type=_database_url,
-        help=f"URL of a transaction-mode PgBouncer in front of --db, as a role that sees "
-             f"every tenant (env {POOLED_URL_ENV}); claims, heartbeats, outcomes and ticks "
-             f"go through it, LISTEN and maintenance stay on --db (default: --db for all)")
+        type=_database_url, help=text)
 
 
-def check_pooled_database(url: str | None, name: str) -> str | None:
-    """A message saying why the pooled URL cannot be used, or None (also when not given)."""
+def check_pooled_database(url: str | None, name: str, *, api: bool = False) -> str | None:
+    """A message saying why the pooled URL cannot be used, or None (also when not given).
+    ``api``: the API's, whose role must NOT see every tenant by default."""
     if not url:
         return None
     try:
-        connect_pooled(url, application_name=f"{name}-check").close()
+        if api:
+            with connect_request_pooled(url, application_name=f"{name}-check") as conn:
+                refuse_all_tenants_role(conn)
+        else:
+            connect_pooled(url, application_name=f"{name}-check").close()
     except TenantSettingError as exc:
         return f"--pooled-db: {exc}"
     except psycopg.Error as exc:

@@ -46,3 +46,34 @@ SELECT current_setting('crondepot.tenant_id', true) AS tenant;
 -- told at connect, and through a transaction-mode pooler, one another client may also get
 -- (db/connect.py, refuse_transaction_pooler).
 SELECT pg_backend_pid() AS pid;
+
+-- name: serve_tenant_in_transaction
+-- serve_tenant for an API request that is one transaction (its pool behind a
+-- transaction-mode pooler, db/connect.py): for this transaction only, so nothing of it stays
+-- on the server connection that the pooler lends to its next client.
+SELECT set_config('crondepot.tenant_id', %(tenant_id)s::bigint::text, true),
+       set_config('crondepot.actor', %(actor)s::text, true);
+
+-- name: see_all_tenants_in_transaction
+-- see_all_tenants for an API request that is one transaction (as above).
+SELECT set_config('crondepot.tenant_id', 'all', true);
+
+-- name: request_scope
+-- The tenant and actor of this transaction, carried over a batch commit of a request that is
+-- one transaction (tenancy/scope.py, checkpoint).
+SELECT current_setting('crondepot.tenant_id', true) AS tenant,
+       current_setting('crondepot.actor', true) AS actor;
+
+-- name: restore_request_scope
+-- The tenant and actor read by request_scope, for the transaction that follows the batch.
+SELECT set_config('crondepot.tenant_id', coalesce(%(tenant)s::text, ''), true),
+       set_config('crondepot.actor', coalesce(%(actor)s::text, ''), true);
+
+-- name: begin_request
+-- An API request's one transaction (behind a transaction-mode pooler).
+BEGIN;
+
+-- name: begin_read_request
+-- A read request's one transaction: its reads share one snapshot, as the ledger check's and
+-- the forecast's need (db/transactions.py).
+BEGIN ISOLATION LEVEL REPEATABLE READ;

@@ -9,6 +9,11 @@
 -- One snapshot for the whole check: a tick that commits meanwhile is seen whole or not at all.
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 
+-- name: transaction_isolation
+-- The isolation of the transaction in progress (db/transactions.py): a request's one
+-- transaction must already be REPEATABLE READ where a check needs one snapshot.
+SELECT current_setting('transaction_isolation');
+
 -- name: ledger_no_jit
 -- The check's queries are scans and index probes over millions of rows: their estimated
 -- cost passes jit_optimize_above_cost, and compiling them (in each parallel worker) took up
