@@ -27,9 +27,8 @@ from tests.api.test_bad_input import CASES
 
 jsonschema_rs = pytest.importorskip("jsonschema_rs")
 
-# 100 documents a run: drawing one from the schema costs about 0.3 s (it has grown with
-# every field), and at 300 these two tests took 5.4 of the suite's minutes on 2 cores. Each
-# run draws other documents (not derandomized), so the runs add up.
+# 100 documents a run: drawing one from the whole schema is slow, and the suite's time is
+# shared. Each run draws other documents (not derandomized), so the runs add up.
 PROPERTY = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 JsonSchema = dict[str, Any]

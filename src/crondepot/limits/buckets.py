@@ -147,11 +147,10 @@ class RateLimiter:
 
     One call at a time per limit asks the bucket, for every call of the process waiting on
     that limit (up to ``batch_size``); the others sleep on a condition and are woken, one per
-    token, when the tokens come. Each waiter asking for itself instead (what this did
-    before) sent the database one take per waiter per refill, serialised under one lock, and
-    the tokens a take brought back went stale in the stash while the waiters that could use
-    them slept: 60 slots behind a 50/s bucket sent 20/s, 300 behind 450/s sent 185/s
-    (docs/records/performance-runs.md, "The bucket's herd")."""
+    token, when the tokens come. What must stay true: at most one take in flight per limit
+    and process, the lock never held across a round trip, and a waiter woken for every token
+    a take brings back, so no token goes stale while a caller that could use it sleeps
+    (docs/records/performance-runs.md, "The bucket's herd", measures what breaking it costs)."""
 
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
@@ -225,13 +224,13 @@ class RateLimiter:
             pause = backoff.next()
             log.warning("rate limit %r: database unavailable, retrying in %.1fs: %s",
                         name, pause, exc)
-            self._asked(stash, ask_in=pause)
+            self._ask_failed(stash, pause)
             return None
         except BaseException:
-            self._asked(stash, ask_in=0.0)
+            self._ask_failed(stash, 0.0)
             raise
         if row is None:
-            self._asked(stash, ask_in=0.0)
+            self._ask_failed(stash, 0.0)
             raise UnknownLimit(f"rate limit {name!r} does not exist (crondepot limits set "
                                f"{name} RATE creates it); not called: an unknown limit "
                                "is never taken for no limit")
@@ -242,22 +241,24 @@ class RateLimiter:
             stash.rate, stash.shared = rate, shared
             if granted:
                 stash.tokens, stash.taken_at = granted - 1, time.monotonic()
-            self._asked(stash, ask_in=refill if not granted or remaining < 1 else 0.0,
-                        locked=True)
+            self._stop_asking(stash, refill if not granted or remaining < 1 else 0.0)
             # One waiter per token left, and one more to ask again if more are waiting.
             self._changed.notify(granted)
             return stash.taken_at if granted else None
 
-    def _asked(self, stash: _Stash, *, ask_in: float, locked: bool = False) -> None:
-        if not locked:
-            with self._lock:
-                self._asked(stash, ask_in=ask_in, locked=True)
-                self._changed.notify()
-            return
+    def _stop_asking(self, stash: _Stash, ask_in: float) -> None:
+        """Under the lock: no take in flight now, and none before ``ask_in`` seconds."""
         stash.asking = False
         stash.ask_at = time.monotonic() + ask_in
         if not stash.tokens:
             stash.ask_at = max(stash.ask_at, time.monotonic() + 0.002)
+
+    def _ask_failed(self, stash: _Stash, ask_in: float) -> None:
+        """The take brought nothing back (an error): another waiter may ask after
+        ``ask_in`` seconds."""
+        with self._lock:
+            self._stop_asking(stash, ask_in)
+            self._changed.notify()
 
     def _label(self, name: str) -> str:
         """The metric label of a limit: its name for the operator's buckets, ``tenant`` for
