@@ -57,7 +57,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -85,6 +84,7 @@ from common import (
 from crondepot.job.spec import JobSpec
 from crondepot.job.store import create_jobs
 from crondepot.tenancy.tenants import create_tenant
+from crondepot_testkit.processes import free_port
 
 FULL_JOBS = 2_700_000
 QUICK_JOBS = 20_000
@@ -293,11 +293,6 @@ def api_pids(api: Child) -> list[int]:
     return [api.popen.pid]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -46,7 +46,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import statistics
 import sys
 import threading
@@ -69,6 +68,7 @@ from crondepot.runs.retention import DEFAULT_RETENTION
 from crondepot.scheduler.tick import tick
 from crondepot.worker.loop import _configure_connection
 from crondepot_testkit.cluster import PrivateCluster
+from crondepot_testkit.processes import free_port
 from ledger import MIX, TARGET
 from workers import HANDLER, Children, grant_handler, scheduler_argv, worker_argv
 
@@ -312,11 +312,6 @@ ACTIVITY = """
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Sampler(threading.Thread):

@@ -61,7 +61,6 @@ import contextlib
 import json
 import math
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -99,6 +98,7 @@ from crondepot.runs.retention import PRUNE_BATCH, prune_cutoff
 from crondepot.tenancy.grants import grant
 from crondepot.tenancy.tenants import create_tenant
 from crondepot.timetable import Timetable
+from crondepot_testkit.processes import free_port
 from workers import Children, cpu_since, load_line, pct, wal_since
 
 DB_NAME = "crondepot_fullday"
@@ -476,11 +476,6 @@ def api_probe(base: str, token: str) -> tuple[Probe, httpx.Client]:
 
 # --------------------------------------------------------------------------- processes
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def start_gateway(record: str, share_503: float, delay: str) -> tuple[Children, str]:

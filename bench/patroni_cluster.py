@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -38,6 +37,7 @@ from typing import Any
 import httpx
 
 from crondepot_testkit import deploy
+from crondepot_testkit.processes import free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "postgres"
@@ -54,11 +54,6 @@ def available() -> str | None:
     return ", ".join(missing) or None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -118,10 +113,10 @@ class PatroniCluster:
         os.chmod(self.root, 0o777)
         self.synchronous = synchronous
         self.strict = synchronous and strict
-        self.etcd_port = _free_port()
-        self.etcd_peer_port = _free_port()
+        self.etcd_port = free_port()
+        self.etcd_peer_port = free_port()
         self.etcd: subprocess.Popen[bytes] | None = None
-        self.nodes = [Node(f"node{i}", _free_port(), _free_port(), f"127.0.0.{i + 1}",
+        self.nodes = [Node(f"node{i}", free_port(), free_port(), f"127.0.0.{i + 1}",
                            self.root / f"node{i}") for i in range(1, nodes + 1)]
         self._partition_rules: list[list[str]] = []
 

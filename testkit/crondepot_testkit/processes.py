@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -64,11 +65,48 @@ class Proc:
         return Path(self.log.name).read_text()
 
 
-def free_port() -> int:
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_handed_out: set[int] = set()
+
+
+def free_port(span: int = 1) -> int:
+    """A loopback port (the first of ``span`` consecutive ones) that nothing listens on.
+
+    Not the kernel's pick (``bind(0)``): that comes from the ephemeral range, where any
+    outgoing connection of a test running beside this one (a pool's connection to
+    PostgreSQL) may take it between this check and the process that binds it. A random
+    port below that range is never given to outgoing connections, so only a listener can
+    take it, and two tests drawing the same one of ~20,000 at once is negligible. ``span``
+    covers ``up``, whose children listen on ``--metrics-port`` + 0, 1, 2...
+    """
+    low, _ = _ephemeral_range()
+    floor, ceiling = 10000, max(low - span, 10001)
+    draw = random.SystemRandom()
+    for _ in range(200):
+        first = draw.randrange(floor, ceiling)
+        ports = range(first, first + span)
+        if any(port in _handed_out for port in ports):
+            continue
+        if all(_bindable(port) for port in ports):
+            _handed_out.update(ports)
+            return first
+    raise RuntimeError("no free loopback port below the ephemeral range")
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float, interval: float = 0.05,

@@ -417,7 +417,7 @@ def test_up_prints_its_addresses_serves_metrics_and_stops_the_postgresql_it_star
     folder = Path(tempfile.mkdtemp(prefix="crondepot-up-"))
     folder.chmod(0o755)          # pgserver runs postgres as its own user when root
     data_dir = folder / "pg"
-    port, metrics = free_port(), free_port()
+    port, metrics = free_port(), free_port(span=2)   # scheduler-1, worker-1
     env = {"CRONDEPOT_DATABASE_URL": "", "CRONDEPOT_DATA_DIR": ""}
     up = Proc("up", "--data-dir", str(data_dir), "--schedulers", "1", "--workers", "1",
               "--port", str(port), "--metrics-port", str(metrics), env=env)

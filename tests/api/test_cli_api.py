@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 from crondepot.api.app import ApiSettings
 from crondepot.base.version import __version__
 from crondepot.db.migrations import schema_revision
+from crondepot_testkit.processes import free_port
 
 # The group is driven directly: registering it in crondepot.cli is the lead's one-line change.
 RUNNER = """
@@ -26,17 +26,12 @@ sys.exit(args.run(args))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_api_command_serves_healthz_and_readyz_then_stops_on_sigint(
         db_url: str, workers: int) -> None:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-c", RUNNER, "api", "--db", db_url,
                                 "--port", str(port), "--workers", str(workers)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -7,7 +7,6 @@ page is saved as a screenshot under artifacts/screenshots/ (kept out of git).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from crondepot.api import ApiSettings, create_app
 from crondepot.job.store import get_job
+from crondepot_testkit.processes import free_port
 from tests.support.console import World, run_status
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -38,18 +38,13 @@ pytestmark = pytest.mark.skipif(
            "(apt-get install -y chromium chromium-driver)")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture
 def console_url(db_url: str, world: World) -> Iterator[str]:
     """The API (and its console) served by uvicorn in a thread on a free loopback port."""
     app = create_app(db_url, ApiSettings(pool_max_size=4, rate_per_second=1000, burst=1000))
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="console-uvicorn", daemon=True)

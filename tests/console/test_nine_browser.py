@@ -24,7 +24,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from crondepot.api import ApiSettings, create_app
 from crondepot.db import roles
 from crondepot.limits.holds import hold
-from tests.console.test_browser import CHROMIUM, _free_port, browser  # noqa: F401
+from crondepot_testkit.processes import free_port
+from tests.console.test_browser import CHROMIUM, browser  # noqa: F401
 from tests.support.console import World, add_job
 from tests.support.nine import LIMIT, last_nine, nine_oclock_wave, processes, queue_fire
 
@@ -40,7 +41,7 @@ def server(db_url: str, world: World) -> Iterator[str]:
     app = create_app(roles.runtime_url(db_url, roles.DEFAULT_RUNTIME_ROLE),
                      ApiSettings(pool_max_size=4, rate_per_second=1000, burst=1000))
     app.state.console_operator_token = OPERATOR
-    port = _free_port()
+    port = free_port()
     uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                        lifespan="on"))
     thread = threading.Thread(target=uv.run, name="nine-uvicorn", daemon=True)

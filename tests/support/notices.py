@@ -4,7 +4,6 @@ to call loopback."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from aiosmtpd.controller import Controller
 from crondepot.job.guard import AddressGuard
 from crondepot.notices.sender import NoticeSender, SmtpRelay
 from crondepot.queue import claim_runs, record_final_failure
+from crondepot_testkit.processes import free_port
 
 LOOPBACK = AddressGuard(["127.0.0.1/32"])
 
@@ -41,10 +41,6 @@ class Inbox:
         return "250 OK"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
