@@ -151,3 +151,57 @@ def test_a_job_whose_stored_cron_no_longer_parses_is_put_off_not_fatal(
         "SELECT next_run_at, next_nominal_at FROM jobs WHERE id = %s", (bad,)).fetchone()
     assert (next_run_at, next_nominal_at) == (now + UNREADABLE_RETRY, nominal)  # still owed
     assert tick(conn, batch=10, now=now + timedelta(minutes=1)).claimed == 0
+
+
+def test_an_urgent_job_is_claimed_before_an_earlier_backlog(conn: psycopg.Connection[Any],
+                                                            tenant_id: int) -> None:
+    """A burst of normal jobs due earlier does not hold back an urgent job due later: the
+    first tick of a small batch already writes the urgent fire."""
+    bulk_due_jobs(conn, 300, due_in_seconds=-30)
+    urgent = add_job(conn, tenant_id, cron="* * * * *", key="alert", priority="urgent")
+    (now,) = conn.execute("SELECT date_trunc('minute', now())").fetchone()
+    _set_next(conn, urgent, now)
+    first = tick(conn, batch=100)
+    assert (first.claimed, first.full) == (100, True)
+    assert [r[1] for r in _runs(conn, urgent)] == ["queued"]
+    assert first.queued_priorities.count("urgent") == 1
+    while tick(conn, batch=100).claimed:
+        pass
+    assert counts(conn) == {"runs": 301, "distinct_runs": 301, "jobs_with_runs": 301,
+                            "still_due": 0}
+
+
+def test_urgent_jobs_beyond_a_batch_fill_it_and_the_rest_follow(
+        conn: psycopg.Connection[Any]) -> None:
+    """More urgent jobs due than a batch holds: the batch is all urgent and says there is
+    more; no job is claimed twice in one tick (the second claim does not see the first's
+    rows, which SKIP LOCKED would not skip in the same transaction)."""
+    bulk_due_jobs(conn, 150, due_in_seconds=-5, priority="urgent")
+    conn.execute("UPDATE jobs SET key = 'u' || key")
+    bulk_due_jobs(conn, 150, due_in_seconds=-60)
+    first = tick(conn, batch=100)
+    assert (first.claimed, first.inserted, first.full) == (100, 100, True)
+    assert set(first.queued_priorities) == {"urgent"}
+    second = tick(conn, batch=100)
+    assert (second.claimed, second.inserted) == (100, 100)
+    assert sorted(set(second.queued_priorities)) == ["normal", "urgent"]
+    assert second.queued_priorities.count("urgent") == 50
+    while tick(conn, batch=100).claimed:
+        pass
+    assert counts(conn) == {"runs": 300, "distinct_runs": 300, "jobs_with_runs": 300,
+                            "still_due": 0}
+
+
+def test_the_urgent_claim_reads_only_its_partial_index(conn: psycopg.Connection[Any]) -> None:
+    """With many normal jobs due, the urgent claim is one scan of jobs_due_urgent (no
+    filter over the normal jobs), as the tick runs it."""
+    from crondepot.db import Q
+    bulk_due_jobs(conn, 2000, due_in_seconds=-5)
+    conn.execute("ANALYZE jobs")
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        (plan,) = conn.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + Q.claim_due_urgent_jobs
+                               .encode(), {"now": None, "batch": 100}).fetchone()
+    text = str(plan)
+    assert "jobs_due_urgent" in text, text
+    assert "'Rows Removed by Filter': 0" in text or "Rows Removed by Filter" not in text, text

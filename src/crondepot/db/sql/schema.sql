@@ -2319,6 +2319,12 @@ CREATE INDEX jobs_calendar ON public.jobs USING btree (tenant_id, ((calendar ->>
 CREATE INDEX jobs_due ON public.jobs USING btree (next_run_at) WHERE (active AND (NOT paused));
 
 --
+-- Name: jobs_due_urgent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_due_urgent ON public.jobs USING btree (next_run_at) WHERE (active AND (NOT paused) AND (priority = 'urgent'::text));
+
+--
 -- Name: jobs_failing; Type: INDEX; Schema: public; Owner: -
 --
 
