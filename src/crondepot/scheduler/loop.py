@@ -4,7 +4,8 @@ Any number of copies run this loop against one database; the claim's row locks k
 apart, so there is no leader and nothing to fail over. The loop
 - drains: while a tick's batch comes back full, it ticks again at once, each batch twice
   the last, from ``FIRST_BATCH`` up to ``--batch`` (small first ticks commit the first
-  runs of a burst within milliseconds);
+  runs of a burst within milliseconds), and half the last when a tick took longer than
+  ``TICK_TARGET_SECONDS`` (an urgent job that falls due during a tick waits for its end);
 - sleeps until the earliest due job or the tick interval, whichever is sooner, and wakes at
   once on ``NOTIFY crondepot_jobs`` (a new or changed job);
 - survives the database going away: the error is logged and counted, connections are
@@ -43,6 +44,21 @@ _MIN_WAIT = 0.05   # jobs still due after a short batch are locked by another co
 # while the other copies, woken at the same instant, take the next slices in parallel
 # (SKIP LOCKED); a large burst still reaches --batch after a few doublings.
 FIRST_BATCH = 100
+# How long a full tick should take at most. Urgent jobs are claimed first (tick.py), but one
+# that falls due while a copy writes a batch of a burst waits for that tick and the next:
+# with batches of 2,000 on a loaded machine (1.25 s a tick in bench/fullday.py), alerts came
+# 1.3-1.7 s late. Ticks slower than this halve the next batch (down to FIRST_BATCH); on a
+# quiet machine a tick of 2,000 takes under 0.2 s, and the batch stays at --batch.
+TICK_TARGET_SECONDS = 0.25
+
+
+def next_batch(batch: int, took: float, most: int) -> int:
+    """The batch after a full tick of ``batch`` jobs that took ``took`` seconds."""
+    if took > TICK_TARGET_SECONDS:
+        return max(min(FIRST_BATCH, most), batch // 2)
+    if took < TICK_TARGET_SECONDS / 2:
+        return min(batch * 2, most)
+    return batch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,12 +112,13 @@ class Scheduler(Stoppable):
         while not self._stop.is_set():
             started, started_ns = time.perf_counter(), time.time_ns()
             result = tick(self._conn, batch=batch)
-            self._observe(result, time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self._observe(result, took)
             if result.claimed:
                 self._trace(result, started_ns)
             if not result.full:
                 break
-            batch = min(batch * 2, self.config.batch)
+            batch = next_batch(batch, took, self.config.batch)
         if not self._stop.is_set():
             self._wait(self._seconds_until_due())
 
