@@ -69,6 +69,21 @@ def test_a_taker_whose_clock_reads_earlier_neither_moves_the_refill_back_nor_gai
     assert row.fetchone() == ahead                   # and the refill clock did not move back
 
 
+def test_a_take_commits_without_waiting_for_the_disk_and_only_itself(
+        conn: psycopg.Connection[Any]) -> None:
+    """The take turns synchronous_commit off for its own transaction (the bucket row's lock
+    is then not held through a WAL flush), never for the session: the pool hands the
+    connection on to work that must be durable."""
+    set_limit(conn, "sms-gateway", 50.0, 50)
+    take = {"name": "sms-gateway", "want": 1, "hold": 0.0}
+    with conn.transaction():
+        assert conn.execute(Q.take_tokens, take).fetchone() is not None
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+    assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    assert conn.execute(Q.take_tokens, take).fetchone() is not None     # autocommit
+    assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+
+
 def _waits(label: str) -> float:
     value = metrics.REGISTRY.get_sample_value("crondepot_rate_limit_waits_total",
                                               {"limit": label})
