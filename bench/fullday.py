@@ -27,7 +27,7 @@ too, so ``crondepot verify`` judges the new timetable); one UPDATE, with
 ``session_replication_role = replica`` so that this staging step writes no audit row.
 
 **Run**: ``bench/gateway.py`` in its own process (dedupes, answers every request 0.3–1.5 s
-late, 1 % 503s), 3 ``crondepot scheduler``, 2 ``crondepot worker --concurrency 320``
+late, 1 % 503s), 3 ``crondepot scheduler``, 2 ``crondepot worker --concurrency 480``
 (urgent-only slots sized for the alerts tenant), ``crondepot api``. Their maintenance
 leader neither prunes nor verifies (``--retention-days 0 --verify-every 0``): a few seconds
 into the burst, ``crondepot prune --retention-days 30`` deletes the oldest day, timed; then
@@ -921,9 +921,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"admin URL that may CREATE DATABASE (default {DEFAULT_ADMIN_URL})")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="jobs, history and burst × this; the rate stays 450/s (1)")
-    parser.add_argument("--concurrency", type=int, default=320,
-                        help="slots per worker; 2 workers need about 450/s × 0.9 s in flight "
-                             "(320)")
+    parser.add_argument("--concurrency", type=int, default=480,
+                        help="slots per worker: 2 workers have about 450/s × 0.9 s = 405 "
+                             "calls in flight, and the spare slots keep runs in hand "
+                             "through a slow claim (docs/worker.md, 'Slots for a "
+                             "rate-limited burst') (480)")
     parser.add_argument("--urgent-only", type=int, default=None,
                         help="urgent-only slots per worker (default: sized for alerts' runs)")
     parser.add_argument("--share-503", type=float, default=0.01,
