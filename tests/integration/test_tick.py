@@ -192,16 +192,23 @@ def test_urgent_jobs_beyond_a_batch_fill_it_and_the_rest_follow(
                             "still_due": 0}
 
 
-def test_the_urgent_claim_reads_only_its_partial_index(conn: psycopg.Connection[Any]) -> None:
-    """With many normal jobs due, the urgent claim is one scan of jobs_due_urgent (no
-    filter over the normal jobs), as the tick runs it."""
+def test_the_claim_locks_only_the_jobs_it_returns(db_url: str,
+                                                  conn: psycopg.Connection[Any]) -> None:
+    """The claim's second branch (the non-urgent jobs) stops when the batch is full: the
+    jobs it did not return stay unlocked for the other copies, and the urgent branch reads
+    its own index."""
     from crondepot.db import Q
     bulk_due_jobs(conn, 2000, due_in_seconds=-5)
     conn.execute("ANALYZE jobs")
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
-        (plan,) = conn.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + Q.claim_due_urgent_jobs
-                               .encode(), {"now": None, "batch": 100}).fetchone()
-    text = str(plan)
-    assert "jobs_due_urgent" in text, text
-    assert "'Rows Removed by Filter': 0" in text or "Rows Removed by Filter" not in text, text
+        (plan,) = conn.execute(b"EXPLAIN (FORMAT JSON) " + Q.claim_due_jobs.encode(),
+                               {"now": None, "batch": 100}).fetchone()
+        assert "jobs_due_urgent" in str(plan), plan
+        claimed = conn.execute(Q.claim_due_jobs, {"now": None, "batch": 100}).fetchall()
+        assert len(claimed) == 100
+        with connect(db_url) as other:
+            (free,) = other.execute(
+                "SELECT count(*) FROM (SELECT id FROM jobs FOR UPDATE SKIP LOCKED) AS f"
+            ).fetchone()
+        assert free == 1900

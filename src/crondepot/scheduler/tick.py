@@ -117,7 +117,8 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
         # grows with the table. LOCAL: behind a transaction-pooling PgBouncer a session
         # setting would reach other clients.
         conn.execute("SET LOCAL enable_seqscan = off")
-        rows = _claim_due(conn, now, batch)
+        with conn.cursor(row_factory=namedtuple_row) as cur:
+            rows: list[Any] = cur.execute(Q.claim_due_jobs, {"now": now, "batch": batch}).fetchall()
         if not rows:
             return result
         result.claimed, result.full, result.now = len(rows), len(rows) >= batch, rows[0].now
@@ -146,19 +147,6 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
                 result.queued.append(run)
                 result.queued_priorities.append(row.priority)
     return result
-
-
-def _claim_due(conn: psycopg.Connection[Any], now: datetime | None, batch: int) -> list[Any]:
-    """Up to ``batch`` due jobs, locked: the urgent ones first, whatever their due time, then
-    the others in due order. A burst of normal fires due a few seconds earlier would
-    otherwise delay an urgent fire by as long as the copies take to write the burst."""
-    with conn.cursor(row_factory=namedtuple_row) as cur:
-        rows: list[Any] = cur.execute(Q.claim_due_urgent_jobs,
-                                      {"now": now, "batch": batch}).fetchall()
-        if len(rows) < batch:
-            rows += cur.execute(Q.claim_due_jobs,
-                                {"now": now, "batch": batch - len(rows)}).fetchall()
-    return rows
 
 
 def _load_rules(conn: psycopg.Connection[Any], rows: list[Any], memo: FireMemo) -> None:

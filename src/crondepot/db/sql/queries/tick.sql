@@ -1,48 +1,44 @@
 -- name: claim_due_jobs
--- The scheduler's claim. Rows come from the partial index jobs_due in due order; SKIP LOCKED
--- lets every scheduler copy take a different slice of the due jobs at once instead of
--- queueing behind each other's locks. The locks last until the tick's transaction ends, so
--- a job is planned by exactly one copy per pass. "now" is the database's clock (or one
+-- The scheduler's claim. Rows come from the partial indexes of due jobs in due order; SKIP
+-- LOCKED lets every scheduler copy take a different slice of the due jobs at once instead
+-- of queueing behind each other's locks. The locks last until the tick's transaction ends,
+-- so a job is planned by exactly one copy per pass. "now" is the database's clock (or one
 -- injected by tests), never a host clock: copies on skewed hosts agree on what is due.
 -- OFFSET 0 keeps "now" a value of its own (a parameter of the scan): pulled up into the
 -- scan's WHERE as coalesce(...), PostgreSQL counts it as leaky (it may not run before the
 -- row-level security policy, docs/operations.md) and reads every job instead of jobs_due.
+-- Urgent jobs come first, whatever their due time (issue 34): in due order alone an urgent
+-- job due at 9:00:05 waited until the copies had written every reminder due at 9:00:00, 19 s
+-- in the 9:00 burst of bench/fullday.py. The first branch reads jobs_due_urgent (migration
+-- 0038; one empty probe when no urgent job is due), the second jobs_due without them. An
+-- Append runs its branches in order (a plan with FOR UPDATE is never parallel), and the
+-- outer LIMIT stops it: a branch's rows are locked one by one as they are returned, so the
+-- second branch locks only what fills the batch. (FOR UPDATE may not apply to a UNION's
+-- branch itself, hence the subqueries.)
 -- delivery_window is the job's own; its tenant's default comes from tenant_delivery_windows,
 -- read once a tick for the batch's tenants, never a probe of tenants per claimed job.
 -- overlap and rate_limit travel with the job to insert_runs, which then reads no job row.
--- The tick runs claim_due_urgent_jobs first and this one after it, without the urgent jobs:
--- those rows are locked by the same transaction, which SKIP LOCKED does not skip.
 SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
        j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
        j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count,
        j.calendar, t.now, j.delivery_window, j.overlap, j.rate_limit
 FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now OFFSET 0) AS t,
      LATERAL (
-         SELECT * FROM jobs
-         WHERE active AND NOT paused AND next_run_at <= t.now AND priority <> 'urgent'
-         ORDER BY next_run_at
-         LIMIT %(batch)s
-         FOR UPDATE SKIP LOCKED
-     ) AS j;
-
--- name: claim_due_urgent_jobs
--- The urgent jobs due now, claimed before any other (issue 34): due order alone puts an
--- urgent job due at 9:00:05 behind every reminder due at 9:00:00, and writing 480,000 of
--- those takes a tick's copies several seconds, so another tenant's urgent runs came up to
--- 19 s late in the 9:00 burst. jobs_due_urgent (migration 0038) holds only urgent jobs: when
--- none is due this is one empty index probe. Same columns and rules as claim_due_jobs.
-SELECT j.id, j.key, j.cron, j.tz, j.next_nominal_at, j.spread_seconds, j.spread_key,
-       j.catchup, j.max_catchup, j.misfire_policy, j.misfire_seconds, j.misfire_until,
-       j.tenant_id, j.priority, j.at, j.start_at, j.end_at, j.max_runs, j.fire_count,
-       j.calendar, t.now, j.delivery_window, j.overlap, j.rate_limit
-FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now OFFSET 0) AS t,
-     LATERAL (
-         SELECT * FROM jobs
-         WHERE active AND NOT paused AND next_run_at <= t.now AND priority = 'urgent'
-         ORDER BY next_run_at
-         LIMIT %(batch)s
-         FOR UPDATE SKIP LOCKED
-     ) AS j;
+         SELECT * FROM (SELECT * FROM jobs
+                        WHERE active AND NOT paused AND next_run_at <= t.now
+                              AND priority = 'urgent'
+                        ORDER BY next_run_at
+                        LIMIT %(batch)s
+                        FOR UPDATE SKIP LOCKED) AS urgent
+         UNION ALL
+         SELECT * FROM (SELECT * FROM jobs
+                        WHERE active AND NOT paused AND next_run_at <= t.now
+                              AND priority <> 'urgent'
+                        ORDER BY next_run_at
+                        LIMIT %(batch)s
+                        FOR UPDATE SKIP LOCKED) AS other
+     ) AS j
+LIMIT %(batch)s;
 
 -- name: tenant_delivery_windows
 -- The default delivery windows of these tenants (those that have one), for the claimed jobs
