@@ -250,6 +250,11 @@ BURST_OUTCOMES = """
     FROM runs WHERE job_id BETWEEN %(low)s AND %(high)s AND nominal_at = %(at)s
     GROUP BY status
 """
+# created_at is the writing tick's transaction start: the last one began this long after due.
+BURST_WRITTEN = """
+    SELECT extract(epoch FROM max(created_at) - %(at)s)::float8
+    FROM runs WHERE job_id BETWEEN %(low)s AND %(high)s AND nominal_at = %(at)s
+"""
 RUN_OUTCOMES = """
     SELECT t.name, r.status, coalesce(r.skip_reason, ''), count(*)
     FROM runs r JOIN tenants t ON t.id = r.tenant_id
@@ -787,6 +792,8 @@ def report(built: Built, run: Run, drain: Drain, scale: float) -> None:
     with admin_connect(url) as conn:
         outcomes = conn.execute(BURST_OUTCOMES, {"low": ids.start, "high": ids.stop - 1,
                                                  "at": run.burst_at}).fetchall()
+        (written,) = conn.execute(BURST_WRITTEN, {"low": ids.start, "high": ids.stop - 1,
+                                                  "at": run.burst_at}).fetchone()
         all_outcomes = conn.execute(RUN_OUTCOMES, {
             "since": datetime.fromtimestamp(run.started, UTC)}).fetchall()
         lags = [(t, ms) for t, ms in conn.execute(ALERT_LAGS, {
@@ -807,6 +814,10 @@ def report(built: Built, run: Run, drain: Drain, scale: float) -> None:
              else "NO bucket (--no-limit)"))
     for status, (n, _, _, attempts) in sorted(by_status.items()):
         print(f"  {status:<10} {n:>9,}  (most attempts {attempts})")
+    if written is not None:
+        print(f"  written by the schedulers: the last tick began {written:.1f} s after due "
+              f"({len(ids) / max(written, 0.001):,.0f} runs/s, over {built.runs:,} runs of "
+              "history)")
     if ended is not None:
         span = (ended - run.burst_at).total_seconds()
         print(f"  due -> last ended: {span:.1f} s ({len(ids) / span:.1f} reminders/s; "

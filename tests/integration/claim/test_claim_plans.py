@@ -175,3 +175,32 @@ def test_a_run_whose_job_was_deleted_is_left_queued_and_the_claim_takes_the_othe
         assert orphan[0] not in {r.run_id for r in claimed}
     assert run_state(conn, orphan[0]) == ("queued", 0, None)
     assert conn.execute("SELECT count(*) FROM runs WHERE status = 'running'").fetchone() == (2,)
+
+
+def test_a_claim_after_a_burst_on_stale_statistics_reads_only_what_it_takes(
+        conn: psycopg.Connection[Any]) -> None:
+    """Regression (bench/fullday.py at full size): runs ANALYZEd with history but no queue,
+    then a burst queued for one tenant behind a rate limit, its newest run waiting on a
+    retry's backoff. The planner then saw every path as one row and chose by accident: the
+    take read all of the tenant's queued runs through (tenant, status) and sorted them
+    (0.8 s with 336,000), the deadline-first take likewise, the ready-pair check hashed
+    every ready run, and the overlap check read the queue through runs_queued: 2.0 s a claim
+    of 20. With sorts priced out and the probes kept probes, each read is an index range
+    in the right order, stopped by its LIMIT."""
+    make_the_plans(conn)
+    queued_runs(conn, 3_000, priority="bulk", tenant_name="history")
+    conn.execute("UPDATE runs SET status = 'succeeded', finished_at = now() "
+                 "WHERE priority = 'bulk'")
+    conn.execute("ANALYZE runs")                          # the queue is empty now
+    queued_runs(conn, 5_000)                              # the burst, not analyzed
+    conn.execute("UPDATE runs SET rate_limit = 'sms', deadline_at = due_at + interval '1 h' "
+                 "WHERE status = 'queued'")
+    conn.execute("UPDATE runs SET available_at = now() + interval '1 min' WHERE run_id = "
+                 "(SELECT max(run_id) FROM runs WHERE status = 'queued')")   # a retry waits
+    for _ in range(3):
+        with conn.transaction():
+            before = fetched(conn)
+            claimed = claim_runs(conn, owner="w", shares={"normal": 20})
+            read = fetched(conn) - before
+        assert len(claimed) == 20
+        assert read < 200, f"{read} rows of runs read for a claim of 20"

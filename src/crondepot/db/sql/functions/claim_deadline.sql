@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- crondepot_claim_deadline: deadline first within a rate limit (issue 34, item 5;
 -- docs/worker.md, "Deadline first within a rate limit"). Called by the takes
 -- (claim_one_tenant.sql, claim_fair.sql) with a batch they just locked, oldest first, and
@@ -24,6 +24,12 @@
 -- meanwhile, as it would skip any run this claim holds); the run that takes it goes in its
 -- place in the batch. Runs already taken by this claim (p_exclude) are not candidates.
 -- Settings as crondepot_claim_runs's (generic plans, index scans).
+-- enable_sort and enable_incremental_sort off (revision 2): the generic plan must take its
+-- order from the index, whatever the statistics say. ANALYZEd while the queue was empty,
+-- runs looked as if no run were queued, every path cost the same, and with 336,000 of a
+-- tenant's runs queued among 37 M the take scanned them all by (tenant, status) and sorted
+-- them on disk: 0.8 s a claim (docs/records/performance-runs.md, "The seed's day at full
+-- size"). With a sort priced out, only the index in the right order serves.
 CREATE OR REPLACE FUNCTION crondepot_claim_deadline(p_priority text, p_batch text[],
                                                     p_tenants bigint[], p_limits text[],
                                                     p_deadlines timestamptz[],
@@ -35,6 +41,8 @@ SET enable_seqscan = off
 SET enable_bitmapscan = off
 SET enable_mergejoin = off
 SET enable_hashjoin = off
+SET enable_sort = off
+SET enable_incremental_sort = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

@@ -1,4 +1,4 @@
--- revision: 2
+-- revision: 3
 -- crondepot_claim_one_tenant: the claim's take from one priority when one tenant has runs
 -- ready in it (functions/claim_runs.sql calls it; claim_fair.sql is the take when several
 -- have). Locks and returns the ids of up to p_want queued runs of p_priority and p_tenant,
@@ -12,6 +12,12 @@
 -- plan made by a direct call is the same (docs/worker.md, "How the claim is built").
 -- (Files are applied in name order: this one comes before claim_runs.sql, which calls it,
 -- and after claim_deadline.sql.)
+-- enable_sort and enable_incremental_sort off (revision 3): the generic plan must take its
+-- order from the index, whatever the statistics say. ANALYZEd while the queue was empty,
+-- runs looked as if no run were queued, every path cost the same, and with 336,000 of a
+-- tenant's runs queued among 37 M the take scanned them all by (tenant, status) and sorted
+-- them on disk: 0.8 s a claim (docs/records/performance-runs.md, "The seed's day at full
+-- size"). With a sort priced out, only the index in the right order serves.
 CREATE OR REPLACE FUNCTION crondepot_claim_one_tenant(p_priority text, p_tenant bigint,
                                                       p_want integer, p_clock timestamptz,
                                                       p_taken text[],
@@ -22,6 +28,8 @@ SET enable_seqscan = off
 SET enable_bitmapscan = off
 SET enable_mergejoin = off
 SET enable_hashjoin = off
+SET enable_sort = off
+SET enable_incremental_sort = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE

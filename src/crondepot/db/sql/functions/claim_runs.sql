@@ -1,4 +1,4 @@
--- revision: 9
+-- revision: 10
 -- crondepot_claim_runs: a worker's claim in one call (queue/claim.py, through queue.sql's
 -- claim_runs). How it is built and why: docs/worker.md, "How the claim is built".
 -- p_owner: the worker, written to lease_owner. p_now: the clock to claim at (NULL: now()).
@@ -17,6 +17,12 @@
 -- no queued run has a policy, one index descent finds so and the claim is as before). The
 -- result columns are the previous release's, so its workers keep claiming while a new one
 -- migrates.
+-- enable_sort and enable_incremental_sort off (revision 10): the generic plan must take its
+-- order from the index, whatever the statistics say. ANALYZEd while the queue was empty,
+-- runs looked as if no run were queued, every path cost the same, and with 336,000 of a
+-- tenant's runs queued among 37 M the take scanned them all by (tenant, status) and sorted
+-- them on disk: 0.8 s a claim (docs/records/performance-runs.md, "The seed's day at full
+-- size"). With a sort priced out, only the index in the right order serves.
 CREATE OR REPLACE FUNCTION crondepot_claim_runs(p_owner text, p_limits integer[], p_lendable integer[],
                                      p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (run_id text, job_id bigint, job_key text, tenant_id bigint, priority text,
@@ -31,6 +37,8 @@ SET enable_seqscan = off
 SET enable_bitmapscan = off
 SET enable_mergejoin = off
 SET enable_hashjoin = off
+SET enable_sort = off
+SET enable_incremental_sort = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
@@ -68,8 +76,12 @@ DECLARE
     busy     bigint[] := '{}';  -- jobs with a ruled run leased by this claim
 BEGIN
     SELECT array_agg(DISTINCT h.tenant_id) INTO held FROM holds AS h;
-    -- One descent of runs_overlap_queued (migration 0026).
-    rules := EXISTS (SELECT FROM runs AS r WHERE r.status = 'queued' AND r.overlap <> 'allow');
+    -- One descent of runs_overlap_queued (migration 0026). Asked for in that index's order,
+    -- so no other index can serve it without a sort (off, above): as an EXISTS, the planner
+    -- drops any ORDER BY, and with stale statistics it once read every queued run through
+    -- runs_queued instead (0.28 s with 336,000 queued).
+    rules := (SELECT true FROM runs AS r WHERE r.status = 'queued' AND r.overlap <> 'allow'
+              ORDER BY r.job_id, r.available_at LIMIT 1) IS NOT NULL;
 
     -- The (priority, tenant) pairs with a run ready: a loose index scan of runs_queued,
     -- backwards, each step one descent to the previous pair's last (newest) entry. Backwards
@@ -100,10 +112,13 @@ BEGIN
            array_agg(p.tenant_id) FILTER (WHERE p.priority = 'bulk')
     INTO ready_u, ready_n, ready_b
     FROM tails AS p
+    -- OFFSET 0 keeps the EXISTS a probe per pair: without it the planner may hash the
+    -- subquery instead, reading every ready queued run once per claim (0.33 s with 336,000).
     WHERE CASE WHEN p.available_at <= clock THEN true
                ELSE EXISTS (SELECT FROM runs AS r
                             WHERE r.status = 'queued' AND r.priority = p.priority
-                              AND r.tenant_id = p.tenant_id AND r.available_at <= clock)
+                              AND r.tenant_id = p.tenant_id AND r.available_at <= clock
+                            OFFSET 0)
           END;
 
     -- Each priority's own turns, normal last: urgent's spare goes to normal, and bulk's to
