@@ -11,13 +11,15 @@ import psycopg
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
 from crondepot.runs.retention import DEFAULT_RETENTION
 
+ELECT_SECONDS = 2.0   # how often a follower asks for the lock (and the leader touches it)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MaintenanceConfig:
     url: str
     name: str = "crondepot"               # shown in pg_stat_activity as crondepot-NAME-maintenance
     enabled: bool = True                  # False: never stand for election
-    elect_seconds: float = 2.0            # how often a follower asks for the lock
+    elect_seconds: float = ELECT_SECONDS
     reap_seconds: float = 5.0             # rescuer
     max_lease_seconds: int = DEFAULT_MAX_LEASE_SECONDS
     retention_days: float = DEFAULT_RETENTION.days   # pruner; 0 keeps finished runs forever

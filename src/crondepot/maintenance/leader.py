@@ -1,12 +1,22 @@
 """Leadership of maintenance: one PostgreSQL session advisory lock, held by one process.
 
-A follower asks with ``pg_try_advisory_lock`` every few seconds; the holder keeps the lock
-as long as its session lives. The session ends, and the lock with it:
+A follower asks with ``pg_try_advisory_lock`` every ``elect_seconds`` (2 s); the holder keeps
+the lock as long as its session lives. The session ends, and the lock with it:
 
 - at once when the leader dies (kill -9 closes its socket; the server sees the FIN);
 - after ``IDLE_SECONDS`` when the leader stalls (SIGSTOP, a frozen VM) or is partitioned
   from the database: the leader's session sets ``idle_session_timeout``, and a live leader
   touches it every ``elect_seconds``, so only a leader that stopped talking is cut off.
+
+So a stalled leader is replaced within ``TAKEOVER_SECONDS`` of its last statement (its
+session's end, then the next election round; plus the new leader's round trips). What it
+held inside a service's turn goes no later than its lock: a leader can stall between two
+statements of a turn's transaction, holding locks that other processes wait for (the
+restore check's, which every process takes before it starts and so before it stands for
+election; the holds' lock of the rescuer's sweep). So the services' sessions set
+``idle_in_transaction_session_timeout`` to ``IDLE_SECONDS`` too (``bound_stall``), not the
+60 s every session gets (db/connect.py): a process starting while the leader stalls there
+waits for its start check no longer than the lock stays taken.
 
 A stalled leader that wakes up finds its session gone at its next touch, and stands for
 election again like any follower.
@@ -22,11 +32,21 @@ from typing import Any
 import psycopg
 
 from crondepot.db import Q, connect
+from crondepot.maintenance.config import ELECT_SECONDS
 from crondepot.runtime import metrics
 
 log = logging.getLogger("crondepot.maintenance")
 
 IDLE_SECONDS = 15
+# The bound on a stalled leader's replacement at the default election interval
+# (docs/operations.md, "Maintenance: one elected process").
+TAKEOVER_SECONDS = IDLE_SECONDS + ELECT_SECONDS
+
+
+def bound_stall(conn: psycopg.Connection[Any], seconds: float = IDLE_SECONDS) -> None:
+    """Have the server end ``conn``'s session once it sits ``seconds`` inside a transaction
+    (a service's turn on the leader: the module's docstring)."""
+    conn.execute(Q.maintenance_turn_session, {"idle_ms": int(seconds * 1000)})
 
 
 class Leadership:

@@ -17,7 +17,7 @@ import psycopg
 from crondepot.db import ALL_TENANTS, connect
 from crondepot.maintenance.cluster_mark import ClusterMark
 from crondepot.maintenance.config import MaintenanceConfig
-from crondepot.maintenance.leader import Leadership
+from crondepot.maintenance.leader import IDLE_SECONDS, Leadership, bound_stall
 from crondepot.maintenance.ledger_check import check_ledger
 from crondepot.maintenance.pause_on_failure import pause_failing_jobs
 from crondepot.maintenance.pruner import prune
@@ -34,6 +34,9 @@ class Service:
     every: float                      # seconds between turns
     first: float                      # seconds before the first turn after start
     run: Callable[[psycopg.Connection[Any], MaintenanceConfig], object]
+    # How long the server lets the service's session sit idle inside a transaction: no longer
+    # than a stalled leader keeps its lock (leader.py); None keeps the connection's 60 s.
+    stall_seconds: float | None = IDLE_SECONDS
 
 
 def services(config: MaintenanceConfig) -> list[Service]:
@@ -50,9 +53,12 @@ def services(config: MaintenanceConfig) -> list[Service]:
     if config.verify_every:
         # Soon after start, at a random moment, then every interval: copies started together
         # do not all ask at once (check_if_due also skips a check made lately by anyone).
+        # Its transaction reads one snapshot and locks nothing another process waits for,
+        # and between two reads it expands every timetable in Python (seconds at 2.7 M
+        # jobs, docs/performance.md): it keeps the longer bound.
         out.append(Service("ledger_check", config.verify_every,
                            min(config.verify_every, 30.0) * (0.5 + random.random()),
-                           check_ledger))
+                           check_ledger, stall_seconds=None))
     return out
 
 
@@ -116,6 +122,8 @@ class Maintainer:
             with connect(self.config.url, application_name=(
                     f"crondepot-{self.config.name}-{service.name}"),
                          tenants=ALL_TENANTS) as conn:
+                if service.stall_seconds is not None:
+                    bound_stall(conn, service.stall_seconds)
                 service.run(conn, self.config)
         except psycopg.Error as exc:
             metrics.maintenance_turns.labels(service.name, "error").inc()
