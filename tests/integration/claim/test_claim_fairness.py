@@ -192,7 +192,8 @@ def test_the_fair_path_keeps_index_plans_on_a_grown_table(
     row = conn.execute("SELECT proconfig FROM pg_proc WHERE proname = 'crondepot_claim_fair'"
                        ).fetchone()
     assert row is not None
-    assert set(row[0]) == {"enable_seqscan=off", "plan_cache_mode=force_generic_plan"}
+    assert set(row[0]) == {"enable_seqscan=off", "enable_sort=off", "enable_incremental_sort=off",
+                           "plan_cache_mode=force_generic_plan"}
     due_runs(conn, "bank-a", 20, age_seconds=3600)
     due_runs(conn, "bank-b", 20)
     for _ in range(6):       # past PL/pgSQL's switch to kept plans, on the fair path

@@ -95,7 +95,8 @@ def test_the_claim_keeps_its_plans_instead_of_planning_every_call(
                        ).fetchone()
     assert row is not None
     assert set(row[0]) == {"enable_seqscan=off", "enable_bitmapscan=off", "enable_mergejoin=off",
-                           "enable_hashjoin=off",
+                           "enable_hashjoin=off", "enable_sort=off",
+                           "enable_incremental_sort=off",
                            "plan_cache_mode=force_generic_plan"}
     queued_runs(conn, 300)     # small and never analyzed when the plans are made
     reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
