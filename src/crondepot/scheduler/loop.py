@@ -45,10 +45,9 @@ _MIN_WAIT = 0.05   # jobs still due after a short batch are locked by another co
 # (SKIP LOCKED); a large burst still reaches --batch after a few doublings.
 FIRST_BATCH = 100
 # How long a full tick should take at most. Urgent jobs are claimed first (tick.py), but one
-# that falls due while a copy writes a batch of a burst waits for that tick and the next:
-# with batches of 2,000 on a loaded machine (1.25 s a tick in bench/fullday.py), alerts came
-# 1.3-1.7 s late. Ticks slower than this halve the next batch (down to FIRST_BATCH); on a
-# quiet machine a tick of 2,000 takes under 0.2 s, and the batch stays at --batch.
+# that falls due while a copy writes a batch of a burst waits for that tick to commit, so a
+# tick's length bounds that wait. Ticks slower than this halve the next batch (down to
+# FIRST_BATCH); ticks under half of it double it, up to --batch.
 TICK_TARGET_SECONDS = 0.25
 
 

@@ -877,10 +877,8 @@ DECLARE
     busy     bigint[] := '{}';  -- jobs with a ruled run leased by this claim
 BEGIN
     SELECT array_agg(DISTINCT h.tenant_id) INTO held FROM holds AS h;
-    -- One descent of runs_overlap_queued (migration 0026). Asked for in that index's order,
-    -- so no other index can serve it without a sort (off, above): as an EXISTS, the planner
-    -- drops any ORDER BY, and with stale statistics it once read every queued run through
-    -- runs_queued instead (0.28 s with 336,000 queued).
+    -- One descent of runs_overlap_queued (migration 0026): asked in that index's order, so
+    -- that with sorts off no other index can serve it (an EXISTS would drop the ORDER BY).
     rules := (SELECT true FROM runs AS r WHERE r.status = 'queued' AND r.overlap <> 'allow'
               ORDER BY r.job_id, r.available_at LIMIT 1) IS NOT NULL;
 
@@ -913,8 +911,8 @@ BEGIN
            array_agg(p.tenant_id) FILTER (WHERE p.priority = 'bulk')
     INTO ready_u, ready_n, ready_b
     FROM tails AS p
-    -- OFFSET 0 keeps the EXISTS a probe per pair: without it the planner may hash the
-    -- subquery instead, reading every ready queued run once per claim (0.33 s with 336,000).
+    -- OFFSET 0 keeps the EXISTS a probe per pair; without it the planner may hash the
+    -- subquery instead, which reads every ready queued run.
     WHERE CASE WHEN p.available_at <= clock THEN true
                ELSE EXISTS (SELECT FROM runs AS r
                             WHERE r.status = 'queued' AND r.priority = p.priority

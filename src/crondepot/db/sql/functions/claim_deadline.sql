@@ -24,12 +24,8 @@
 -- meanwhile, as it would skip any run this claim holds); the run that takes it goes in its
 -- place in the batch. Runs already taken by this claim (p_exclude) are not candidates.
 -- Settings as crondepot_claim_runs's (generic plans, index scans).
--- enable_sort and enable_incremental_sort off (revision 2): the generic plan must take its
--- order from the index, whatever the statistics say. ANALYZEd while the queue was empty,
--- runs looked as if no run were queued, every path cost the same, and with 336,000 of a
--- tenant's runs queued among 37 M the take scanned them all by (tenant, status) and sorted
--- them on disk: 0.8 s a claim (docs/records/performance-runs.md, "The seed's day at full
--- size"). With a sort priced out, only the index in the right order serves.
+-- Sorts are off too: every read must take its order from the index made for it, whatever
+-- the statistics say (docs/worker.md, "The settings").
 CREATE OR REPLACE FUNCTION crondepot_claim_deadline(p_priority text, p_batch text[],
                                                     p_tenants bigint[], p_limits text[],
                                                     p_deadlines timestamptz[],

@@ -27,12 +27,8 @@
 -- deadlines take the turns (crondepot_claim_deadline, asked only when a batch holds such a
 -- run; it keeps every tenant's count). Called only from crondepot_claim_runs, under its settings (generic plans, no seq
 -- scans), which are repeated here so a plan made by a direct call is the same.
--- enable_sort and enable_incremental_sort off (revision 6): the generic plan must take its
--- order from the index, whatever the statistics say. ANALYZEd while the queue was empty,
--- runs looked as if no run were queued, every path cost the same, and with 336,000 of a
--- tenant's runs queued among 37 M the take scanned them all by (tenant, status) and sorted
--- them on disk: 0.8 s a claim (docs/records/performance-runs.md, "The seed's day at full
--- size"). With a sort priced out, only the index in the right order serves.
+-- Sorts are off too: every read must take its order from the index made for it, whatever
+-- the statistics say (docs/worker.md, "The settings").
 CREATE OR REPLACE FUNCTION crondepot_claim_fair(p_priority text, p_tenants bigint[],
                                                 p_want integer, p_clock timestamptz,
                                                 p_taken text[], p_held bigint[] DEFAULT NULL)

@@ -12,12 +12,8 @@
 -- plan made by a direct call is the same (docs/worker.md, "How the claim is built").
 -- (Files are applied in name order: this one comes before claim_runs.sql, which calls it,
 -- and after claim_deadline.sql.)
--- enable_sort and enable_incremental_sort off (revision 3): the generic plan must take its
--- order from the index, whatever the statistics say. ANALYZEd while the queue was empty,
--- runs looked as if no run were queued, every path cost the same, and with 336,000 of a
--- tenant's runs queued among 37 M the take scanned them all by (tenant, status) and sorted
--- them on disk: 0.8 s a claim (docs/records/performance-runs.md, "The seed's day at full
--- size"). With a sort priced out, only the index in the right order serves.
+-- Sorts are off too: every read must take its order from the index made for it, whatever
+-- the statistics say (docs/worker.md, "The settings").
 CREATE OR REPLACE FUNCTION crondepot_claim_one_tenant(p_priority text, p_tenant bigint,
                                                       p_want integer, p_clock timestamptz,
                                                       p_taken text[],

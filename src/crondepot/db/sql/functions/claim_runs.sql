@@ -17,12 +17,8 @@
 -- no queued run has a policy, one index descent finds so and the claim is as before). The
 -- result columns are the previous release's, so its workers keep claiming while a new one
 -- migrates.
--- enable_sort and enable_incremental_sort off (revision 10): the generic plan must take its
--- order from the index, whatever the statistics say. ANALYZEd while the queue was empty,
--- runs looked as if no run were queued, every path cost the same, and with 336,000 of a
--- tenant's runs queued among 37 M the take scanned them all by (tenant, status) and sorted
--- them on disk: 0.8 s a claim (docs/records/performance-runs.md, "The seed's day at full
--- size"). With a sort priced out, only the index in the right order serves.
+-- Sorts are off too: every read must take its order from the index made for it, whatever
+-- the statistics say (docs/worker.md, "The settings").
 CREATE OR REPLACE FUNCTION crondepot_claim_runs(p_owner text, p_limits integer[], p_lendable integer[],
                                      p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (run_id text, job_id bigint, job_key text, tenant_id bigint, priority text,
@@ -76,10 +72,8 @@ DECLARE
     busy     bigint[] := '{}';  -- jobs with a ruled run leased by this claim
 BEGIN
     SELECT array_agg(DISTINCT h.tenant_id) INTO held FROM holds AS h;
-    -- One descent of runs_overlap_queued (migration 0026). Asked for in that index's order,
-    -- so no other index can serve it without a sort (off, above): as an EXISTS, the planner
-    -- drops any ORDER BY, and with stale statistics it once read every queued run through
-    -- runs_queued instead (0.28 s with 336,000 queued).
+    -- One descent of runs_overlap_queued (migration 0026): asked in that index's order, so
+    -- that with sorts off no other index can serve it (an EXISTS would drop the ORDER BY).
     rules := (SELECT true FROM runs AS r WHERE r.status = 'queued' AND r.overlap <> 'allow'
               ORDER BY r.job_id, r.available_at LIMIT 1) IS NOT NULL;
 
@@ -112,8 +106,8 @@ BEGIN
            array_agg(p.tenant_id) FILTER (WHERE p.priority = 'bulk')
     INTO ready_u, ready_n, ready_b
     FROM tails AS p
-    -- OFFSET 0 keeps the EXISTS a probe per pair: without it the planner may hash the
-    -- subquery instead, reading every ready queued run once per claim (0.33 s with 336,000).
+    -- OFFSET 0 keeps the EXISTS a probe per pair; without it the planner may hash the
+    -- subquery instead, which reads every ready queued run.
     WHERE CASE WHEN p.available_at <= clock THEN true
                ELSE EXISTS (SELECT FROM runs AS r
                             WHERE r.status = 'queued' AND r.priority = p.priority

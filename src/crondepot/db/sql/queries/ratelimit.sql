@@ -10,13 +10,11 @@
 -- interval twice.
 -- shared: the operator's bucket (no owning tenant), whose name may label a metric.
 -- The take commits without waiting for its WAL flush (synchronous_commit off for this
--- statement's transaction only, set by the "durable" subquery): the row lock is held until
--- the commit, so with a flush every take waited for the disk (4 ms p50 on the benchmark
--- machine, 8 ms p99) and all takers of a bucket queued behind it, which capped a saturated
--- 450/s bucket at 95 percent under load. Losing the last takes in a crash costs nothing a
--- flush would have saved: the bucket reverts to an older state, as if the restart had
--- refilled it, and holds no more than its burst either way; at most the takes of the last
--- 3 × wal_writer_delay (0.6 s) are granted again (docs/operations.md, "Rate limits").
+-- statement's transaction only, set by the "durable" subquery; run it on its own, never
+-- inside a transaction that writes what must survive): the row lock lasts until the
+-- commit, and no taker of the bucket may queue behind a disk write. A crash can lose only
+-- the last takes: the bucket comes back older, never above its burst, and at most the takes
+-- of the last 3 × wal_writer_delay are granted again (docs/worker.md, "Rate limits").
 WITH b AS (
     SELECT name, rate_per_second, greatest(refilled_at, clock_timestamp()) AS at,
            least(greatest(1, burst - rate_per_second * %(hold)s::float8),

@@ -7,10 +7,10 @@
 -- OFFSET 0 keeps "now" a value of its own (a parameter of the scan): pulled up into the
 -- scan's WHERE as coalesce(...), PostgreSQL counts it as leaky (it may not run before the
 -- row-level security policy, docs/operations.md) and reads every job instead of jobs_due.
--- Urgent jobs come first, whatever their due time (issue 34): in due order alone an urgent
--- job due at 9:00:05 waited until the copies had written every reminder due at 9:00:00, 19 s
--- in the 9:00 burst of bench/fullday.py. The first branch reads jobs_due_urgent (migration
--- 0038; one empty probe when no urgent job is due), the second jobs_due without them. An
+-- Urgent jobs come first, whatever their due time: in due order alone an urgent job due at
+-- 9:00:05 waits until the copies have written every reminder due at 9:00:00 (docs/scheduler.md).
+-- The first branch reads jobs_due_urgent (migration 0038; one empty probe when no urgent job
+-- is due), the second jobs_due without them. An
 -- Append runs its branches in order (a plan with FOR UPDATE is never parallel), and the
 -- outer LIMIT stops it: a branch's rows are locked one by one as they are returned, so the
 -- second branch locks only what fills the batch. (FOR UPDATE may not apply to a UNION's
