@@ -293,8 +293,6 @@ def api_pids(api: Child) -> list[int]:
     return [api.popen.pid]
 
 
-
-
 @contextlib.contextmanager
 def api_server(url: str, api_rate: float, pool_size: int,
                workers: int = 1) -> Iterator[tuple[str, Child]]:

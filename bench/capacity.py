@@ -312,8 +312,6 @@ ACTIVITY = """
 """
 
 
-
-
 class Sampler(threading.Thread):
     """Peak connections per application_name, every SAMPLE_SECONDS."""
 

@@ -54,8 +54,6 @@ def available() -> str | None:
     return ", ".join(missing) or None
 
 
-
-
 @dataclass
 class Node:
     name: str

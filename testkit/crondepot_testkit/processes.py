@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from crondepot.cli.up import UpRefused, check_ports_free
 
 
 class Proc:
@@ -94,19 +95,13 @@ def free_port(span: int = 1) -> int:
         ports = range(first, first + span)
         if any(port in _handed_out for port in ports):
             continue
-        if all(_bindable(port) for port in ports):
-            _handed_out.update(ports)
-            return first
-    raise RuntimeError("no free loopback port below the ephemeral range")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
         try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+            check_ports_free("127.0.0.1", list(ports))   # as ``up`` checks them
+        except UpRefused:
+            continue
+        _handed_out.update(ports)
+        return first
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float, interval: float = 0.05,
