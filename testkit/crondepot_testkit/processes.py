@@ -105,10 +105,19 @@ def free_port(span: int = 1) -> int:
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float, interval: float = 0.05,
-               message: str = "condition") -> None:
+               message: str = "condition", describe: Callable[[], str] | None = None) -> None:
+    """Poll ``condition`` until it holds; on a timeout fail with ``message`` and what
+    ``describe`` says of the state then (rows, a process's output), so a failure in CI
+    can be read without running it again."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+    state = ""
+    if describe is not None:
+        try:
+            state = f"; the state then:\n{describe()}"
+        except Exception as exc:          # the timeout is the failure, not this
+            state = f"; describing the state failed: {exc!r}"
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}{state}")

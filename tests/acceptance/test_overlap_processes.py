@@ -49,6 +49,18 @@ def _statuses(conn: psycopg.Connection[Any], job_id: int) -> dict[tuple[str, str
         (job_id,))}
 
 
+def _state(conn: psycopg.Connection[Any], job_id: int, procs: list[Proc]) -> str:
+    """The job's runs and the processes' last lines, for a timeout's message."""
+    runs = conn.execute("SELECT run_id, status, skip_reason, attempt, worker, available_at, "
+                        "lease_expires_at FROM runs WHERE job_id = %s ORDER BY run_id",
+                        (job_id,)).fetchall()
+    job = conn.execute("SELECT next_nominal_at, next_run_at, paused FROM jobs WHERE id = %s",
+                       (job_id,)).fetchone()
+    tails = "\n".join(f"--- {' '.join(p.args[:1])} (exit {p.popen.poll()}):\n"
+                      f"{p.output()[-3000:]}" for p in procs)
+    return f"now {conn.execute('SELECT now()').fetchone()}\njob {job}\nruns {runs}\n{tails}"
+
+
 def _owe_fires(conn: psycopg.Connection[Any], job_id: int, minutes: int) -> None:
     """The job's fires of the last ``minutes`` minutes and now's are owed: the scheduler
     catches them up at once (catchup all), so they are all ready together."""
@@ -148,7 +160,8 @@ def test_a_buffered_run_runs_after_its_predecessors_worker_is_killed(db_url: str
         try:
             wait_until(lambda: _statuses(conn, job).get(("running", None)) == 1
                        and _statuses(conn, job).get(("queued", None)) == 1,
-                       timeout=60, message="one run leased to w1, one waiting")
+                       timeout=60, message="one run leased to w1, one waiting",
+                       describe=lambda: _state(conn, job, [w1, scheduler]))
             (held,) = conn.execute("SELECT run_id FROM runs WHERE job_id = %s AND "
                                    "status = 'running'", (job,)).fetchone() or ("",)
             (buffered,) = conn.execute("SELECT run_id FROM runs WHERE job_id = %s AND "
