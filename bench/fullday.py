@@ -52,6 +52,8 @@ verify's result and time; load average. Figures are printed, never asserted.
     python bench/fullday.py                 # full size: ~16 GB of runs, ~40 min, a quiet machine
     python bench/fullday.py --scale 0.1     # the same shape at a tenth, under 10 minutes
     python bench/fullday.py --scale 0.01    # a smoke check
+    python bench/fullday.py --write-only    # the build, then only the 3 schedulers writing
+                                            # the burst's runs over the history, timed
 """
 
 from __future__ import annotations
@@ -240,6 +242,14 @@ BURST_LEFT = """
                    AND tenant_id = %(tenant)s AND nominal_at = %(at)s)
         OR EXISTS (SELECT 1 FROM runs WHERE status = 'running' AND tenant_id = %(tenant)s
                    AND nominal_at = %(at)s)
+"""
+BURST_DUE = """
+    SELECT now(), EXISTS (SELECT 1 FROM jobs WHERE id BETWEEN %(low)s AND %(high)s
+                          AND active AND NOT paused AND next_run_at <= %(at)s)
+"""
+BURST_WRITTEN = """
+    SELECT count(*), min(created_at), max(created_at) FROM runs
+    WHERE job_id BETWEEN %(low)s AND %(high)s AND nominal_at = %(at)s
 """
 QUEUED = """
     SELECT count(*) FROM runs WHERE status = 'queued' AND priority = 'normal'
@@ -650,6 +660,59 @@ def run_burst(built: Built, args: argparse.Namespace, gateway: str) -> Run:
     return run
 
 
+def write_burst(built: Built) -> None:
+    """--write-only: the schedulers alone turn the 9:00 reminders into runs, over the
+    history built; no worker, API or prune beside them. Timed on the database clock from
+    the minute they fall due to the first poll (every 20 ms, an index probe) that finds none
+    still due: a job's run and its next fire commit together, so then every run is in."""
+    ids = built.ids[BURST.name]
+    params = {"low": ids.start, "high": ids.stop - 1}
+    with admin_connect(built.url) as conn:
+        params["at"] = at = retime_burst(conn, built)
+        conn.execute("VACUUM (ANALYZE) jobs")
+    print(f"  the burst: {len(ids):,} reminders due at {at:%H:%M:%S} UTC; "
+          f"{SCHEDULERS} schedulers, nothing else; {load_line()}", flush=True)
+    services = Children()
+    quiet = ["--retention-days", "0", "--verify-every", "0"]
+    for i in range(SCHEDULERS):
+        services.start(crondepot("scheduler", "--db", built.url, "--name", f"s{i + 1}",
+                                 *quiet), "scheduler")
+    services.sample_rss()
+    try:
+        with admin_connect(built.url) as conn:
+            # CPU and WAL from the minute the burst falls due, not from the processes' start
+            lsn, cpu_before, cpu_started = "", {}, 0.0
+            while True:
+                services.check_alive()
+                row = conn.execute(BURST_DUE, params).fetchone()
+                assert row is not None
+                clock, due = row
+                if clock > at + timedelta(minutes=10):
+                    raise TimeoutError("the burst was not written within 10 minutes")
+                if clock >= at and not lsn:
+                    lsn, cpu_before = wal_lsn(conn), server_cpu(conn)
+                    cpu_started = services.cpu_seconds("scheduler")
+                if clock >= at and not due:
+                    break
+                time.sleep(0.02)
+            count, first, last = conn.execute(BURST_WRITTEN, params).fetchone() or (0, None, None)
+            wal, pg_cpu = wal_since(conn, lsn), cpu_since(conn, cpu_before)
+        cpu = services.cpu_seconds("scheduler") - cpu_started
+        rss = services.peak("scheduler")
+    finally:
+        services.stop()
+    seconds = (clock - at).total_seconds()
+    print(f"\nWritten: {count:,} of {len(ids):,} runs over {built.runs:,} runs of history")
+    print(f"  due -> none still due: {seconds:.1f} s ({count / max(seconds, 0.001):,.0f} runs/s;"
+          f" goal <= 15 s: {verdict(seconds <= 15)})")
+    if first is not None and last is not None:
+        print(f"  first tick began {(first - at).total_seconds():.2f} s after due, the last "
+              f"{(last - at).total_seconds():.1f} s after")
+    print(f"  from due: CPU schedulers {cpu:.1f} s (peak RSS {rss / MB:.0f} MB), PostgreSQL "
+          f"{pg_cpu:.1f} s; WAL {wal / MB:,.0f} MB ({wal / max(count, 1):,.0f} B a run); "
+          f"{load_line()}")
+
+
 def watch(run: Run, built: Built, services: Children, burst: int) -> None:
     """Until every reminder has ended: the prune a few seconds into the burst, then the
     VACUUM, with progress every 10 s."""
@@ -943,6 +1006,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-limit", action="store_true",
                         help="the reminders name no bucket: what the rest of the pipeline "
                              "drains without the rate limiter (a diagnosis, not the day)")
+    parser.add_argument("--write-only", action="store_true",
+                        help="after the build, only the schedulers writing the burst's runs "
+                             "over the history, timed (goal 15 s): no workers, API or prune")
     args = parser.parse_args(argv)
     if not 0 < args.scale <= 1:
         parser.error(f"--scale: expected a number in (0, 1], got {args.scale}")
@@ -978,6 +1044,10 @@ def run(args: argparse.Namespace) -> None:
                     built.wal_bytes = wal_since(conn, lsn)
                 print(f"  build: {built.seconds:.0f} s, {built.jobs:,} jobs, {built.runs:,} runs,"
                       f" {built.attempts:,} earlier attempts, WAL {built.wal_bytes / MB:,.0f} MB")
+                if args.write_only:
+                    print("\nWrite only:", flush=True)
+                    write_burst(built)
+                    return
                 print(f"\nRun: {SCHEDULERS} schedulers, {WORKERS} workers × {args.concurrency} "
                       f"slots ({args.urgent_only} urgent-only each), {args.alerts} alerts jobs",
                       flush=True)
