@@ -1026,7 +1026,8 @@ def run(args: argparse.Namespace) -> None:
     os.environ[ALLOWLIST_ENV] = "127.0.0.1/32"      # the gateway is on loopback
     os.environ["CRONDEPOT_API_POOL_SIZE"] = "4"
     for line in server_lines(args.db, ["fsync", "synchronous_commit", "shared_buffers",
-                                       "max_wal_size", "autovacuum", "max_connections"]):
+                                       "max_wal_size", "wal_compression", "autovacuum",
+                                       "max_connections"]):
         print(line)
     print(f"cores: {os.cpu_count()}, python {sys.version.split()[0]}; {load_line()}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}\n", flush=True)
