@@ -235,22 +235,17 @@ INDEX_SIZES = """
     SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes
     WHERE relname = 'runs' ORDER BY 2 DESC
 """
-BURST_LEFT = """
-    SELECT EXISTS (SELECT 1 FROM jobs WHERE id BETWEEN %(low)s AND %(high)s
-                   AND active AND NOT paused AND next_run_at <= %(at)s)
+# A reminder whose run is not written yet (a job's run and its next fire commit together).
+BURST_UNWRITTEN = """EXISTS (SELECT 1 FROM jobs WHERE id BETWEEN %(low)s AND %(high)s
+                            AND active AND NOT paused AND next_run_at <= %(at)s)"""
+BURST_LEFT = f"""
+    SELECT {BURST_UNWRITTEN}
         OR EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND priority = 'normal'
                    AND tenant_id = %(tenant)s AND nominal_at = %(at)s)
         OR EXISTS (SELECT 1 FROM runs WHERE status = 'running' AND tenant_id = %(tenant)s
                    AND nominal_at = %(at)s)
 """
-BURST_DUE = """
-    SELECT now(), EXISTS (SELECT 1 FROM jobs WHERE id BETWEEN %(low)s AND %(high)s
-                          AND active AND NOT paused AND next_run_at <= %(at)s)
-"""
-BURST_WRITTEN = """
-    SELECT count(*), min(created_at), max(created_at) FROM runs
-    WHERE job_id BETWEEN %(low)s AND %(high)s AND nominal_at = %(at)s
-"""
+BURST_DUE = f"SELECT now(), {BURST_UNWRITTEN}"
 QUEUED = """
     SELECT count(*) FROM runs WHERE status = 'queued' AND priority = 'normal'
       AND tenant_id = %(tenant)s
@@ -258,7 +253,7 @@ QUEUED = """
 # created_at is the writing tick's transaction start.
 BURST_OUTCOMES = """
     SELECT status, count(*), min(first_claimed_at), max(finished_at), max(attempt),
-           max(created_at)
+           max(created_at), min(created_at)
     FROM runs WHERE job_id BETWEEN %(low)s AND %(high)s AND nominal_at = %(at)s
     GROUP BY status
 """
@@ -520,15 +515,23 @@ def crondepot(*args: str) -> list[str]:
     return [sys.executable, "-m", "crondepot", *args]
 
 
-def start_services(url: str, concurrency: int, urgent_only: int) -> tuple[Children, str]:
+# The maintenance leader neither prunes nor verifies: the run does both itself, timed.
+QUIET = ("--retention-days", "0", "--verify-every", "0")
+
+
+def start_schedulers(url: str) -> Children:
     services = Children()
-    quiet = ["--retention-days", "0", "--verify-every", "0"]
     for i in range(SCHEDULERS):
-        services.start(crondepot("scheduler", "--db", url, "--name", f"s{i + 1}", *quiet),
+        services.start(crondepot("scheduler", "--db", url, "--name", f"s{i + 1}", *QUIET),
                        "scheduler")
+    return services
+
+
+def start_services(url: str, concurrency: int, urgent_only: int) -> tuple[Children, str]:
+    services = start_schedulers(url)
     for i in range(WORKERS):
         services.start(crondepot("worker", "--db", url, "--name", f"w{i + 1}", "--concurrency",
-                                 str(concurrency), "--urgent-only", str(urgent_only), *quiet),
+                                 str(concurrency), "--urgent-only", str(urgent_only), *QUIET),
                        "worker")
     port = free_port()
     services.start(crondepot("api", "--db", url, "--port", str(port)), "api")
@@ -672,35 +675,38 @@ def write_burst(built: Built) -> None:
         conn.execute("VACUUM (ANALYZE) jobs")
     print(f"  the burst: {len(ids):,} reminders due at {at:%H:%M:%S} UTC; "
           f"{SCHEDULERS} schedulers, nothing else; {load_line()}", flush=True)
-    services = Children()
-    quiet = ["--retention-days", "0", "--verify-every", "0"]
-    for i in range(SCHEDULERS):
-        services.start(crondepot("scheduler", "--db", built.url, "--name", f"s{i + 1}",
-                                 *quiet), "scheduler")
+    services = start_schedulers(built.url)
     services.sample_rss()
+
+    def poll(conn: psycopg.Connection[Any]) -> tuple[datetime, bool]:
+        services.check_alive()
+        row = conn.execute(BURST_DUE, params).fetchone()
+        assert row is not None
+        if row[0] > at + timedelta(minutes=10):
+            raise TimeoutError("the burst was not written within 10 minutes")
+        return row[0], row[1]
+
     try:
         with admin_connect(built.url) as conn:
-            # CPU and WAL from the minute the burst falls due, not from the processes' start
-            lsn, cpu_before, cpu_started = "", {}, 0.0
-            while True:
-                services.check_alive()
-                row = conn.execute(BURST_DUE, params).fetchone()
-                assert row is not None
-                clock, due = row
-                if clock > at + timedelta(minutes=10):
-                    raise TimeoutError("the burst was not written within 10 minutes")
-                if clock >= at and not lsn:
-                    lsn, cpu_before = wal_lsn(conn), server_cpu(conn)
-                    cpu_started = services.cpu_seconds("scheduler")
-                if clock >= at and not due:
-                    break
+            clock, due = poll(conn)
+            while clock < at:                       # the processes start before the minute
                 time.sleep(0.02)
-            count, first, last = conn.execute(BURST_WRITTEN, params).fetchone() or (0, None, None)
+                clock, due = poll(conn)
+            # CPU and WAL from the minute the burst falls due, not from the processes' start
+            lsn, cpu_before = wal_lsn(conn), server_cpu(conn)
+            cpu_started = services.cpu_seconds("scheduler")
+            while due:
+                time.sleep(0.02)
+                clock, due = poll(conn)
+            outcomes = conn.execute(BURST_OUTCOMES, params).fetchall()
             wal, pg_cpu = wal_since(conn, lsn), cpu_since(conn, cpu_before)
         cpu = services.cpu_seconds("scheduler") - cpu_started
         rss = services.peak("scheduler")
     finally:
         services.stop()
+    count = sum(row[1] for row in outcomes)
+    first = min((row[6] for row in outcomes), default=None)
+    last = max((row[5] for row in outcomes), default=None)
     seconds = (clock - at).total_seconds()
     print(f"\nWritten: {count:,} of {len(ids):,} runs over {built.runs:,} runs of history")
     print(f"  due -> none still due: {seconds:.1f} s ({count / max(seconds, 0.001):,.0f} runs/s;"
@@ -863,7 +869,7 @@ def report(built: Built, run: Run, drain: Drain, scale: float) -> None:
         autovacuum = conn.execute("SHOW autovacuum").fetchone()
         plans = explain_reads(conn, built)
     by_status = {status: (n, first, last, attempts)
-                 for status, n, first, last, attempts, _ in outcomes}
+                 for status, n, first, last, attempts, _, _ in outcomes}
     last_written = max((row[5] for row in outcomes), default=None)
     ended = max((last for _, _, last, _ in by_status.values() if last), default=None)
     skipped = by_status.get("skipped", (0,))[0]

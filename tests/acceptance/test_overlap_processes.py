@@ -56,7 +56,7 @@ def _state(conn: psycopg.Connection[Any], job_id: int, procs: list[Proc]) -> str
                         (job_id,)).fetchall()
     job = conn.execute("SELECT next_nominal_at, next_run_at, paused FROM jobs WHERE id = %s",
                        (job_id,)).fetchone()
-    tails = "\n".join(f"--- {' '.join(p.args[:1])} (exit {p.popen.poll()}):\n"
+    tails = "\n".join(f"--- {p.args[0]} (exit {p.popen.poll()}):\n"
                       f"{p.output()[-3000:]}" for p in procs)
     return f"now {conn.execute('SELECT now()').fetchone()}\njob {job}\nruns {runs}\n{tails}"
 
