@@ -231,3 +231,23 @@ def test_two_workers_at_the_same_instant_never_both_lease(db_url: str,
         states = sorted(s for s, _ in _states(conn, job_id).values())
         assert states == (["running"] + ["skipped"] * (per_job - 1) if overlap == "skip"
                           else ["queued", "running"] + ["skipped"] * (per_job - 2))
+
+
+def test_a_rule_the_claim_read_as_absent_still_applies_to_its_take(
+        conn: psycopg.Connection[Any]) -> None:
+    """Regression (a CI run of test_overlap_processes): the claim asks whether any queued run
+    has a rule in one statement and takes runs in a later one. A tick that committed a
+    buffer_one job's runs between the two had them leased as `allow`, all at once, and
+    runs_overlap_running failed the claim (the worker exited). A take told there are no
+    rules, as that claim's was, still applies them to the runs it returned."""
+    job_id, ids = _job(conn, "buffer_one", 3)
+    row = conn.execute("SELECT tenant_id FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None
+    with conn.transaction():
+        picked = conn.execute(
+            "SELECT batch, passed FROM crondepot_claim_pick('normal', ARRAY[%s]::bigint[], 10, "
+            "now(), '{}', '{}', false, '{}', '{}')", (row[0],)).fetchone()
+    assert picked is not None
+    assert picked[0] == [ids[0]]                        # one leased
+    assert sorted(picked[1]) == sorted(ids[1:])         # one waits, one skipped
+    assert _states(conn, job_id)[ids[2]] == ("skipped", "overlap")

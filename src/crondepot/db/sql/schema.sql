@@ -813,6 +813,11 @@ BEGIN
                                         p_exclude || batch, p_held);
         END IF;
         IF NOT p_rules THEN
+            p_rules := (SELECT true FROM runs AS r
+                        WHERE r.status = 'queued' AND r.overlap <> 'allow'
+                        ORDER BY r.job_id, r.available_at LIMIT 1) IS NOT NULL;
+        END IF;
+        IF NOT p_rules THEN
             batch := got;
             RETURN;
         END IF;

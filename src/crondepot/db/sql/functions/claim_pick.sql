@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- crondepot_claim_pick: one take of the claim (functions/claim_runs.sql calls it for each
 -- priority's turns and each loan): up to p_want ready runs of p_priority among the tenants
 -- p_ready, locked, with the overlap rules applied when p_rules (some queued run has one).
@@ -14,6 +14,13 @@
 -- run would find one every time and claim nothing while other runs are ready; with it, a
 -- claim looks past up to 85 times its turns of them (1 + 4 + 16 + 64). `passed` and
 -- `busy` carry across the claim's takes (claim_overlap.sql).
+-- p_rules is read by the caller in an earlier statement than the take, so under READ
+-- COMMITTED a tick that commits between the two can bring ruled runs the take returns while
+-- p_rules says there are none: leased as `allow`, two runs of one job would break
+-- runs_overlap_running and fail the whole claim (revision 2). So when p_rules is false it is
+-- asked again after the take, in a statement of its own: its snapshot is later than the
+-- take's and the runs the take locked are still queued, so it sees every ruled run the take
+-- could return. Asked as claim_runs asks it, in runs_overlap_queued's order (one descent).
 CREATE OR REPLACE FUNCTION crondepot_claim_pick(p_priority text, p_ready bigint[],
                                                 p_want integer, p_clock timestamptz,
                                                 p_exclude text[], p_held bigint[],
@@ -45,6 +52,11 @@ BEGIN
         ELSE
             got := crondepot_claim_fair(p_priority, p_ready, read_, p_clock,
                                         p_exclude || batch, p_held);
+        END IF;
+        IF NOT p_rules THEN
+            p_rules := (SELECT true FROM runs AS r
+                        WHERE r.status = 'queued' AND r.overlap <> 'allow'
+                        ORDER BY r.job_id, r.available_at LIMIT 1) IS NOT NULL;
         END IF;
         IF NOT p_rules THEN
             batch := got;
