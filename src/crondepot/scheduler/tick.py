@@ -12,8 +12,8 @@ round trip.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -23,6 +23,7 @@ from psycopg.rows import namedtuple_row
 
 from crondepot.base.errors import InvalidSchedule
 from crondepot.db import Q
+from crondepot.scheduler.batch import RunBatch
 from crondepot.scheduler.plan import DueJob, Plan, PlannedRun, plan
 from crondepot.tenancy.calendars import TickCalendars
 from crondepot.timetable import Schedule, is_interval_text, schedule, spread_offset, uses_hash
@@ -41,13 +42,30 @@ UNREADABLE_RETRY = timedelta(hours=1)
 
 
 @dataclass(slots=True)
+class WrittenGroup:
+    """The claimed jobs of one tick that share a plan: its runs (as planned for the first
+    of them) and every member's id. The runs of a member differ only in their run ids."""
+
+    plan: Plan
+    seconds: list[int]            # each run's nominal Unix seconds, for the run ids
+    priority: str
+    kinds: list[int]              # each run's kind in the tick's RunBatch
+    plan_number: int              # the plan's number in the tick's RunBatch
+    job_ids: list[int] = field(default_factory=list)
+
+    def runs(self) -> Iterator[PlannedRun]:
+        """Every member's runs, with their own run ids."""
+        for job_id in self.job_ids:
+            for run, seconds in zip(self.plan.runs, self.seconds, strict=True):
+                yield replace(run, run_id=format_run_id(job_id, seconds))
+
+
+@dataclass(slots=True)
 class TickResult:
     """What one tick did; ``full`` means the batch came back full and more may be due."""
 
     claimed: int = 0
-    queued: list[PlannedRun] = field(default_factory=list)
-    queued_priorities: list[str] = field(default_factory=list)  # parallel to ``queued``
-    skipped: list[PlannedRun] = field(default_factory=list)
+    groups: list[WrittenGroup] = field(default_factory=list)
     now: datetime | None = None
     full: bool = False
     inserted: int = 0      # rows the insert really added; less than written on a repeat
@@ -55,7 +73,23 @@ class TickResult:
 
     @property
     def written(self) -> int:
-        return len(self.queued) + len(self.skipped)
+        return sum(len(g.plan.runs) * len(g.job_ids) for g in self.groups)
+
+    @property
+    def queued(self) -> list[PlannedRun]:
+        """The runs queued, each with its run id (built on demand: a burst's counts come
+        from ``groups``)."""
+        return [run for g in self.groups for run in g.runs() if run.skip_reason is None]
+
+    @property
+    def queued_priorities(self) -> list[str]:
+        """The priority of each run of ``queued``, in the same order."""
+        return [g.priority for g in self.groups for run in g.runs()
+                if run.skip_reason is None]
+
+    @property
+    def skipped(self) -> list[PlannedRun]:
+        return [run for g in self.groups for run in g.runs() if run.skip_reason is not None]
 
 
 def _build(cron: str | None, tz: str, hash_key: str, at: datetime | None,
@@ -88,9 +122,9 @@ class FireMemo:
         self._next: dict[tuple[Schedule, datetime], datetime | None] = {}
         # The claimed jobs' calendar rules, per (tenant, calendar field, zone): set by the tick.
         self.rules: dict[tuple[Any, ...], Rule] = {}
-        # Whole plans, per group of jobs that share timetable, due time and rules: only
-        # the run ids differ between them.
-        self.plans: dict[tuple[Any, ...], tuple[Plan, list[int]]] = {}
+        # Whole plans, per group of jobs that share timetable, due time, rules and what
+        # their runs carry (tenant, priority, overlap, rate limit): only the run ids differ.
+        self.plans: dict[tuple[Any, ...], WrittenGroup] = {}
 
     def next_fire(self, timetable: Schedule) -> Callable[[datetime], datetime | None]:
         def lookup(after: datetime) -> datetime | None:
@@ -125,27 +159,26 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
         assert result.now is not None
         _load_rules(conn, rows, memo)
         defaults = _tenant_windows(conn, rows)
-        plans: list[tuple[Any, Plan]] = []
+        writes = RunBatch()
         for row in rows:
             try:
-                plans.append((row, _plan_row(row, result.now, memo,
-                                             defaults.get(row.tenant_id))))
+                group = _group(row, result.now, memo, defaults.get(row.tenant_id), writes)
             except InvalidSchedule as exc:
                 result.unreadable.append(row.id)
                 log.warning("job %s (tenant %s): its stored timetable cannot be read, put off "
                             "for %s: %s", row.id, row.tenant_id, UNREADABLE_RETRY, exc,
                             extra={"job_id": row.id, "cron": row.cron, "tz": row.tz})
+                continue
+            group.job_ids.append(row.id)
+            writes.add_runs(row.id, (format_run_id(row.id, s) for s in group.seconds),
+                            group.kinds)
+            writes.advance(row.id, group.plan_number)
         if result.unreadable:
             conn.execute(Q.put_off_jobs, {"ids": result.unreadable, "now": now,
                                           "seconds": UNREADABLE_RETRY.total_seconds()})
-        result.inserted = _write(conn, plans, now)
-    for row, job_plan in plans:
-        for run in job_plan.runs:
-            if run.skip_reason:
-                result.skipped.append(run)
-            else:
-                result.queued.append(run)
-                result.queued_priorities.append(row.priority)
+        result.inserted = writes.insert(conn, now)
+        writes.advance_jobs(conn)
+    result.groups = list(memo.plans.values())
     return result
 
 
@@ -188,7 +221,10 @@ def _tenant_windows(conn: psycopg.Connection[Any], rows: list[Any]) -> dict[int,
     return dict(conn.execute(Q.tenant_delivery_windows, {"tenant_ids": tenants}).fetchall())
 
 
-def _plan_row(row: Any, now: datetime, memo: FireMemo, tenant_window: Any = None) -> Plan:
+def _group(row: Any, now: datetime, memo: FireMemo, tenant_window: Any,
+           writes: RunBatch) -> WrittenGroup:
+    """The group of jobs ``row`` plans with: found by what decides the plan and what the
+    runs carry, or planned now (once per group) and its runs' kinds added to ``writes``."""
     hash_key = row.key if row.key is not None else str(row.id)
     offset = (spread_offset(row.spread_key or hash_key, row.spread_seconds)
               if row.spread_seconds else 0)
@@ -200,11 +236,11 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo, tenant_window: Any = None
     remaining = None if row.max_runs is None else max(row.max_runs - row.fire_count, 0)
     rule = memo.rules[_rule_key(row)] if row.calendar is not None else None
     window = resolve(row.delivery_window, tenant_window)    # the job's, else the tenant's
-    group = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
-             row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining, rule,
-             window)
-    shared = memo.plans.get(group)
-    if shared is None:
+    key = (timetable, row.next_nominal_at, offset, row.catchup, row.max_catchup,
+           row.misfire_policy, row.misfire_seconds, row.misfire_until, remaining, rule,
+           window, row.tenant_id, row.priority, row.overlap, row.rate_limit)
+    group = memo.plans.get(key)
+    if group is None:
         job = DueJob(
             id=row.id, next_nominal_at=row.next_nominal_at,
             spread_offset=timedelta(seconds=offset), catchup=row.catchup,
@@ -213,74 +249,27 @@ def _plan_row(row: Any, now: datetime, memo: FireMemo, tenant_window: Any = None
             calendar=rule, window=window)
         first = plan(job, now, memo.next_fire(timetable), remaining=remaining,
                      end_reason=timetable.end_reason)
-        memo.plans[group] = shared = (first, [unix_seconds(r.nominal_at) for r in first.runs])
-        return first
-    template, seconds = shared
-    return Plan(runs=[PlannedRun(run_id=format_run_id(row.id, s), nominal_at=r.nominal_at,
-                                 due_at=r.due_at, skip_reason=r.skip_reason,
-                                 deadline_at=r.deadline_at, deferred=r.deferred)
-                      for r, s in zip(template.runs, seconds, strict=True)],
-                next_nominal_at=template.next_nominal_at, next_run_at=template.next_run_at,
-                ended=template.ended)
-
-
-def _write(conn: psycopg.Connection[Any], plans: list[tuple[Any, Plan]],
-           now: datetime | None) -> int:
-    inserted = insert_runs(conn, [(row.id, row.tenant_id, row.priority, job_plan.runs)
-                                  for row, job_plan in plans], now,
-                           overlaps=[row.overlap for row, _ in plans],
-                           rate_limits=[row.rate_limit for row, _ in plans])
-    conn.execute(Q.advance_jobs, {
-        "ids": [row.id for row, _ in plans],
-        "next_run_ats": [p.next_run_at for _, p in plans],
-        "next_nominal_ats": [p.next_nominal_at for _, p in plans],
-        "fires": [len(p.runs) for _, p in plans],
-        "ended_reasons": [p.ended for _, p in plans],
         # a plan that ends its job wrote its last fire (a claimed job is due: one at least)
-        "ended_ats": [None if not p.ended else p.runs[-1].nominal_at if p.runs else row.now
-                      for row, p in plans],
-    })
-    return inserted
+        ended_at = (None if not first.ended else first.runs[-1].nominal_at if first.runs
+                    else now)
+        memo.plans[key] = group = WrittenGroup(
+            plan=first, seconds=[unix_seconds(r.nominal_at) for r in first.runs],
+            priority=row.priority,
+            kinds=[writes.kind(row.tenant_id, row.priority, r, row.overlap, row.rate_limit)
+                   for r in first.runs],
+            plan_number=writes.plan(first, ended_at))
+    return group
 
 
 def insert_runs(conn: psycopg.Connection[Any],
                 jobs: Sequence[tuple[int, int, str, Sequence[PlannedRun]]],
-                now: datetime | None, *, overlaps: Sequence[str] | None = None,
-                rate_limits: Sequence[str | None] | None = None) -> int:
+                now: datetime | None) -> int:
     """Write the planned runs of ``jobs`` (job id, tenant id, priority, runs) in one
     statement, a run id written before being left as it is; wake the workers if any run was
-    queued. Returns the rows the insert added.
-
-    ``overlaps``, ``rate_limits``: each job's overlap policy and rate limit, in the order of
-    ``jobs``, read with the job's row lock held (the tick's claim); without them the insert
-    reads each run's job row."""
-    cols: dict[str, list[Any]] = {name: [] for name in (
-        "run_ids", "job_ids", "tenant_ids", "priorities", "nominal_ats", "due_ats",
-        "skip_reasons", "deadline_ats", "overlaps")}
-    limits: list[str | None] = []
-    queued_priorities: set[str] = set()
-    policies = overlaps if overlaps is not None else [None] * len(jobs)
-    limit_of = rate_limits if rate_limits is not None else [None] * len(jobs)
-    for (job_id, tenant_id, priority, runs), overlap, limit in zip(
-            jobs, policies, limit_of, strict=True):
-        for run in runs:
-            cols["overlaps"].append(overlap)
-            limits.append(limit)
-            cols["run_ids"].append(run.run_id)
-            cols["job_ids"].append(job_id)
-            cols["tenant_ids"].append(tenant_id)
-            cols["priorities"].append(priority)
-            cols["nominal_ats"].append(run.nominal_at)
-            cols["due_ats"].append(run.due_at)
-            cols["skip_reasons"].append(run.skip_reason)
-            cols["deadline_ats"].append(run.deadline_at)
-            if run.skip_reason is None:
-                queued_priorities.add(priority)
-    if not cols["run_ids"]:
-        return 0
-    inserted = conn.execute(Q.insert_runs, {
-        **cols, "now": now, "rate_limits": limits if rate_limits is not None else None,
-    }).rowcount
-    if queued_priorities:
-        conn.execute(Q.notify_runs_queued, {"priorities": ",".join(sorted(queued_priorities))})
-    return inserted
+    queued. Each run's overlap policy and rate limit are read from its job. Returns the
+    rows the insert added."""
+    writes = RunBatch()
+    for job_id, tenant_id, priority, runs in jobs:
+        writes.add_runs(job_id, (run.run_id for run in runs),
+                        [writes.kind(tenant_id, priority, run, None, None) for run in runs])
+    return writes.insert(conn, now, limits_known=False)

@@ -47,35 +47,39 @@ SELECT id, delivery_window FROM tenants
 WHERE id = ANY(%(tenant_ids)s::bigint[]) AND delivery_window IS NOT NULL;
 
 -- name: insert_runs
--- All the runs of a tick (or of a job's settled fires, job/store.py) in one statement: arrays unnested server-side, one round trip
--- however many rows. The arrays travel in binary format: as text, psycopg would quote them
--- element by element in Python, which was half of a tick's CPU. ON CONFLICT DO NOTHING
--- makes a repeated run id (a retried tick, a manual trigger of the same instant) a no-op
--- instead of a second run.
+-- All the runs of a tick (or of a job's settled fires, job/store.py) in one statement, one
+-- round trip however many rows. They come as kinds and members (scheduler/batch.py): each
+-- distinct kind of run (tenant, priority, nominal and due times, skip reason, deadline,
+-- overlap, rate limit) once, as binary arrays; per run only its id, its job and its kind's
+-- number, as array literals. A burst's 2,000 runs a tick are a few kinds, so nearly
+-- nothing is sent twice. ON CONFLICT DO NOTHING makes a repeated run id (a retried tick, a
+-- manual trigger of the same instant) a no-op instead of a second run.
 -- Each run carries its job's overlap policy (migration 0026): the tick passes the one its
--- claim read (the job row is locked until the tick commits, so it cannot change); a caller
--- that passes null gets it read here, by one jobs_pkey probe per run, so none can forget it.
--- (The probe for every run was ~4 buffer hits a run, a tenth of the insert at 100 k jobs.)
--- Its job's rate limit likewise (migration 0033; NULL is a value, no limit, so a caller
--- that passes no array at all gets it read here).
+-- claim read (the job row is locked until the tick commits, so it cannot change); a kind
+-- with a null one gets it read here, by one jobs_pkey probe per run, so no caller can
+-- forget it. (The probe for every run was ~4 buffer hits a run, a tenth of the insert at
+-- 100 k jobs.) Its job's rate limit likewise (migration 0033; NULL is a value, no limit,
+-- so a caller that does not know the limits says so with limits_known).
 INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
                   status, skip_reason, finished_at, deadline_at, overlap, rate_limit)
-SELECT r.run_id, r.job_id, r.tenant_id, r.priority, r.nominal_at, r.due_at, r.due_at,
-       CASE WHEN r.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
-       r.skip_reason,
-       CASE WHEN r.skip_reason IS NULL THEN NULL
+SELECT r.run_id, r.job_id, k.tenant_id, k.priority, k.nominal_at, k.due_at, k.due_at,
+       CASE WHEN k.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
+       k.skip_reason,
+       CASE WHEN k.skip_reason IS NULL THEN NULL
             ELSE coalesce(%(now)s::timestamptz, now()) END,
-       r.deadline_at,
-       coalesce(r.overlap, (SELECT j.overlap FROM jobs AS j WHERE j.id = r.job_id), 'allow'),
-       CASE WHEN %(rate_limits)b::text[] IS NULL
-            THEN (SELECT j.rate_limit FROM jobs AS j WHERE j.id = r.job_id)
-            ELSE r.rate_limit END
-FROM unnest(%(run_ids)b::text[], %(job_ids)b::bigint[], %(tenant_ids)b::bigint[],
-            %(priorities)b::text[], %(nominal_ats)b::timestamptz[], %(due_ats)b::timestamptz[],
-            %(skip_reasons)b::text[], %(deadline_ats)b::timestamptz[], %(overlaps)b::text[],
-            %(rate_limits)b::text[])
-     AS r(run_id, job_id, tenant_id, priority, nominal_at, due_at, skip_reason, deadline_at,
-          overlap, rate_limit)
+       k.deadline_at,
+       coalesce(k.overlap, (SELECT j.overlap FROM jobs AS j WHERE j.id = r.job_id), 'allow'),
+       CASE WHEN %(limits_known)s::boolean THEN k.rate_limit
+            ELSE (SELECT j.rate_limit FROM jobs AS j WHERE j.id = r.job_id) END
+FROM unnest(%(run_ids)s::text[], %(job_ids)s::bigint[], %(kinds)s::integer[])
+     AS r(run_id, job_id, kind)
+JOIN unnest(%(tenant_ids)b::bigint[], %(priorities)b::text[], %(nominal_ats)b::timestamptz[],
+            %(due_ats)b::timestamptz[], %(skip_reasons)b::text[],
+            %(deadline_ats)b::timestamptz[], %(overlaps)b::text[], %(rate_limits)b::text[])
+     WITH ORDINALITY
+     AS k(tenant_id, priority, nominal_at, due_at, skip_reason, deadline_at, overlap,
+          rate_limit, kind)
+     ON k.kind = r.kind
 ON CONFLICT (run_id) DO NOTHING;
 
 -- name: advance_jobs
@@ -83,16 +87,19 @@ ON CONFLICT (run_id) DO NOTHING;
 -- transaction, so nobody else moved them meanwhile), the fires written counted (max_runs);
 -- a job with no further fire ends here (ended_reason, and ended_at: its last fire's
 -- nominal time, after which the ledger owes it nothing), and leaves the jobs_due index.
+-- Like insert_runs, each distinct plan comes once and each job names its plan's number.
 UPDATE jobs AS j
-SET next_run_at = u.next_run_at, next_nominal_at = u.next_nominal_at,
-    fire_count = j.fire_count + u.fires,
-    active = j.active AND u.ended_reason IS NULL,
-    ended_reason = coalesce(u.ended_reason, j.ended_reason),
-    ended_at = CASE WHEN u.ended_reason IS NULL THEN j.ended_at ELSE u.ended_at END
-FROM unnest(%(ids)b::bigint[], %(next_run_ats)b::timestamptz[],
-            %(next_nominal_ats)b::timestamptz[], %(fires)b::integer[],
-            %(ended_reasons)b::text[], %(ended_ats)b::timestamptz[])
-     AS u(id, next_run_at, next_nominal_at, fires, ended_reason, ended_at)
+SET next_run_at = p.next_run_at, next_nominal_at = p.next_nominal_at,
+    fire_count = j.fire_count + p.fires,
+    active = j.active AND p.ended_reason IS NULL,
+    ended_reason = coalesce(p.ended_reason, j.ended_reason),
+    ended_at = CASE WHEN p.ended_reason IS NULL THEN j.ended_at ELSE p.ended_at END
+FROM unnest(%(ids)s::bigint[], %(plans)s::integer[]) AS u(id, plan)
+     JOIN unnest(%(next_run_ats)b::timestamptz[], %(next_nominal_ats)b::timestamptz[],
+                 %(fires)b::integer[], %(ended_reasons)b::text[],
+                 %(ended_ats)b::timestamptz[]) WITH ORDINALITY
+          AS p(next_run_at, next_nominal_at, fires, ended_reason, ended_at, plan)
+          ON p.plan = u.plan
 WHERE j.id = u.id;
 
 -- name: put_off_jobs
