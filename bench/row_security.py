@@ -17,7 +17,7 @@ a transaction rolled back, so each meets the same rows:
 - tick: ``Q.claim_due_jobs``, batch 2,000 (the scheduler's), with ``'all'``;
 - API reads, tenant 1's id set (as the API sets it per request): ``Q.list_tenant_jobs``
   (first page of 100: no filter; a label 1 % of the jobs carry; a label none carries, which
-  only the jobs_labels GIN index answers fast), and ``Q.list_runs`` (first page of 100
+  only the jobs_labelled GIN index answers fast), and ``Q.list_runs`` (first page of 100
   across jobs).
 
 "off" is the same database with ``ALTER TABLE … DISABLE ROW LEVEL SECURITY`` on every table

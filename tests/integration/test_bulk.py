@@ -44,6 +44,33 @@ def test_labels_are_stored_listed_and_filtered_by_containment(
     assert [j.id for j in list_jobs(conn, t, both)] == [a]
 
 
+def test_only_labelled_jobs_are_indexed_and_an_empty_selector_still_matches_all(
+        conn: psycopg.Connection[Any], t: int) -> None:
+    """jobs_labelled (migration 0039) holds labelled jobs only, so advancing an unlabelled
+    job writes no GIN entry; the look-up still finds by label through it, and '{}' (which
+    every job's labels contain) still names every job of the tenant."""
+    a = add(conn, t, at(8), key="a", cron="0 9 * * *", labels={"bank": "42"})
+    b = add(conn, t, at(8), key="b", cron="0 9 * * *")
+    add(conn, tenant(conn, "bank7"), at(8), key="a", cron="0 9 * * *", labels={"bank": "42"})
+    (predicate,) = conn.execute("SELECT pg_get_expr(indpred, indrelid) FROM pg_index "
+                                "WHERE indexrelid = 'jobs_labelled'::regclass").fetchone()
+    assert predicate == "(labels <> '{}'::jsonb)"
+
+    def labelled(selector: str) -> list[int]:
+        return sorted(r[0] for r in conn.execute(
+            "SELECT crondepot_labelled_jobs(%s, %s::jsonb)", (t, selector)))
+
+    assert labelled('{"bank": "42"}') == [a]
+    assert labelled("{}") == [a, b]
+    assert labelled('{"bank": "7"}') == []
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT j.id FROM jobs AS j WHERE j.labels @> %s::jsonb "
+            "AND j.labels <> '{}'::jsonb", ('{"bank": "42"}',)))
+    assert "jobs_labelled" in plan
+
+
 @pytest.mark.parametrize(("labels", "field"), [
     ({"": "x"}, "labels."), ({"-bad": "x"}, "labels.-bad"), ({"k": 1}, "labels.k"),
     ({"k": "a=b"}, "labels.k"), ({f"k{i}": "v" for i in range(17)}, "labels"),

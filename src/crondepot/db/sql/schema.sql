@@ -1121,7 +1121,10 @@ CREATE FUNCTION public.crondepot_labelled_jobs(p_tenant_id bigint, p_labels json
     SET search_path TO 'public', 'pg_temp'
     AS $$
     SELECT j.id FROM jobs AS j
-    WHERE j.labels @> p_labels AND j.tenant_id = p_tenant_id
+    WHERE j.labels @> p_labels AND j.labels <> '{}'::jsonb AND j.tenant_id = p_tenant_id
+    UNION ALL
+    SELECT j.id FROM jobs AS j
+    WHERE p_labels = '{}'::jsonb AND j.labels = '{}'::jsonb AND j.tenant_id = p_tenant_id
 $$;
 
 --
@@ -2349,10 +2352,10 @@ CREATE INDEX jobs_due_urgent ON public.jobs USING btree (next_run_at) WHERE (act
 CREATE INDEX jobs_failing ON public.jobs USING btree (tenant_id, id) WHERE (failing_fires > 0);
 
 --
--- Name: jobs_labels; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_labelled; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_labels ON public.jobs USING gin (labels jsonb_path_ops);
+CREATE INDEX jobs_labelled ON public.jobs USING gin (labels jsonb_path_ops) WHERE (labels <> '{}'::jsonb);
 
 --
 -- Name: jobs_windowed; Type: INDEX; Schema: public; Owner: -

@@ -1,6 +1,8 @@
--- revision: 1
+-- revision: 2
 -- crondepot_labelled_jobs: the ids of tenant p_tenant_id's jobs whose labels contain
--- p_labels, found through the jobs_labels GIN index.
+-- p_labels, found through the jobs_labelled GIN index (migration 0039), which holds only
+-- jobs that have labels; an empty p_labels, which every job's labels contain, is answered
+-- by the second branch, without it.
 --
 -- Why a SECURITY DEFINER function: under a policy, PostgreSQL evaluates a "leaky" condition
 -- (one whose function is not LEAKPROOF, as jsonb's @> is not) only after the policy's, so
@@ -19,7 +21,10 @@ CREATE OR REPLACE FUNCTION crondepot_labelled_jobs(p_tenant_id bigint, p_labels 
 RETURNS SETOF bigint
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = %I, pg_temp AS $$
     SELECT j.id FROM jobs AS j
-    WHERE j.labels @> p_labels AND j.tenant_id = p_tenant_id
+    WHERE j.labels @> p_labels AND j.labels <> '{}'::jsonb AND j.tenant_id = p_tenant_id
+    UNION ALL
+    SELECT j.id FROM jobs AS j
+    WHERE p_labels = '{}'::jsonb AND j.labels = '{}'::jsonb AND j.tenant_id = p_tenant_id
 $$
 $f$, current_schema());
 END

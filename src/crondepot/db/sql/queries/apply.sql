@@ -15,7 +15,7 @@ WHERE tenant_id = %(tenant_id)s::bigint AND key = ANY (%(keys)s::text[]);
 -- name: scope_jobs
 -- The ids and keys of the tenant's active jobs (paused included) that carry the scope's
 -- label: what a prune may cancel (only those it cancels are read whole). Through
--- crondepot_labelled_jobs for the jobs_labels index (see list_tenant_jobs).
+-- crondepot_labelled_jobs for the jobs_labelled index (see list_tenant_jobs).
 SELECT id, key FROM stored_jobs
 WHERE tenant_id = %(tenant_id)s::bigint AND active
   AND id = ANY (ARRAY(SELECT crondepot_labelled_jobs(%(tenant_id)s::bigint,

@@ -1,7 +1,7 @@
 -- name: bulk_preview
 -- How many of a tenant's jobs a bulk action would change, and the first few keys (dry run).
 -- Every filter is optional (NULL = any); the caller requires at least one. Labels are
--- served by jobs_labels (GIN, migration 0016) through crondepot_labelled_jobs
+-- served by jobs_labelled (GIN, migrations 0016 and 0039) through crondepot_labelled_jobs
 -- (functions/labelled_jobs.sql: under row-level security an inline labels @> could not use
 -- it), the rest by jobs_tenant_key or a scan of the tenant's jobs.
 WITH matching AS (

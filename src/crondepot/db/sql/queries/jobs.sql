@@ -89,7 +89,7 @@ WHERE tenant_id = %(tenant_id)s::bigint AND key = %(key)s::text;
 -- A page of a tenant's jobs in id order, after the cursor id. Every filter is optional
 -- (NULL = any). Keyset pagination: a page costs the same however deep the cursor is.
 -- Labels through crondepot_labelled_jobs (functions/labelled_jobs.sql): under row-level
--- security, labels @> here could no longer use the jobs_labels index.
+-- security, labels @> here could no longer use the jobs_labelled index.
 SELECT * FROM stored_jobs
 WHERE tenant_id = %(tenant_id)s::bigint
   AND id > %(after)s::bigint
