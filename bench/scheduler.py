@@ -64,6 +64,7 @@ from common import (
     DEFAULT_ADMIN_URL,
     BenchDatabases,
     admin_connect,
+    compile_crondepot,
     die_with_parent,
     run_interruptibly,
     server_cpu,
@@ -532,6 +533,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> None:
     databases = BenchDatabases(args.db, "crondepot_bench_")
+    compile_crondepot()     # the scheduler processes start as an installed release would
     for line in server_report(args.db):
         print(line)
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}\n", flush=True)
