@@ -5,9 +5,9 @@ same nominal and due times, tenant, priority, overlap and rate limit) repeated f
 thousands of job ids. The tick sends them that way: each kind once, and per run only its
 id, its job and its kind's number; each plan once, and per job only its id and its plan's
 number. The per-run and per-job columns are integers and plain run ids, sent as array
-literals joined in one C call; psycopg's binary arrays cost about 0.8 µs of Python an
-element, and the per-run columns were 16 arrays (docs/records/performance-runs.md, "The
-tick's writes as kinds").
+literals joined in one C call, never as binary arrays, which psycopg builds element by
+element in Python (the measurement: docs/records/performance-runs.md, "The tick's writes
+as kinds").
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ class RunBatch:
     plans: list[int] = field(default_factory=list)
     plan_columns: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in (
         "next_run_ats", "next_nominal_ats", "fires", "ended_reasons", "ended_ats")})
-    queued_priorities: set[str] = field(default_factory=set)
 
     def kind(self, tenant_id: int, priority: str, run: PlannedRun, overlap: str | None,
              rate_limit: str | None) -> int:
@@ -75,8 +74,6 @@ class RunBatch:
             for name, value in zip(self.kind_columns, key, strict=True):
                 self.kind_columns[name].append(value)
             number = self._kind_of[key] = len(self._kind_of) + 1
-            if run.skip_reason is None:
-                self.queued_priorities.add(priority)
         return number
 
     def add_runs(self, job_id: int, run_ids: Iterable[str], kinds: Iterable[int]) -> None:
@@ -110,9 +107,11 @@ class RunBatch:
             "run_ids": text_array(self.run_ids), "job_ids": int_array(self.job_ids),
             "kinds": int_array(self.kinds), **self.kind_columns, "now": now,
             "limits_known": limits_known}, prepare=False).rowcount
-        if self.queued_priorities:
-            conn.execute(Q.notify_runs_queued,
-                         {"priorities": ",".join(sorted(self.queued_priorities))})
+        queued = {priority for priority, reason in zip(
+            self.kind_columns["priorities"], self.kind_columns["skip_reasons"], strict=True)
+            if reason is None}
+        if queued:
+            conn.execute(Q.notify_runs_queued, {"priorities": ",".join(sorted(queued))})
         return inserted
 
     def advance_jobs(self, conn: psycopg.Connection[Any]) -> None:

@@ -160,7 +160,7 @@ class Scheduler(Stoppable):
                            {"claimed": result.claimed, "written": result.written,
                             "inserted": result.inserted},
                            ((run.run_id, run.skip_reason)
-                            for run in (*result.queued, *result.skipped)))
+                            for group in result.groups for run in group.runs()))
 
     def _observe_runs(self, result: TickResult) -> None:
         """Counts and enqueue delays, a group of jobs at a time: a group's runs share their

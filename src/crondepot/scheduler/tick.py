@@ -53,11 +53,15 @@ class WrittenGroup:
     plan_number: int              # the plan's number in the tick's RunBatch
     job_ids: list[int] = field(default_factory=list)
 
+    def run_ids(self, job_id: int) -> list[str]:
+        """The run ids of member ``job_id``'s runs, in the plan's order."""
+        return [format_run_id(job_id, seconds) for seconds in self.seconds]
+
     def runs(self) -> Iterator[PlannedRun]:
         """Every member's runs, with their own run ids."""
         for job_id in self.job_ids:
-            for run, seconds in zip(self.plan.runs, self.seconds, strict=True):
-                yield replace(run, run_id=format_run_id(job_id, seconds))
+            for run, rid in zip(self.plan.runs, self.run_ids(job_id), strict=True):
+                yield replace(run, run_id=rid)
 
 
 @dataclass(slots=True)
@@ -170,8 +174,7 @@ def tick(conn: psycopg.Connection[Any], *, batch: int, now: datetime | None = No
                             extra={"job_id": row.id, "cron": row.cron, "tz": row.tz})
                 continue
             group.job_ids.append(row.id)
-            writes.add_runs(row.id, (format_run_id(row.id, s) for s in group.seconds),
-                            group.kinds)
+            writes.add_runs(row.id, group.run_ids(row.id), group.kinds)
             writes.advance(row.id, group.plan_number)
         if result.unreadable:
             conn.execute(Q.put_off_jobs, {"ids": result.unreadable, "now": now,
