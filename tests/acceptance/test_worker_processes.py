@@ -18,6 +18,7 @@ from crondepot.db import connect
 from crondepot_testkit.cluster import PrivateCluster
 from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, grant_limit, queued_runs, tenant
+from tests.support.metrics import served_metric
 
 
 def _workers(url: str, n: int, *extra: str) -> list[Proc]:
@@ -40,17 +41,6 @@ def _call_started_at(conn: psycopg.Connection[Any], run_id: str) -> float | None
 
 def _called(conn: psycopg.Connection[Any], run_id: str) -> bool:
     return _call_started_at(conn, run_id) is not None
-
-
-def _metric(port: int, name: str) -> float:
-    """The value of an unlabelled sample (e.g. a counter's ``…_total``) a worker serves."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    values = [s.value for family in text_string_to_metric_families(text)
-              for s in family.samples if s.name == name]
-    assert len(values) == 1, f"{name}: {values}"
-    return float(values[0])
 
 
 @pytest.mark.slow
@@ -117,7 +107,7 @@ def test_a_worker_paused_past_its_lease_starts_no_call_and_its_writes_are_refuse
         (paused,) = _workers(db_url, 1, "--heartbeat", "1", "--metrics-port", str(port))
         wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the first call")
-        assert _metric(port, stale) == 0
+        assert served_metric(port, stale) == 0
         paused.kill(signal.SIGSTOP)
         conn.execute("UPDATE jobs SET payload = '{}'")
         (other,) = _workers(db_url, 1)
@@ -129,7 +119,7 @@ def test_a_worker_paused_past_its_lease_starts_no_call_and_its_writes_are_refuse
             # The paused call finishes and tries to record; its heartbeat finds the lease gone.
             wait_until(lambda: "outcome not recorded: the run's lease was lost"
                        in paused.output(), timeout=15, message="the refused write")
-            stale_after = _metric(port, stale)
+            stale_after = served_metric(port, stale)
         finally:
             other.stop()
             paused.stop()
@@ -165,7 +155,7 @@ def test_a_worker_paused_past_its_leases_starts_none_of_the_runs_it_held(db_url:
             wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'running'") == 4, timeout=60, message="4 claims")
             time.sleep(2)              # waiting for tokens, leases renewed by heartbeats
-            assert _metric(port, "crondepot_calls_not_started_total") == 0
+            assert served_metric(port, "crondepot_calls_not_started_total") == 0
             held = {row[0] for row in conn.execute("SELECT run_id FROM runs").fetchall()}
             worker.kill(signal.SIGSTOP)
             wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = 'running' "
@@ -177,12 +167,12 @@ def test_a_worker_paused_past_its_leases_starts_none_of_the_runs_it_held(db_url:
                 locker.execute("LOCK TABLE runs IN SHARE MODE")   # no UPDATE gets through
                 worker.kill(signal.SIGCONT)
                 resumed = True
-                wait_until(lambda: _metric(port, "crondepot_calls_not_started_total") == 4
+                wait_until(lambda: served_metric(port, "crondepot_calls_not_started_total") == 4
                            or _one(conn, "SELECT count(*) FROM test_calls") > 0,
                            timeout=10, message="4 calls refused (or one made)")
                 time.sleep(1)          # room for a call to start, were one going to
                 calls = _one(conn, "SELECT count(*) FROM test_calls")
-                not_started = _metric(port, "crondepot_calls_not_started_total")
+                not_started = served_metric(port, "crondepot_calls_not_started_total")
         finally:
             if not resumed:
                 worker.kill(signal.SIGCONT)

@@ -1,12 +1,16 @@
 """What every long-running crondepot process shares: stopping on a signal, and backing off
-while the database is away."""
+while the database is away or refuses a statement."""
 
 from __future__ import annotations
 
 import faulthandler
+import logging
 import random
 import signal
 import threading
+
+import psycopg
+from prometheus_client import Counter
 
 
 class Stoppable:
@@ -48,3 +52,48 @@ class Backoff:
 
     def reset(self) -> None:
         self.current = self.first
+
+
+# Errors that mean the database is away or busy for a moment: a lost connection, a restart,
+# a failover's read-only answer, a statement or lock timeout, a deadlock.
+UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, TimeoutError)
+
+
+class TurnErrors:
+    """What a process loop does when one turn (a tick, a claim) fails: count it, log it,
+    and say how long to wait before the next turn. The loop never exits on it.
+
+    An unavailable database is retried soon (``Backoff``'s 2 s cap) and logged in a line.
+    Anything else is a statement the database refused (a function missing in the middle of
+    an upgrade, a privilege revoked) or a row this code could not read: it is logged with
+    its stack and retried on a slower backoff, up to ``REFUSED_CAP`` seconds, because it
+    will likely fail the same way until an operator acts. Exiting instead would end a
+    worker's calls in flight and its heartbeats for an error a restart does not mend; what
+    the failed turn held is safe either way (a tick's transaction rolls back whole; a
+    claim's runs stay queued, or come back when their lease ends)."""
+
+    REFUSED_CAP = 30.0
+
+    def __init__(self, log: logging.Logger, turn: str, counter: Counter) -> None:
+        self._log, self._turn, self._counter = log, turn, counter
+        self._unavailable = Backoff()
+        self._refused = Backoff(first=1.0, cap=self.REFUSED_CAP)
+
+    def reset(self) -> None:
+        """After a turn that succeeded."""
+        self._unavailable.reset()
+        self._refused.reset()
+
+    def wait_after(self, exc: Exception) -> float:
+        """Seconds to wait after ``exc`` ended a turn (counted and logged here)."""
+        self._counter.inc()
+        if isinstance(exc, UNAVAILABLE):
+            wait = self._unavailable.next()
+            text = str(exc).strip()
+            self._log.warning("database unavailable, retrying in %.1fs: %s", wait,
+                              text.splitlines()[0] if text else type(exc).__name__)
+            return wait
+        wait = self._refused.next()
+        self._log.error("%s failed, retrying in %.1fs: %s: %s", self._turn, wait,
+                        type(exc).__name__, exc, exc_info=exc)
+        return wait

@@ -83,7 +83,8 @@ enqueue_delay = Histogram(
 )
 scheduler_errors = Counter(
     "crondepot_scheduler_errors_total",
-    "Ticks that failed (database lost, …) and were retried.",
+    "Ticks that failed and were retried: database unavailable, or refused by it "
+    "(logged with the error).",
 )
 scheduler_unreadable_jobs = Counter(
     "crondepot_scheduler_unreadable_jobs_total",
@@ -116,6 +117,11 @@ target_duration = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 retries = Counter("crondepot_retries_total", "Runs queued again after a temporary error.")
+worker_claim_errors = Counter(
+    "crondepot_worker_claim_errors_total",
+    "Claims that failed and were retried: database unavailable, or refused by it "
+    "(logged with the error).",
+)
 maintenance_leader = Gauge(
     "crondepot_maintenance_leader",
     "1 while this process holds the maintenance lock and runs the maintenance services.",

@@ -32,7 +32,7 @@ from crondepot.db import ALL_TENANTS, Q, connect
 from crondepot.db.connect import connect_pooled
 from crondepot.maintenance import Maintainer, MaintenanceConfig
 from crondepot.runtime import metrics, tracing
-from crondepot.runtime.lifecycle import Backoff, Stoppable
+from crondepot.runtime.lifecycle import Stoppable, TurnErrors
 from crondepot.scheduler.tick import TickResult, tick
 
 log = logging.getLogger("crondepot.scheduler")
@@ -82,7 +82,7 @@ class Scheduler(Stoppable):
         self._listener: psycopg.Connection[Any] | None = None
 
     def run(self) -> None:
-        backoff = Backoff()
+        errors = TurnErrors(log, "tick", metrics.scheduler_errors)
         log.info("scheduler started", extra={"batch": self.config.batch,
                                              "tick_seconds": self.config.tick_seconds})
         maintainer = Maintainer(self.config.maintenance or MaintenanceConfig(
@@ -92,12 +92,9 @@ class Scheduler(Stoppable):
             try:
                 self._connect()
                 self._cycle()
-                backoff.reset()
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                metrics.scheduler_errors.inc()
-                wait = backoff.next()
-                log.warning("database unavailable, retrying in %.1fs: %s", wait,
-                            str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+                errors.reset()
+            except Exception as exc:   # any error: counted, logged, retried (TurnErrors)
+                wait = errors.wait_after(exc)
                 self._disconnect()
                 self._stop.wait(wait)
         self._disconnect()

@@ -56,7 +56,7 @@ from crondepot.queue.lease import (
     extend_acquired_leases,
 )
 from crondepot.runtime import metrics, tracing
-from crondepot.runtime.lifecycle import Backoff, Stoppable
+from crondepot.runtime.lifecycle import Stoppable, TurnErrors
 from crondepot.worker.execute import Attempt, Executor
 from crondepot.worker.outcome_writer import OutcomeWriter
 from crondepot.worker.slots import Slots
@@ -202,7 +202,7 @@ class Worker(Stoppable):
 
     def _claim_loop(self, slots: Slots[Attempt]) -> None:
         listener: psycopg.Connection[Any] | None = None
-        backoff = Backoff()
+        errors = TurnErrors(log, "claim", metrics.worker_claim_errors)
         while not self._stop.is_set():
             try:
                 if listener is None or listener.closed:
@@ -210,7 +210,7 @@ class Worker(Stoppable):
                                        application_name="crondepot-worker-listen")
                     listener.execute(Q.listen_runs_queued)
                 claimed, free_general, free_urgent = self._claim_for_free_slots(slots)
-                backoff.reset()
+                errors.reset()
                 if claimed:
                     continue
                 if free_general == 0:
@@ -223,10 +223,8 @@ class Worker(Stoppable):
                     # Inside the try: an idle worker learns of a database restart here,
                     # from its LISTEN connection, and must back off, not exit.
                     self._wait_for_runs(listener)
-            except (psycopg.OperationalError, psycopg.InterfaceError,
-                    TimeoutError) as exc:
-                wait = backoff.next()
-                log.warning("database unavailable, retrying in %.1fs: %s", wait, exc)
+            except Exception as exc:   # any error: counted, logged, retried (TurnErrors)
+                wait = errors.wait_after(exc)
                 if listener is not None:
                     with contextlib.suppress(psycopg.Error):
                         listener.close()
