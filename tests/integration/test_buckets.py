@@ -21,6 +21,7 @@ from crondepot.limits.buckets import (
     set_limit,
 )
 from crondepot.runtime import metrics
+from crondepot_testkit.processes import wait_until
 from tests.support.jobs import tenant
 
 
@@ -99,15 +100,33 @@ def test_a_wait_names_the_operators_limit_but_never_a_tenants(
     put_own_limit(conn, tenant(conn), "acme-secret-partner", 20.0, 1)
     before = {label: _waits(label) for label in ("sms-gateway", "tenant")}
     with ConnectionPool(db_url, min_size=1, max_size=2, open=True,
-                        kwargs={"autocommit": True}) as pool:
-        limiter = RateLimiter(pool)
+                        kwargs={"autocommit": True}) as real:
         for name in ("sms-gateway", "acme-secret-partner"):
-            conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = clock_timestamp()"
-                         " WHERE name = %s", (name,))
-            assert limiter.acquire(name, give_up=lambda: False) is not None
+            _acquire_after_an_empty_take(conn, real, name)
     assert _waits("sms-gateway") == before["sms-gateway"] + 1
     assert _waits("tenant") == before["tenant"] + 1
     assert _waits("acme-secret-partner") == 0
+
+
+def _acquire_after_an_empty_take(conn: psycopg.Connection[Any], real: ConnectionPool,
+                                 name: str) -> None:
+    """One acquire of ``name`` that must wait: the bucket stays empty until its first take
+    has come back with nothing, whatever the machine's speed (emptied for the next 50 ms
+    only, a slow machine's first take found the token refilled and counted no wait)."""
+    conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = clock_timestamp()"
+                 " + interval '1 hour' WHERE name = %s", (name,))
+    pool = _CountingPool(real)
+    limiter = RateLimiter(pool)  # type: ignore[arg-type]
+    got: list[float | None] = []
+    waiter = threading.Thread(target=lambda: got.append(
+        limiter.acquire(name, give_up=lambda: False)))
+    waiter.start()
+    wait_until(lambda: pool.takes >= 1 and pool.in_flight == 0, timeout=30,
+               message="a take that found the bucket empty")
+    conn.execute("UPDATE rate_limits SET refilled_at = clock_timestamp()"
+                 " - interval '1 second' WHERE name = %s", (name,))
+    waiter.join(30)
+    assert got and got[0] is not None
 
 
 class _CountingPool:
