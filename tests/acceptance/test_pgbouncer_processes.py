@@ -20,7 +20,7 @@ from crondepot.db import connect, roles
 from crondepot_testkit.pgbouncer import POOLED_ROLE, PgBouncer, make_pooled_role, unusable
 from crondepot_testkit.processes import Proc, free_port, wait_until
 from tests.support.api import EMI, bearer, granted_tenant, start_api
-from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, queued_runs, scalar
+from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, queued_runs
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +32,12 @@ def bouncer(db_url: str) -> Iterator[PgBouncer]:
     make_pooled_role(db_url)
     with PgBouncer(db_url, default_pool_size=4) as pgb:
         yield pgb
+
+
+def _one(conn: psycopg.Connection[Any], query: str) -> Any:
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def _sessions(conn: psycopg.Connection[Any]) -> set[tuple[str, str]]:
@@ -57,7 +63,7 @@ def test_scheduler_and_workers_through_the_pooler_deliver_every_run_once(
                        "--name", f"w{i}", "--concurrency", "8", "--urgent-only", "0", env={
                            **env, "CRONDEPOT_POOLED_DATABASE_URL": pooled}) for i in range(2)]
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs "
                                           "WHERE status = 'succeeded'") == 600,
                        timeout=120, message="600 runs called and recorded")
             calls = conn.execute("SELECT count(*), count(DISTINCT run_id) FROM test_calls"
@@ -95,7 +101,7 @@ def test_a_pooled_role_that_does_not_see_every_tenant_stops_the_process(
     assert "--pooled-db: the pooled database URL's role does not see every tenant" in \
         proc.output()
     with connect(db_url) as conn:
-        assert scalar(conn, "SELECT count(*) FROM runs") == 0
+        assert _one(conn, "SELECT count(*) FROM runs") == 0
 
 
 @pytest.mark.parametrize(("pooled", "says"), [
@@ -112,7 +118,7 @@ def test_a_bad_or_unreachable_pooled_url_stops_the_worker(
         proc.kill()
     assert says in proc.output()
     with connect(db_url) as conn:
-        assert scalar(conn, "SELECT count(*) FROM runs") == 0
+        assert _one(conn, "SELECT count(*) FROM runs") == 0
 
 
 def test_the_api_process_through_the_pooler_serves_requests_as_its_own_role(

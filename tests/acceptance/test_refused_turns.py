@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 
 from crondepot.db import connect
 from crondepot_testkit.processes import Proc, free_port, wait_until
-from tests.support.jobs import bulk_due_jobs, counts, queued_runs, scalar
+from tests.support.jobs import bulk_due_jobs, counts, queued_runs
 from tests.support.metrics import served_metric
 
 REFUSE = """
@@ -26,6 +27,12 @@ REFUSE = """
         FOR EACH ROW {when} EXECUTE FUNCTION refuse_for_test();
 """
 ALLOW = "DROP TRIGGER refuse_for_test ON runs; DROP FUNCTION refuse_for_test()"
+
+
+def _one(conn: psycopg.Connection[Any], sql: str) -> Any:
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def _refusals(proc: Proc, turn: str) -> list[dict[str, Any]]:
@@ -71,7 +78,7 @@ def test_a_scheduler_whose_tick_is_refused_retries_and_writes_the_fire_once(
         assert counts(conn) == {"runs": 20, "distinct_runs": 20, "jobs_with_runs": 20,
                                 "still_due": 0}
         # One run per job, for the fire that was due: nothing skipped as missed.
-        assert scalar(conn, "SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id "
+        assert _one(conn, "SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id "
                           "WHERE r.status = 'queued' AND r.nominal_at < j.next_nominal_at") == 20
 
 
@@ -90,13 +97,13 @@ def test_a_worker_whose_claim_is_refused_retries_and_calls_the_run_once(db_url: 
         try:
             _refused_twice_and_alive(worker, port, "crondepot_worker_claim_errors_total",
                                      "claim")
-            assert scalar(conn, "SELECT count(*) FROM test_calls") == 0
-            assert scalar(conn, "SELECT count(*) FROM runs WHERE status = 'queued'") == 3
+            assert _one(conn, "SELECT count(*) FROM test_calls") == 0
+            assert _one(conn, "SELECT count(*) FROM runs WHERE status = 'queued'") == 3
             conn.execute(ALLOW)
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs "
                                           "WHERE status = 'succeeded'") == 3,
                        timeout=60, message="the runs called after the trigger went")
         finally:
             assert worker.stop() == 0, worker.output()[-3000:]
-        assert scalar(conn, "SELECT count(*) FROM test_calls") == 3
-        assert scalar(conn, "SELECT count(DISTINCT run_id) FROM test_calls") == 3
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 3
+        assert _one(conn, "SELECT count(DISTINCT run_id) FROM test_calls") == 3

@@ -12,11 +12,12 @@ import subprocess
 import sys
 from typing import Any
 
+import psycopg
 import pytest
 
 from crondepot.db import connect
 from crondepot_testkit.processes import Proc, wait_until
-from tests.support.jobs import queued_runs, scalar
+from tests.support.jobs import queued_runs
 
 RUNNER = "import sys\nimport crondepot.cli as cli\nsys.exit(cli.main(sys.argv[1:]))\n"
 
@@ -24,6 +25,12 @@ RUNNER = "import sys\nimport crondepot.cli as cli\nsys.exit(cli.main(sys.argv[1:
 def _worker(url: str, name: str, *extra: str) -> Proc:
     return Proc("worker", "--db", url, "--import", "tests.support.handlers", "--name", name,
                 *extra, env={"CRONDEPOT_TEST_CALLS_URL": url})
+
+
+def _one(conn: psycopg.Connection[Any], sql: str) -> Any:
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def _shown(url: str, run_id: str) -> dict[str, Any]:
@@ -41,19 +48,19 @@ def test_a_killed_workers_attempt_is_kept_and_another_worker_succeeds(db_url: st
     with connect(db_url) as conn:
         queued_runs(conn, 1, payload='{"sleep": 30}', lease_seconds=5)
         victim = _worker(db_url, "victim", "--heartbeat", "1")
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the first call")
         victim.kill(signal.SIGKILL)
         victim.popen.wait()
         conn.execute("UPDATE jobs SET payload = '{}'")          # the second call is quick
         rescuer = _worker(db_url, "rescuer")
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'succeeded'") == 1, timeout=60, message="retry")
         finally:
             rescuer.stop()
-        run_id = scalar(conn, "SELECT run_id FROM runs")
-        assert scalar(conn, "SELECT failing_fires FROM jobs") == 0
+        run_id = _one(conn, "SELECT run_id FROM runs")
+        assert _one(conn, "SELECT failing_fires FROM jobs") == 0
     shown = _shown(db_url, run_id)
     assert shown["worker"] == "rescuer"
     assert [(a["attempt"], a["outcome"], a["worker"]) for a in shown["attempts"]] == [
@@ -70,12 +77,12 @@ def test_six_failed_attempts_are_five_retried_and_one_dead_and_a_failed_fire(
         try:
             def skip_backoff_and_check() -> bool:
                 conn.execute("UPDATE runs SET available_at = now() WHERE status = 'queued'")
-                return bool(scalar(conn, "SELECT count(*) FROM runs WHERE status = 'dead'") == 1)
+                return bool(_one(conn, "SELECT count(*) FROM runs WHERE status = 'dead'") == 1)
             wait_until(skip_backoff_and_check, timeout=90, interval=0.2, message="dead")
         finally:
             worker.stop()
-        run_id = scalar(conn, "SELECT run_id FROM runs")
-        assert scalar(conn, "SELECT failing_fires FROM jobs") == 1
+        run_id = _one(conn, "SELECT run_id FROM runs")
+        assert _one(conn, "SELECT failing_fires FROM jobs") == 1
     attempts = _shown(db_url, run_id)["attempts"]
     assert [(a["attempt"], a["outcome"]) for a in attempts] == \
         [(n, "retried") for n in range(1, 6)] + [(6, "dead")]

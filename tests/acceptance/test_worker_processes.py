@@ -17,13 +17,19 @@ import pytest
 from crondepot.db import connect
 from crondepot_testkit.cluster import PrivateCluster
 from crondepot_testkit.processes import Proc, free_port, wait_until
-from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, grant_limit, queued_runs, scalar, tenant
+from tests.support.jobs import CALLS_TABLE, bulk_due_jobs, grant_limit, queued_runs, tenant
 from tests.support.metrics import served_metric
 
 
 def _workers(url: str, n: int, *extra: str) -> list[Proc]:
     return [Proc("worker", "--db", url, "--import", "tests.support.handlers", "--name", f"w{i}",
                  *extra, env={"CRONDEPOT_TEST_CALLS_URL": url}) for i in range(n)]
+
+
+def _one(conn: psycopg.Connection[Any], sql: str) -> Any:
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def _call_started_at(conn: psycopg.Connection[Any], run_id: str) -> float | None:
@@ -43,15 +49,15 @@ def test_10000_runs_over_two_processes_each_called_exactly_once(db_url: str) -> 
         queued_runs(conn, 10_000)
         workers = _workers(db_url, 2, "--concurrency", "10", "--urgent-only", "0")
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'succeeded'") == 10_000,
                        timeout=180, interval=0.2, message="10,000 runs succeeded")
         finally:
             for w in workers:
                 w.stop()
-        assert scalar(conn, "SELECT count(*) FROM test_calls") == 10_000
-        assert scalar(conn, "SELECT count(DISTINCT run_id) FROM test_calls") == 10_000
-        assert scalar(conn, "SELECT count(DISTINCT pid) FROM test_calls") == 2   # both worked
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 10_000
+        assert _one(conn, "SELECT count(DISTINCT run_id) FROM test_calls") == 10_000
+        assert _one(conn, "SELECT count(DISTINCT pid) FROM test_calls") == 2   # both worked
     assert all(w.popen.returncode == 0 for w in workers)
 
 
@@ -60,13 +66,13 @@ def test_kill_9_mid_call_brings_the_run_back_after_its_lease(db_url: str) -> Non
     with connect(db_url) as conn:
         queued_runs(conn, 1, payload='{"sleep": 30}', lease_seconds=5)
         (victim,) = _workers(db_url, 1, "--heartbeat", "1")
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the first call")
         victim.kill(signal.SIGKILL)
         victim.popen.wait()
         # Once its sessions are gone no heartbeat of the victim can still land: the lease it
         # left is the one the run must outlive before anyone calls it again.
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
                                       "current_database() AND application_name LIKE "
                                       "'crondepot-worker%'") == 0,
                    timeout=10, message="the victim's sessions to end")
@@ -77,12 +83,12 @@ def test_kill_9_mid_call_brings_the_run_back_after_its_lease(db_url: str) -> Non
         conn.execute("UPDATE jobs SET payload = '{}'")          # the second call is quick
         (rescuer,) = _workers(db_url, 1)
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'succeeded'") == 1, timeout=60, message="retry")
         finally:
             rescuer.stop()
         calls = conn.execute("SELECT run_id, attempt, at FROM test_calls ORDER BY at").fetchall()
-        second_claim = scalar(conn, "SELECT started_at FROM runs")      # database clock
+        second_claim = _one(conn, "SELECT started_at FROM runs")      # database clock
     assert len(calls) == 2 and calls[0][0] == calls[1][0] == first_run   # same run id, key
     assert [c[1] for c in calls] == [1, 2]
     # Not before the first claim's lease ended: claimed again after it on the database's
@@ -99,14 +105,14 @@ def test_a_worker_paused_past_its_lease_starts_no_call_and_its_writes_are_refuse
     with connect(db_url) as conn:
         queued_runs(conn, 1, payload='{"sleep": 4}', lease_seconds=5)
         (paused,) = _workers(db_url, 1, "--heartbeat", "1", "--metrics-port", str(port))
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the first call")
         assert served_metric(port, stale) == 0
         paused.kill(signal.SIGSTOP)
         conn.execute("UPDATE jobs SET payload = '{}'")
         (other,) = _workers(db_url, 1)
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'succeeded'") == 1, timeout=60, message="takeover")
             (token_after,) = conn.execute("SELECT attempt FROM runs").fetchone()  # type: ignore[misc]
             paused.kill(signal.SIGCONT)
@@ -146,13 +152,13 @@ def test_a_worker_paused_past_its_leases_starts_none_of_the_runs_it_held(db_url:
                              "--heartbeat", "1", "--metrics-port", str(port))
         resumed = False
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'running'") == 4, timeout=60, message="4 claims")
             time.sleep(2)              # waiting for tokens, leases renewed by heartbeats
             assert served_metric(port, "crondepot_calls_not_started_total") == 0
             held = {row[0] for row in conn.execute("SELECT run_id FROM runs").fetchall()}
             worker.kill(signal.SIGSTOP)
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = 'running' "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = 'running' "
                                           "AND lease_expires_at < now()") == 4,
                        timeout=15, interval=0.1, message="the leases to expire")
             # Open: tokens for every held run, were it to (wrongly) call them.
@@ -162,10 +168,10 @@ def test_a_worker_paused_past_its_leases_starts_none_of_the_runs_it_held(db_url:
                 worker.kill(signal.SIGCONT)
                 resumed = True
                 wait_until(lambda: served_metric(port, "crondepot_calls_not_started_total") == 4
-                           or scalar(conn, "SELECT count(*) FROM test_calls") > 0,
+                           or _one(conn, "SELECT count(*) FROM test_calls") > 0,
                            timeout=10, message="4 calls refused (or one made)")
                 time.sleep(1)          # room for a call to start, were one going to
-                calls = scalar(conn, "SELECT count(*) FROM test_calls")
+                calls = _one(conn, "SELECT count(*) FROM test_calls")
                 not_started = served_metric(port, "crondepot_calls_not_started_total")
         finally:
             if not resumed:
@@ -184,13 +190,13 @@ def test_permanent_errors_are_never_retried(db_url: str) -> None:
         queued_runs(conn, 20, handler="test.fail", payload='{"permanent": true}')
         (worker,) = _workers(db_url, 1)
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = 'failed'")
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = 'failed'")
                        == 20, timeout=60, message="20 failed")
             time.sleep(1)
         finally:
             worker.stop()
-        assert scalar(conn, "SELECT count(*) FROM test_calls") == 20
-        assert scalar(conn, "SELECT max(attempt) FROM runs") == 1
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 20
+        assert _one(conn, "SELECT max(attempt) FROM runs") == 1
 
 
 @pytest.mark.slow
@@ -202,13 +208,13 @@ def test_temporary_errors_are_retried_then_dead_lettered_after_6_attempts(db_url
             def skip_backoff_and_check() -> bool:
                 # Make waiting retries available now: this test counts attempts, not delays.
                 conn.execute("UPDATE runs SET available_at = now() WHERE status = 'queued'")
-                return bool(scalar(conn, "SELECT count(*) FROM runs WHERE status = 'dead'") == 3)
+                return bool(_one(conn, "SELECT count(*) FROM runs WHERE status = 'dead'") == 3)
             wait_until(skip_backoff_and_check, timeout=90, interval=0.2, message="dead")
         finally:
             worker.stop()
-        assert scalar(conn, "SELECT count(*) FROM test_calls") == 18
-        assert scalar(conn, "SELECT min(attempt) FROM runs") == 6
-        assert "gave up after 6 attempts" in scalar(conn, "SELECT min(last_error) FROM runs")
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 18
+        assert _one(conn, "SELECT min(attempt) FROM runs") == 6
+        assert "gave up after 6 attempts" in _one(conn, "SELECT min(last_error) FROM runs")
 
 
 @pytest.mark.slow
@@ -217,11 +223,11 @@ def test_urgent_only_slots_serve_urgent_while_normal_and_bulk_wait(db_url: str) 
         queued_runs(conn, 40, priority="bulk", payload='{"sleep": 2}')
         (worker,) = _workers(db_url, 1, "--concurrency", "6", "--urgent-only", "2")
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'running'") == 4, timeout=60, message="4 bulk")
             queued_runs(conn, 2, priority="urgent")
             started = time.monotonic()
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE priority = 'urgent'"
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE priority = 'urgent'"
                                           " AND status <> 'queued'") == 2,
                        timeout=10, message="urgent runs started")
             assert time.monotonic() - started < 1.5    # not behind the 2-second bulk calls
@@ -233,12 +239,12 @@ def test_sigterm_releases_runs_waiting_and_exits_0(db_url: str) -> None:
     with connect(db_url) as conn:
         queued_runs(conn, 1, payload='{"sleep": 1}')
         (worker,) = _workers(db_url, 1)
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="call")
-        assert scalar(conn, "SELECT count(*) FROM workers WHERE stopped_at IS NULL") == 1
+        assert _one(conn, "SELECT count(*) FROM workers WHERE stopped_at IS NULL") == 1
         assert worker.stop(timeout=30) == 0
-        assert scalar(conn, "SELECT status FROM runs") == "succeeded"   # finished in the grace
-        assert scalar(conn, "SELECT count(*) FROM workers WHERE stopped_at IS NULL") == 0
+        assert _one(conn, "SELECT status FROM runs") == "succeeded"   # finished in the grace
+        assert _one(conn, "SELECT count(*) FROM workers WHERE stopped_at IS NULL") == 0
 
 
 @pytest.mark.slow
@@ -251,9 +257,9 @@ def test_a_call_longer_than_the_grace_is_abandoned_at_the_grace_and_its_run_come
         # asyncio's default executor, whose threads the interpreter joins at exit.
         queued_runs(conn, 1, handler=handler, payload='{"sleep": 10}', lease_seconds=5)
         (worker,) = _workers(db_url, 1, "--grace", "1", "--heartbeat", "1")
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the first call")
-        first_token = scalar(conn, "SELECT lease_token FROM runs")
+        first_token = _one(conn, "SELECT lease_token FROM runs")
         stopping = time.monotonic()
         assert worker.stop(timeout=30) == 0
         took = time.monotonic() - stopping
@@ -263,14 +269,14 @@ def test_a_call_longer_than_the_grace_is_abandoned_at_the_grace_and_its_run_come
         assert any("abandoning 1 calls" in str(e.get("msg", "")) for e in worker.lines())
 
         # The run is still the abandoned attempt's: running, same token, lease not renewed.
-        assert scalar(conn, "SELECT status FROM runs") == "running"
-        assert scalar(conn, "SELECT lease_token FROM runs") == first_token
-        expires_at = scalar(conn, "SELECT lease_expires_at FROM runs")
+        assert _one(conn, "SELECT status FROM runs") == "running"
+        assert _one(conn, "SELECT lease_token FROM runs") == first_token
+        expires_at = _one(conn, "SELECT lease_expires_at FROM runs")
 
         conn.execute("UPDATE jobs SET payload = '{}'")          # the second call is quick
         (rescuer,) = _workers(db_url, 1, "--heartbeat", "1", "--name", "rescuer")
         try:
-            wait_until(lambda: scalar(conn, "SELECT status FROM runs") == "succeeded",
+            wait_until(lambda: _one(conn, "SELECT status FROM runs") == "succeeded",
                        timeout=60, message="the run comes back and succeeds")
         finally:
             assert rescuer.stop(timeout=30) == 0
@@ -303,7 +309,7 @@ def test_three_workers_behind_450_per_second_never_exceed_limit_plus_burst(
         grant_limit(conn, tenant(conn), "sms-gateway")
         workers = _workers(db_url, 3, "--concurrency", "10", "--urgent-only", "0")
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'succeeded'") == 3000, timeout=120, interval=0.2,
                        message="3000 runs")
         finally:
@@ -311,8 +317,8 @@ def test_three_workers_behind_450_per_second_never_exceed_limit_plus_burst(
                 w.stop()
         times = [row[0] for row in conn.execute(
             "SELECT extract(epoch FROM at)::float8 FROM test_calls").fetchall()]
-        pids = scalar(conn, "SELECT count(DISTINCT pid) FROM test_calls")
-        failed = scalar(conn, "SELECT count(*) FROM runs WHERE status <> 'succeeded'")
+        pids = _one(conn, "SELECT count(DISTINCT pid) FROM test_calls")
+        failed = _one(conn, "SELECT count(*) FROM runs WHERE status <> 'succeeded'")
     busiest = _busiest_window(times)
     span = max(times) - min(times)
     assert pids == 3 and failed == 0
@@ -335,7 +341,7 @@ def test_bulk_keeps_at_least_a_tenth_of_claims_under_an_urgent_flood(
         queued_runs(conn, 1000, priority="bulk")
         (worker,) = _workers(db_url, 1, "--concurrency", "10", "--urgent-only", "0")
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE first_claimed_at "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE first_claimed_at "
                                           "IS NOT NULL") >= 1200, timeout=120, interval=0.2,
                        message="1200 runs claimed")
         finally:
@@ -377,7 +383,7 @@ def test_an_idle_worker_starts_a_run_the_scheduler_queued_within_about_100_ms(
         assert len(tick(conn, batch=10).queued) == 1
         (worker,) = _workers(db_url, 1)
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                        message="warm-up run")
             lags = []
             for _ in range(7):
@@ -414,7 +420,7 @@ def test_an_idle_workers_first_beat_comes_in_time_for_a_short_lease(db_url: str)
         conn.execute(CALLS_TABLE)
 
         def queue_while_idle() -> None:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM workers") == 2, timeout=60,
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM workers") == 2, timeout=60,
                        message="both workers idle")
             time.sleep(0.5)                         # both heartbeats now in a 10 s sleep
             # A call long enough that a reaper (every 5 s) finds the lease expired if the
@@ -430,13 +436,13 @@ def _the_run_succeeds_on_its_one_call(conn: psycopg.Connection[Any], workers: li
     """The one queued run succeeds; its lease was never lost, so it was called once."""
     try:
         first()
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                       "'succeeded'") == 1, timeout=60, message="done")
     finally:
         for w in workers:
             w.stop()
-    assert scalar(conn, "SELECT count(*) FROM test_calls") == 1     # never taken over
-    assert scalar(conn, "SELECT attempt FROM runs") == 1
+    assert _one(conn, "SELECT count(*) FROM test_calls") == 1     # never taken over
+    assert _one(conn, "SELECT attempt FROM runs") == 1
 
 
 @pytest.mark.slow
@@ -445,11 +451,11 @@ def test_async_handlers_run(db_url: str) -> None:
         queued_runs(conn, 20, handler="test.async")
         (worker,) = _workers(db_url, 1)
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = "
                                           "'succeeded'") == 20, timeout=60, message="20")
         finally:
             worker.stop()
-        assert scalar(conn, "SELECT count(*) FROM test_calls") == 20
+        assert _one(conn, "SELECT count(*) FROM test_calls") == 20
 
 
 @pytest.mark.slow
@@ -461,9 +467,9 @@ def test_sigterm_releases_runs_that_had_not_started(db_url: str) -> None:
         set_limit(conn, "trickle", 0.2, 1)              # one call, then one per 5 s
         grant_limit(conn, tenant(conn), "trickle")
         (worker,) = _workers(db_url, 1, "--concurrency", "5", "--urgent-only", "0")
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1, timeout=60,
                    message="the one call the bucket allows")
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status = 'running'")
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status = 'running'")
                    == 4, timeout=30, message="four runs waiting for tokens")
         assert worker.stop(timeout=30) == 0
         rows = conn.execute("SELECT status, attempt, count(*) FROM runs GROUP BY 1, 2 "
@@ -482,7 +488,7 @@ def test_worker_serves_prometheus_metrics_that_move(db_url: str) -> None:
                     priority="bulk")
         (worker,) = _workers(db_url, 1, "--metrics-port", str(port))
         try:
-            wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs WHERE status IN "
+            wait_until(lambda: _one(conn, "SELECT count(*) FROM runs WHERE status IN "
                                           "('succeeded', 'failed')") == 35, timeout=60,
                        message="35 runs finished")
             text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -509,7 +515,7 @@ def test_an_idle_worker_survives_a_database_restart_and_claims_afterwards(
         queued_runs(conn, 1)
     (worker,) = _workers(cluster.url, 1)
     with connect(cluster.url) as conn:
-        wait_until(lambda: scalar(conn, "SELECT count(*) FROM test_calls") == 1,
+        wait_until(lambda: _one(conn, "SELECT count(*) FROM test_calls") == 1,
                    timeout=60, message="first call")
     time.sleep(1)                           # idle, waiting on LISTEN
     cluster.restart("immediate")
@@ -519,10 +525,10 @@ def test_an_idle_worker_survives_a_database_restart_and_claims_afterwards(
     def second_call() -> bool:
         try:
             with connect(cluster.url) as conn:
-                if scalar(conn, "SELECT count(*) FROM runs") == 1:
+                if _one(conn, "SELECT count(*) FROM runs") == 1:
                     conn.execute("DELETE FROM test_calls")
                     queued_runs(conn, 1, priority="urgent")
-                return bool(scalar(conn, "SELECT count(*) FROM test_calls") == 1)
+                return bool(_one(conn, "SELECT count(*) FROM test_calls") == 1)
         except psycopg.OperationalError:
             return False
 

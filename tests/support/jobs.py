@@ -67,13 +67,6 @@ def bulk_due_jobs(conn: psycopg.Connection[Any], count: int, *, due_in_seconds: 
     )
 
 
-def scalar(conn: psycopg.Connection[Any], sql: str) -> Any:
-    """The first column of the one row ``sql`` returns."""
-    row = conn.execute(sql).fetchone()
-    assert row is not None
-    return row[0]
-
-
 def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
     row = conn.execute(
         """
