@@ -9,9 +9,8 @@ import random
 import signal
 import threading
 
+import psycopg
 from prometheus_client import Counter
-
-from crondepot.db.cache import UNAVAILABLE
 
 
 class Stoppable:
@@ -55,6 +54,11 @@ class Backoff:
         self.current = self.first
 
 
+# Errors that mean the database is away or busy for a moment: a lost connection, a restart,
+# a failover's read-only answer, a statement or lock timeout, a deadlock.
+UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, TimeoutError)
+
+
 class TurnErrors:
     """What a process loop does when one turn (a tick, a claim) fails: count it, log it,
     and say how long to wait before the next turn. The loop never exits on it.
@@ -83,7 +87,7 @@ class TurnErrors:
     def wait_after(self, exc: Exception) -> float:
         """Seconds to wait after ``exc`` ended a turn (counted and logged here)."""
         self._counter.inc()
-        if isinstance(exc, (*UNAVAILABLE, TimeoutError)):   # TimeoutError: a pool's wait
+        if isinstance(exc, UNAVAILABLE):
             wait = self._unavailable.next()
             text = str(exc).strip()
             self._log.warning("database unavailable, retrying in %.1fs: %s", wait,
