@@ -50,6 +50,7 @@ def measure(url: str, rate: float, threads: int, seconds: float) -> str:
         counted = Counted(pool)
         limiter = RateLimiter(counted)  # type: ignore[arg-type]
         start = time.monotonic()
+        cpu_start = time.process_time()
         stop = start + seconds
         used: list[float] = []
         stale = [0]
@@ -70,10 +71,12 @@ def measure(url: str, rate: float, threads: int, seconds: float) -> str:
             worker.start()
         for worker in workers:
             worker.join()
+        cpu = time.process_time() - cpu_start
     steady = sum(1 for at in used if at - start > 2) / (seconds - 2)
     return (f"{rate:g}/s, {threads} waiting: {steady:.1f} tokens/s used after 2 s "
             f"({steady / rate:.0%}), {stale[0]} stale, "
-            f"{counted.takes / max(1, len(used) + stale[0]):.2f} takes per token")
+            f"{counted.takes / max(1, len(used) + stale[0]):.2f} takes per token, "
+            f"{cpu / max(1, len(used)) * 1e3:.2f} ms of this process's CPU per token used")
 
 
 def main(argv: list[str] | None = None) -> int:

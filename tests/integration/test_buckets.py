@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,6 +182,43 @@ def test_waiters_on_one_limit_share_one_take_at_a_time(
     assert len(got) == waiters and None not in got
     assert pool.most_in_flight == 1
     assert pool.takes <= 3 * waiters, pool.takes
+
+
+def test_a_saturated_bucket_is_asked_once_a_batch_not_once_a_token(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """Thirty calls keep waiting on a 200/s bucket that starts empty. The asker waits until
+    the bucket holds a token for each waiting call (``batch_size``: 4 at 200/s) before it
+    takes, so the takes sent are about a quarter of the tokens. Asking as soon as one token
+    had refilled sent 0.9 takes a token and woke every waiter for each (bench/bucket_herd.py).
+    Counts, not speed: takes against tokens, at most one take in flight, none stale."""
+    set_limit(conn, "sms-gateway", 200.0, 60)
+    conn.execute("UPDATE rate_limits SET tokens = 0, refilled_at = clock_timestamp()"
+                 " WHERE name = 'sms-gateway'")
+    wanted = 240
+    lock = threading.Lock()
+    fresh: list[bool] = []
+    with ConnectionPool(db_url, min_size=2, max_size=4, open=True,
+                        kwargs={"autocommit": True}) as real:
+        pool = _CountingPool(real)
+        limiter = RateLimiter(pool)  # type: ignore[arg-type]
+
+        def enough() -> bool:
+            with lock:
+                return len(fresh) >= wanted
+
+        def slot() -> None:
+            while (taken := limiter.acquire("sms-gateway", give_up=enough)) is not None:
+                with lock:
+                    fresh.append(time.monotonic() - taken <= HOLD_SECONDS)
+
+        threads = [threading.Thread(target=slot) for _ in range(30)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert len(fresh) >= wanted
+    assert pool.most_in_flight == 1
+    assert pool.takes * 2 <= len(fresh), (pool.takes, len(fresh))
 
 
 def test_a_waiter_that_gives_up_while_asking_leaves_the_others_served(

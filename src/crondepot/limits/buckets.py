@@ -17,6 +17,7 @@ usable by the tenants it is granted to (crondepot.tenancy.grants); one a tenant 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 import time
@@ -132,25 +133,33 @@ class _Stash:
     tokens: int = 0
     taken_at: float = 0.0
     rate: float = 0.0
+    ceiling: float = 0.0      # the most the bucket holds (0: not known before the first take)
+    level: float = 0.0        # tokens the last take left in the bucket ...
+    level_at: float = 0.0     # ... at this instant (monotonic)
     waiting: int = 0          # calls of this process waiting for a token of this limit
     shared: bool = True       # the operator's bucket, not one a tenant made and named
     asking: bool = False      # one of them is taking from the bucket for all of them now
-    ask_at: float = 0.0       # monotonic: the next take waits until then (a refill, a backoff)
+    ask_at: float = 0.0       # monotonic: no take before then (a database backoff)
 
 
-# A waiter's longest sleep before it looks at ``give_up`` again (a grant wakes it sooner).
-_LOOK_AGAIN_SECONDS = 0.1
+# The longest a call sleeps before it looks at ``give_up`` again. Grants wake sleepers, so
+# this bounds only how late a wait notices its lease ran out or the worker stops; every
+# waiting call wakes this often, so it must not be short (hundreds wait behind a bucket).
+_LOOK_AGAIN_SECONDS = 0.25
 
 
 class RateLimiter:
     """Per-process front of the shared buckets; thread-safe.
 
-    One call at a time per limit asks the bucket, for every call of the process waiting on
-    that limit (up to ``batch_size``); the others sleep on a condition and are woken, one per
-    token, when the tokens come. What must stay true: at most one take in flight per limit
-    and process, the lock never held across a round trip, and a waiter woken for every token
-    a take brings back, so no token goes stale while a caller that could use it sleeps
-    (docs/records/performance-runs.md, "The bucket's herd", measures what breaking it costs)."""
+    One call at a time per limit is the asker: it takes from the bucket for every call of
+    the process waiting on that limit (up to ``batch_size``), waiting first until the bucket
+    holds that many, then wakes one waiter per token it brought back and one to ask next.
+    The others sleep on a condition until a grant wakes them. What must stay true: at most
+    one take in flight per limit and process, the lock never held across a round trip or a
+    sleep, no waiter woken but by a grant, a departing asker or its own ``give_up`` look,
+    and a waiter woken for every token a take brings back, so no token goes stale while a
+    caller that could use it sleeps (docs/records/performance-runs.md, "The bucket's herd",
+    measures what breaking it costs)."""
 
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
@@ -172,16 +181,14 @@ class RateLimiter:
             while not give_up():
                 with self._lock:
                     taken_at = self._from_stash(stash)
-                    if taken_at is None and (stash.asking or time.monotonic() < stash.ask_at):
+                    if taken_at is None and stash.asking:
                         waited = True
-                        self._changed.wait(self._sleep(stash))
+                        self._changed.wait(_LOOK_AGAIN_SECONDS)
                         continue
                     if taken_at is None:
                         stash.asking = True
-                        want = min(batch_size(stash.rate) if stash.rate else 1,
-                                   max(1, stash.waiting - stash.tokens))
                 if taken_at is None:
-                    taken_at = self._ask(name, stash, want, backoff)
+                    taken_at = self._ask_when_gathered(name, stash, backoff, give_up)
                 if taken_at is not None:
                     if waited:
                         metrics.rate_limit_waits.labels(self._label(name)).inc()
@@ -196,22 +203,41 @@ class RateLimiter:
 
     def _from_stash(self, stash: _Stash) -> float | None:
         """A token the last take brought this process, if one is left and still fresh."""
-        if stash.tokens and time.monotonic() - stash.taken_at <= HOLD_SECONDS:
+        if stash.tokens and time.monotonic() - stash.taken_at > HOLD_SECONDS:
+            stash.tokens = 0        # stale: never used, and no longer owed to a waiter
+        if stash.tokens:
             stash.tokens -= 1
             return stash.taken_at
         return None
 
-    @staticmethod
-    def _sleep(stash: _Stash) -> float:
-        if stash.asking:
-            return _LOOK_AGAIN_SECONDS
-        return min(_LOOK_AGAIN_SECONDS, max(0.001, stash.ask_at - time.monotonic()))
+    def _ask_when_gathered(self, name: str, stash: _Stash, backoff: Backoff,
+                           give_up: Callable[[], bool]) -> float | None:
+        """As the asker: sleep until the bucket should hold a token for each call waiting
+        (up to ``batch_size`` and the bucket's ceiling), then take them. Asking as soon as
+        one token refilled brought one or two back a take, and woke every waiter each time
+        (docs/records/performance-runs.md, "The bucket's herd, again"); waiting for a batch
+        costs a call at most the batch's refill time. None: nothing taken, or gave up."""
+        while True:
+            with self._lock:
+                want = min(batch_size(stash.rate) if stash.rate else 1,
+                           max(1, stash.waiting))
+                pause = stash.ask_at - time.monotonic()
+                if stash.rate:
+                    gather = min(want, max(1.0, math.floor(stash.ceiling)))
+                    level = stash.level + (time.monotonic() - stash.level_at) * stash.rate
+                    pause = max(pause, (gather - level) / stash.rate)
+            if pause <= 0:
+                return self._ask(name, stash, want, backoff)
+            if give_up():
+                self._ask_failed(stash, 0.0)
+                return None
+            time.sleep(min(pause, _LOOK_AGAIN_SECONDS))
 
     def _ask(self, name: str, stash: _Stash, want: int, backoff: Backoff) -> float | None:
         """Take up to ``want`` tokens from the bucket for the process: one for the caller
         (its instant returned), the rest in the stash for the waiters it wakes; None when
-        the bucket had none (the next take waits for one to refill) or the database did not
-        answer (the next take backs off)."""
+        the bucket had none (the next take waits for more to refill) or the database did
+        not answer (the next take backs off)."""
         try:
             with self._pool.connection() as conn:
                 row = conn.execute(Q.take_tokens, {"name": name, "want": want,
@@ -234,30 +260,24 @@ class RateLimiter:
             raise UnknownLimit(f"rate limit {name!r} does not exist (crondepot limits set "
                                f"{name} RATE creates it); not called: an unknown limit "
                                "is never taken for no limit")
-        granted, remaining, rate, shared = row
-        # Until one whole token has refilled, another take would come back empty.
-        refill = max(0.0, (1.0 - float(remaining)) / float(rate))
+        granted, remaining, rate, shared, ceiling = row
         with self._lock:
-            stash.rate, stash.shared = rate, shared
+            now = time.monotonic()
+            stash.rate, stash.shared, stash.ceiling = rate, shared, ceiling
+            stash.level, stash.level_at = float(remaining), now
             if granted:
-                stash.tokens, stash.taken_at = granted - 1, time.monotonic()
-            self._stop_asking(stash, refill if not granted or remaining < 1 else 0.0)
+                stash.tokens, stash.taken_at = granted - 1, now
+            stash.asking = False
             # One waiter per token left, and one more to ask again if more are waiting.
             self._changed.notify(granted)
             return stash.taken_at if granted else None
 
-    def _stop_asking(self, stash: _Stash, ask_in: float) -> None:
-        """Under the lock: no take in flight now, and none before ``ask_in`` seconds."""
-        stash.asking = False
-        stash.ask_at = time.monotonic() + ask_in
-        if not stash.tokens:
-            stash.ask_at = max(stash.ask_at, time.monotonic() + 0.002)
-
     def _ask_failed(self, stash: _Stash, ask_in: float) -> None:
-        """The take brought nothing back (an error): another waiter may ask after
-        ``ask_in`` seconds."""
+        """The take brought nothing back (an error, or its asker gave up): another waiter
+        becomes the asker, and takes after ``ask_in`` seconds at the earliest."""
         with self._lock:
-            self._stop_asking(stash, ask_in)
+            stash.asking = False
+            stash.ask_at = time.monotonic() + ask_in
             self._changed.notify()
 
     def _label(self, name: str) -> str:

@@ -9,24 +9,27 @@
 -- clock reading than the one before it, and moving refilled_at back would grant the same
 -- interval twice.
 -- shared: the operator's bucket (no owning tenant), whose name may label a metric.
+-- ceiling: the most the bucket holds, so a taker that waits for tokens to gather never
+-- waits for more than it can hold (those past the ceiling would be lost).
 -- The take commits without waiting for its WAL flush (synchronous_commit off for this
 -- statement's transaction only, set by the "durable" subquery; run it on its own, never
 -- inside a transaction that writes what must survive): the row lock lasts until the
 -- commit, and no taker of the bucket may queue behind a disk write. A crash can lose only
 -- the last takes: the bucket comes back older, never above its burst, and at most the takes
 -- of the last 3 × wal_writer_delay are granted again (docs/worker.md, "Rate limits").
-WITH b AS (
+WITH c AS (
     SELECT name, rate_per_second, greatest(refilled_at, clock_timestamp()) AS at,
-           least(greatest(1, burst - rate_per_second * %(hold)s::float8),
-                 tokens + rate_per_second
-                 * greatest(0, extract(epoch FROM clock_timestamp() - refilled_at)))
-               AS available
+           tokens + rate_per_second
+           * greatest(0, extract(epoch FROM clock_timestamp() - refilled_at)) AS refilled,
+           greatest(1, burst - rate_per_second * %(hold)s::float8) AS ceiling
     FROM rate_limits,
          (SELECT set_config('synchronous_commit', 'off', true) OFFSET 0) AS durable
     WHERE name = %(name)s
     FOR UPDATE OF rate_limits
+), b AS (
+    SELECT name, rate_per_second, at, ceiling, least(ceiling, refilled) AS available FROM c
 ), g AS (
-    SELECT name, rate_per_second, available, at,
+    SELECT name, rate_per_second, available, at, ceiling,
            greatest(0, least(%(want)s::float8, floor(available)))::integer AS granted
     FROM b
 )
@@ -35,7 +38,7 @@ SET tokens = g.available - g.granted, refilled_at = g.at
 FROM g
 WHERE r.name = g.name
 RETURNING g.granted, g.available - g.granted AS remaining, g.rate_per_second,
-          r.tenant_id IS NULL AS shared;
+          r.tenant_id IS NULL AS shared, g.ceiling;
 
 -- name: upsert_rate_limit
 INSERT INTO rate_limits (name, rate_per_second, burst, tokens)
