@@ -5,8 +5,9 @@ A worker with C slots behind a saturated bucket has up to C calls waiting in
 a token and "calling" at once (the call costs nothing here), against a bucket of ``--rate``
 (burst = rate) that starts empty, for ``--seconds``; it prints the tokens used per second
 after the first two seconds (the goal: the bucket's rate), the tokens that went stale before
-their caller could use them (taken but not used within HOLD_SECONDS: wasted), and the takes
-sent to the database per token.
+their caller could use them (taken but not used within HOLD_SECONDS: wasted), the takes
+sent to the database per token, and the process's CPU per token used (the waiting's cost:
+thread wake-ups and takes).
 
     python bench/bucket_herd.py                      # 50/s × 60 threads, 450/s × 300 threads
     python bench/bucket_herd.py --rate 450 --threads 300 --seconds 10
