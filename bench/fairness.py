@@ -89,7 +89,7 @@ B_SECOND = """
     SELECT id || ':' || extract(epoch FROM date_trunc('second', now()))::bigint, id,
            tenant_id, 'normal', date_trunc('second', now()), now(), now()
     FROM jobs WHERE tenant_id = %(tenant)s
-    ON CONFLICT (run_id) DO NOTHING
+    ON CONFLICT DO NOTHING
 """
 NOTIFY = "SELECT pg_notify('crondepot_runs', 'normal')"
 A_LEFT = """

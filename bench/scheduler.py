@@ -104,7 +104,7 @@ BASELINE_INSERT = """
     INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, available_at,
                       status)
     VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued')
-    ON CONFLICT (run_id) DO NOTHING
+    ON CONFLICT DO NOTHING
 """
 BASELINE_ADVANCE = "UPDATE jobs SET next_run_at = %s, next_nominal_at = %s WHERE id = %s"
 

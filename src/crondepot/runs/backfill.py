@@ -8,7 +8,7 @@ ones with their own windows from ``job_timetables``, exactly as ``crondepot veri
 and writes a run for each fire that has no row:
 
 - with the run id the tick would have given it (``timetable.run_id``), by one
-  ``INSERT ... ON CONFLICT (run_id) DO NOTHING``: a fire never gets a second row;
+  ``INSERT ... ON CONFLICT DO NOTHING``: a fire never gets a second row;
 - queued and due now, carrying the misfire deadline the tick would have written
   (``deadline_at``); a fire already past that deadline is written ``skipped`` with the
   tick's reason (``misfire_deadline``/``misfire_local_deadline``), so the row exists but

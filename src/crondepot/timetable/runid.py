@@ -3,7 +3,8 @@
 This module owns that format. The seconds are computed from the instant by integer
 arithmetic, never read off a rendered timestamp, whose text varies with the session's time
 zone and precision; so every scheduler names the same run the same way, and
-``INSERT ... ON CONFLICT (run_id) DO NOTHING`` makes firing idempotent.
+``INSERT ... ON CONFLICT DO NOTHING`` on the run id's unique index makes firing idempotent
+(queries/tick.sql, ``insert_runs``: why no conflict target is named).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ SELECT r.run_id, %(job_id)s::bigint, %(tenant_id)s::bigint, %(priority)s::text, 
 FROM unnest(%(run_ids)s::text[], %(nominal_ats)s::timestamptz[], %(due_ats)s::timestamptz[],
             %(skip_reasons)s::text[], %(deadline_ats)s::timestamptz[])
      AS r(run_id, nominal_at, due_at, skip_reason, deadline_at)
-ON CONFLICT (run_id) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING run_id, status;
 
 -- name: backfill_requeue_skipped

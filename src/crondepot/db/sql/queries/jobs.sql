@@ -205,7 +205,7 @@ INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, avail
 VALUES (%(run_id)s, %(job_id)s, %(tenant_id)s, %(priority)s, %(now)s, %(now)s, %(now)s,
         coalesce((SELECT j.overlap FROM jobs AS j WHERE j.id = %(job_id)s::bigint), 'allow'),
         (SELECT j.rate_limit FROM jobs AS j WHERE j.id = %(job_id)s::bigint))
-ON CONFLICT (run_id) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING run_id;
 
 -- name: insert_job_timetable

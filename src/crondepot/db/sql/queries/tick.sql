@@ -53,7 +53,14 @@ WHERE id = ANY(%(tenant_ids)s::bigint[]) AND delivery_window IS NOT NULL;
 -- overlap, rate limit) once, as binary arrays; per run only its id, its job and its kind's
 -- number, as array literals. A burst's 2,000 runs a tick are a few kinds, so nearly
 -- nothing is sent twice. ON CONFLICT DO NOTHING makes a repeated run id (a retried tick, a
--- manual trigger of the same instant) a no-op instead of a second run.
+-- manual trigger of the same instant) a no-op instead of a second run. It names no conflict
+-- target on purpose (every insert of runs does the same): the arbiters are then the unique
+-- indexes of the table the row lands in, runs_pkey here (an inserted run is never running,
+-- so runs_overlap_running never arbitrates). A target of (run_id) needs a unique index on
+-- run_id alone on the table named, which `runs` partitioned by nominal time cannot have
+-- (the partition key must be in it); without a target this statement works on both layouts,
+-- so a release that partitions runs can roll out beside this one (docs/operations.md,
+-- "Retention").
 -- Each run carries its job's overlap policy (migration 0026): the tick passes the one its
 -- claim read (the job row is locked until the tick commits, so it cannot change); a kind
 -- with a null one gets it read here, by one jobs_pkey probe per run, so no caller can
@@ -80,7 +87,7 @@ JOIN unnest(%(tenant_ids)b::bigint[], %(priorities)b::text[], %(nominal_ats)b::t
      AS k(tenant_id, priority, nominal_at, due_at, skip_reason, deadline_at, overlap,
           rate_limit, kind)
      ON k.kind = r.kind
-ON CONFLICT (run_id) DO NOTHING;
+ON CONFLICT DO NOTHING;
 
 -- name: advance_jobs
 -- Every claimed job's next run in one statement (the rows are still locked by this
