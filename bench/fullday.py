@@ -95,6 +95,7 @@ from crondepot.job import JobSpec, create_jobs
 from crondepot.job.guard import ALLOWLIST_ENV
 from crondepot.limits.buckets import set_limit
 from crondepot.queue.claim import claim_runs
+from crondepot.runs import partitions
 from crondepot.runs.reads import listed_statuses
 from crondepot.runs.retention import PRUNE_BATCH, prune_cutoff
 from crondepot.tenancy.grants import grant
@@ -220,20 +221,31 @@ RETIME = """
                     timetable_since = now()
     WHERE id BETWEEN %(low)s AND %(high)s
 """
-TABLE_STATS = """
-    SELECT relname, n_live_tup, n_dead_tup, vacuum_count, autovacuum_count, analyze_count,
-           autoanalyze_count, n_tup_upd
-    FROM pg_stat_user_tables WHERE relname IN ('runs', 'jobs', 'run_attempts', 'rate_limits')
+# runs is partitioned (migration 0040): its partitions are counted as one table "runs",
+# and each index of the parent as one ("runs_*_pkey": every partition's own key).
+RUNS_TREE = "(SELECT relid FROM pg_partition_tree('runs') WHERE isleaf)"
+TABLE_STATS = f"""
+    SELECT CASE WHEN s.relid IN {RUNS_TREE} THEN 'runs' ELSE s.relname END,
+           sum(n_live_tup), sum(n_dead_tup), sum(vacuum_count), sum(autovacuum_count),
+           sum(analyze_count), sum(autoanalyze_count), sum(n_tup_upd)
+    FROM pg_stat_user_tables AS s
+    WHERE s.relname IN ('jobs', 'run_attempts', 'rate_limits') OR s.relid IN {RUNS_TREE}
+    GROUP BY 1
 """
-SIZES = """
-    SELECT c.relname, pg_relation_size(c.oid), pg_indexes_size(c.oid),
-           pg_total_relation_size(c.oid)
-    FROM pg_class c WHERE c.relname IN ('runs', 'jobs', 'run_attempts', 'audit_log')
-      AND c.relkind = 'r' ORDER BY 4 DESC
+SIZES = f"""
+    SELECT CASE WHEN c.oid IN {RUNS_TREE} THEN 'runs' ELSE c.relname END,
+           sum(pg_relation_size(c.oid)), sum(pg_indexes_size(c.oid)),
+           sum(pg_total_relation_size(c.oid))
+    FROM pg_class c
+    WHERE (c.relname IN ('jobs', 'run_attempts', 'audit_log') AND c.relkind = 'r')
+       OR c.oid IN {RUNS_TREE}
+    GROUP BY 1 ORDER BY 4 DESC
 """
-INDEX_SIZES = """
-    SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes
-    WHERE relname = 'runs' ORDER BY 2 DESC
+INDEX_SIZES = f"""
+    SELECT regexp_replace(coalesce(pg_partition_root(indexrelid), indexrelid)::regclass::text,
+                          '^runs_(p[0-9]{{8}}|default|history)_', 'runs_*_'),
+           sum(pg_relation_size(indexrelid))
+    FROM pg_stat_user_indexes WHERE relid IN {RUNS_TREE} GROUP BY 1 ORDER BY 2 DESC
 """
 # A reminder whose run is not written yet (a job's run and its next fire commit together).
 BURST_UNWRITTEN = """EXISTS (SELECT 1 FROM jobs WHERE id BETWEEN %(low)s AND %(high)s
@@ -340,6 +352,9 @@ def build(url: str, scale: float, gateway: str, *, limited: bool = True) -> Buil
                 built.ids[kind.name] = _insert_kind(conn, built, kind, scale, gateway)
             built.jobs = total
         fires = history_fires(built.t0)
+        with built.step("day partitions of runs, for the history and the burst"):
+            partitions.make_ahead(conn, days=HISTORY_DAYS + 3,
+                                  now=built.t0 - timedelta(days=HISTORY_DAYS + 1))
         loaded = [(name, definition, con, condef)
                   for name, definition, con, condef in conn.execute(LOADED_INDEXES)]
         before = conn.execute(RUNS_INDEXES).fetchall()

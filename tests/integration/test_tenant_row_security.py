@@ -65,10 +65,11 @@ def _fill(conn: psycopg.Connection[Any], name: str) -> int:
 
 
 def _owned_tables(conn: psycopg.Connection[Any]) -> list[str]:
-    """Every table of the schema with a tenant_id column, from the catalog."""
+    """Every table of the schema with a tenant_id column, from the catalog: partitioned
+    ones (runs) and each of their partitions too."""
     return [row[0] for row in conn.execute(
         "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
-        "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+        "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') "
         "AND a.attname = 'tenant_id' AND NOT a.attisdropped ORDER BY 1")]
 
 

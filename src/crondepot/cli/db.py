@@ -1,5 +1,6 @@
-"""``crondepot db url|status|stop|restored``: find, look at or stop the database crondepot
-uses, and say what to do once it was restored from a backup."""
+"""``crondepot db url|status|stop|restored|partition-runs``: find, look at or stop the
+database crondepot uses, say what to do once it was restored from a backup, and partition
+the runs of a database that had runs before migration 0040."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 from crondepot.cli.shared.options import (
     add_database,
     add_json,
+    add_runtime_role,
     database,
     operator_connection,
 )
 from crondepot.cli.shared.output import fail, print_json
-from crondepot.db import embedded
+from crondepot.db import ALL_TENANTS, connect, embedded, roles
 from crondepot.db.restore import inspect
-from crondepot.runs import restored
+from crondepot.runs import partitions, restored
 from crondepot.tenancy.audit import cli_actor
 
 
@@ -52,6 +54,14 @@ def register(commands: Any) -> None:
     how.add_argument("--resend", action="store_true",
                      help="skip nothing: every fire since the restore point is sent again")
     after.set_defaults(run=run_restored)
+    split = actions.add_parser(
+        "partition-runs", help="partition runs by day, online, on a database that had runs "
+                               "before this release (connect as the owner; every process "
+                               "must run this release first)")
+    add_database(split)
+    add_runtime_role(split)
+    add_json(split)
+    split.set_defaults(run=run_partition_runs)
 
 
 def run_url(args: argparse.Namespace) -> int:
@@ -121,4 +131,34 @@ def run_restored(args: argparse.Namespace) -> int:
     else:
         print("restore resolved: every fire since the restore point will be sent again; "
               "the processes may start")
+    return 0
+
+
+def run_partition_runs(args: argparse.Namespace) -> int:
+    """Convert a one-table runs (docs/operations.md, "Partitions of runs"); 0 also when it
+    was partitioned already, 1 when the conversion could not be made (nothing changed)."""
+    with database(args) as db, \
+            connect(db.owner_url, application_name="crondepot-partition-runs",
+                    tenants=ALL_TENANTS) as conn:
+        try:
+            done = partitions.convert(conn)
+        except partitions.ConversionError as exc:
+            return fail(str(exc), as_json=args.json, code=1)
+        roles.grant(conn, args.runtime_role)
+    if args.json:
+        print_json({"already": done.already,
+                    "history_until": done.history_until.isoformat()
+                    if done.history_until else None,
+                    "validate_seconds": round(done.validate_seconds, 3),
+                    "attach_seconds": round(done.attach_seconds, 3),
+                    "made": done.made})
+    elif done.already:
+        print("runs is partitioned already: nothing to do")
+    else:
+        assert done.history_until is not None
+        print(f"runs partitioned: the table before it is runs_history, for nominal times "
+              f"before {done.history_until.isoformat()} (validated in "
+              f"{done.validate_seconds:.1f} s with writes going on, attached in "
+              f"{done.attach_seconds:.2f} s); day partitions made: "
+              f"{', '.join(done.made) or 'none'}")
     return 0

@@ -5,7 +5,9 @@ maintenance lock runs the services, each on its own interval:
 
 - ``rescuer``: runs whose lease expired go back to the queue (or to the dead letter), and
   queued runs past their misfire deadline are recorded skipped;
-- ``pruner``: finished runs older than the retention period are deleted in bounded passes;
+- ``pruner``: partitions of runs that ended before the retention period are dropped, and
+  finished runs older than it elsewhere are deleted in bounded passes;
+- ``runs_ahead``: the next week's day partitions of runs are made;
 - ``registry``: workers silent or stopped for a day are forgotten;
 - ``ledger_check``: the ledger rule is checked over the recent past (``crondepot verify``);
 - ``notices``: the tenants' failure notices composed and sent (``notices/sender.py``, handed

@@ -25,6 +25,7 @@ class MaintenanceConfig:
     retention_days: float = DEFAULT_RETENTION.days   # pruner; 0 keeps finished runs forever
     prune_seconds: float = 60.0
     registry_seconds: float = 60.0
+    partition_seconds: float = 600.0      # runs' day partitions made ahead (runs_ahead)
     verify_every: float = 300.0           # ledger check; 0 turns it off
     verify_window: float = 3600.0
     # The failure notices' sender (notices/sender.py), handed in by the command line: it

@@ -23,6 +23,7 @@ from crondepot.maintenance.pause_on_failure import pause_failing_jobs
 from crondepot.maintenance.pruner import prune
 from crondepot.maintenance.registry import forget_old_workers
 from crondepot.maintenance.rescuer import rescue
+from crondepot.maintenance.runs_ahead import make_runs_ahead
 from crondepot.runtime import metrics
 
 log = logging.getLogger("crondepot.maintenance")
@@ -45,7 +46,8 @@ def services(config: MaintenanceConfig) -> list[Service]:
            Service("cluster_mark", config.reap_seconds, 0.0, ClusterMark()),
            Service("pause_on_failure", config.reap_seconds, 1.0, pause_failing_jobs),
            Service("registry", config.registry_seconds, config.registry_seconds,
-                   forget_old_workers)]
+                   forget_old_workers),
+           Service("runs_ahead", config.partition_seconds, 0.0, make_runs_ahead)]
     if config.retention_days:
         out.append(Service("pruner", config.prune_seconds, 1.0, prune))
     if config.notices is not None:

@@ -18,15 +18,28 @@ DEFAULT_RETENTION = timedelta(days=30)
 PRUNE_BATCH = 5000   # runs deleted per statement: a short transaction, however large the backlog
 
 
+def retention_cutoff(conn: psycopg.Connection[Any], keep: timedelta,
+                     now: datetime | None = None) -> datetime:
+    """The instant ``keep`` before ``now`` (by default the database's clock, as every other
+    instant crondepot writes): a finished run created before it is past retention, and a
+    partition of runs that ends before it goes whole (runs/partitions.py)."""
+    return _cutoffs(conn, keep, now)[0]
+
+
 def prune_cutoff(conn: psycopg.Connection[Any], keep: timedelta,
                  now: datetime | None = None) -> datetime:
-    """The instant before which finished runs are pruned: ``keep`` before ``now`` (by default
-    the database's clock, as every other instant crondepot writes)."""
+    """The instant before which finished runs are pruned row by row: the retention cut-off,
+    or on a partitioned ``runs`` the start of its oldest day partition if that is earlier
+    (days go whole, queries/retention.sql)."""
+    return _cutoffs(conn, keep, now)[1]
+
+
+def _cutoffs(conn: psycopg.Connection[Any], keep: timedelta,
+             now: datetime | None) -> tuple[datetime, datetime]:
     row = conn.execute(Q.prune_cutoff, {"keep_seconds": keep.total_seconds(),
                                         "now": now}).fetchone()
     assert row is not None
-    cutoff: datetime = row[0]
-    return cutoff
+    return row[0], row[1]
 
 
 def prune_finished_runs(conn: psycopg.Connection[Any], keep: timedelta, *, limit: int = PRUNE_BATCH,

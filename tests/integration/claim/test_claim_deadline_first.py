@@ -22,6 +22,7 @@ from crondepot.limits.buckets import set_limit
 from crondepot.queue import claim_runs
 from crondepot.scheduler.tick import tick
 from tests.support.jobs import add_job, grant_limit, tenant
+from tests.support.plans import reads
 
 T0 = datetime(2026, 3, 2, 3, 30, tzinfo=UTC)          # 09:00 in Asia/Kolkata
 READY = T0 - timedelta(seconds=10)
@@ -220,12 +221,11 @@ def test_deadline_first_reads_only_what_it_claims_on_a_grown_queue(
         claim_runs(conn, owner="w", shares={"normal": 2}, now=T0 + timedelta(seconds=k))
     runs = _queue(conn, bank, [("sms-gateway", 3600.0 - i / 10) for i in range(20_000)],
                   start=50)
-    reads = ("SELECT seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables "
-             "WHERE relname = 'runs'")
+    counts = reads("seq_scan", "idx_tup_fetch")
     with conn.transaction():
-        seq_before, fetched_before = conn.execute(reads).fetchone() or (0, 0)
+        seq_before, fetched_before = conn.execute(counts).fetchone() or (0, 0)
         got = claim_runs(conn, owner="w", shares={"normal": 20}, now=T0 + timedelta(seconds=20))
-        seq_after, fetched_after = conn.execute(reads).fetchone() or (0, 0)
+        seq_after, fetched_after = conn.execute(counts).fetchone() or (0, 0)
     assert {r.run_id for r in got} == {r.run_id for r in runs[-20:]}
     assert seq_after == seq_before
     assert fetched_after - fetched_before < 200, fetched_after - fetched_before

@@ -14,6 +14,7 @@ import pytest
 
 from crondepot.queue import claim_runs
 from crondepot.queue.claim import ClaimedRun
+from tests.support.plans import reads
 from tests.support.runs import due_runs
 
 
@@ -200,7 +201,7 @@ def test_the_fair_path_keeps_index_plans_on_a_grown_table(
         claim_runs(conn, owner="w", shares={"normal": 2})
     due_runs(conn, "bank-a", 20_000, priority="bulk", age_seconds=7200)
     due_runs(conn, "bank-c", 20_000, priority="bulk")
-    scans = "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    scans = reads("seq_scan", "idx_scan")
     with conn.transaction():
         seq_before, idx_before = conn.execute(scans).fetchone() or (0, 0)
         claimed = claim_runs(conn, owner="w", shares={"normal": 4, "bulk": 6})

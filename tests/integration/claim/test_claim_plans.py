@@ -14,7 +14,7 @@ from crondepot.queue import (
     record_successes,
 )
 from tests.support.jobs import queued_runs
-from tests.support.plans import fetched, make_the_plans
+from tests.support.plans import fetched, make_the_plans, reads
 from tests.support.runs import run_state
 
 
@@ -30,7 +30,7 @@ def test_a_claim_never_scans_the_runs_table(conn: psycopg.Connection[Any]) -> No
     queued_runs(conn, 40_000, priority="bulk")
     conn.execute("UPDATE runs SET status = 'succeeded' WHERE run_id IN "
                  "(SELECT run_id FROM runs WHERE priority = 'bulk' LIMIT 39000)")
-    scans = "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    scans = reads("seq_scan", "idx_scan")
     with conn.transaction():
         seq_before, idx_before = conn.execute(scans).fetchone() or (0, 0)
         claimed = claim_runs(conn, owner="w", shares={"urgent": 3, "normal": 2, "bulk": 0})
@@ -50,15 +50,14 @@ def test_recording_successes_reads_only_the_rows_it_records(
     queued_runs(conn, 2_000)
     if analyzed:
         conn.execute("ANALYZE runs")
-    reads = ("SELECT seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables "
-             "WHERE relname = 'runs'")
+    counts = reads("seq_scan", "idx_tup_fetch")
     for _ in range(8):   # past any switch to a kept plan
         runs = claim_runs(conn, owner="w", shares={"normal": 20})
         with conn.transaction():
-            seq_before, fetched_before = conn.execute(reads).fetchone() or (0, 0)
+            seq_before, fetched_before = conn.execute(counts).fetchone() or (0, 0)
             recorded = record_successes(conn, [Success(r.run_id, r.lease_token, r.attempt)
                                                for r in runs])
-            seq_after, fetched_after = conn.execute(reads).fetchone() or (0, 0)
+            seq_after, fetched_after = conn.execute(counts).fetchone() or (0, 0)
         assert len(runs) == 20 and recorded == {r.run_id for r in runs}
         assert seq_after == seq_before
         assert fetched_after - fetched_before == 20   # 1,880 to 2,000 before
@@ -99,12 +98,12 @@ def test_the_claim_keeps_its_plans_instead_of_planning_every_call(
                            "enable_incremental_sort=off",
                            "plan_cache_mode=force_generic_plan"}
     queued_runs(conn, 300)     # small and never analyzed when the plans are made
-    reads = "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    counts = reads("idx_tup_fetch")
     for _ in range(10):
         with conn.transaction():
-            (before,) = conn.execute(reads).fetchone() or (0,)
+            (before,) = conn.execute(counts).fetchone() or (0,)
             claimed = claim_runs(conn, owner="w", shares={"urgent": 6, "normal": 3, "bulk": 1})
-            (after,) = conn.execute(reads).fetchone() or (0,)
+            (after,) = conn.execute(counts).fetchone() or (0,)
         # Generic plans from the first call on: claims still come right, and read the runs
         # they claim (a scan, then the update's probe, and the lending), not the queue.
         assert len(claimed) == 10

@@ -1251,6 +1251,214 @@ CREATE FUNCTION public.crondepot_run_held(p_tenant_id bigint, p_job_id bigint) R
 $$;
 
 --
+-- Name: crondepot_runs_history_mark(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_runs_history_mark(p_until timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    EXECUTE format('ALTER TABLE runs ADD CONSTRAINT runs_history_until '
+                   'CHECK (nominal_at < %L) NOT VALID', p_until);
+END
+$$;
+
+--
+-- Name: crondepot_runs_partition(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_runs_partition(p_history_until timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ddl   text[];
+    names text[];
+    one   text;
+BEGIN
+    IF (SELECT c.relkind FROM pg_class AS c WHERE c.oid = 'runs'::regclass) = 'p' THEN
+        RETURN;
+    END IF;
+    ddl := ARRAY(SELECT pg_get_indexdef(x.indexrelid) FROM pg_index AS x
+                 WHERE x.indrelid = 'runs'::regclass AND NOT x.indisunique
+                 UNION ALL
+                 SELECT pg_get_triggerdef(g.oid) FROM pg_trigger AS g
+                 WHERE g.tgrelid = 'runs'::regclass AND NOT g.tgisinternal
+                 UNION ALL
+                 SELECT pg_get_statisticsobjdef(s.oid) FROM pg_statistic_ext AS s
+                 WHERE s.stxrelid = 'runs'::regclass);
+    FOR one IN SELECT g.tgname FROM pg_trigger AS g
+               WHERE g.tgrelid = 'runs'::regclass AND NOT g.tgisinternal
+    LOOP
+        EXECUTE format('DROP TRIGGER %I ON runs', one);
+    END LOOP;
+    names := ARRAY(SELECT c.relname FROM pg_index AS x JOIN pg_class AS c
+                   ON c.oid = x.indexrelid WHERE x.indrelid = 'runs'::regclass
+                   UNION ALL
+                   SELECT s.stxname FROM pg_statistic_ext AS s
+                   WHERE s.stxrelid = 'runs'::regclass);
+    ALTER TABLE runs RENAME TO runs_history;
+    FOREACH one IN ARRAY names LOOP
+        IF to_regclass(one) IS NOT NULL THEN
+            EXECUTE format('ALTER INDEX %I RENAME TO %I', one, 'runs_history' || substr(one, 5));
+        ELSE
+            EXECUTE format('ALTER STATISTICS %I RENAME TO %I', one,
+                           'runs_history' || substr(one, 5));
+        END IF;
+    END LOOP;
+    -- run_attempts' policy names the table, not its name: it followed the rename.
+    DROP POLICY tenant_rows ON run_attempts;
+
+    CREATE TABLE runs (LIKE runs_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+        PARTITION BY RANGE (nominal_at);
+    ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_history_until;
+    ALTER TABLE runs ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY tenant_rows ON runs USING (
+        (SELECT current_setting('crondepot.tenant_id', true) = 'all')
+        OR tenant_id = (SELECT NULLIF(NULLIF(current_setting('crondepot.tenant_id', true),
+                                             'all'), '')::bigint));
+    CREATE POLICY tenant_rows ON run_attempts USING (
+        (SELECT current_setting('crondepot.tenant_id', true) = 'all')
+        OR EXISTS (SELECT FROM runs AS r WHERE r.run_id = run_attempts.run_id));
+    IF p_history_until IS NULL THEN
+        DROP TABLE runs_history;
+    ELSE
+        EXECUTE format('ALTER TABLE runs ATTACH PARTITION runs_history '
+                       'FOR VALUES FROM (MINVALUE) TO (%L)', p_history_until);
+    END IF;
+    FOREACH one IN ARRAY ddl LOOP
+        EXECUTE one;
+    END LOOP;
+    CREATE TABLE runs_default PARTITION OF runs DEFAULT;
+    PERFORM crondepot_runs_partition_own('runs_default'::regclass);
+END
+$$;
+
+--
+-- Name: crondepot_runs_partition_own(regclass); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_runs_partition_own(p_part regclass) RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    part text := (SELECT c.relname FROM pg_class AS c WHERE c.oid = p_part);
+    ix   record;
+BEGIN
+    FOR ix IN SELECT c.relname AS child, pc.relname AS parent
+              FROM pg_index AS x
+              JOIN pg_class AS c ON c.oid = x.indexrelid
+              JOIN pg_inherits AS i ON i.inhrelid = x.indexrelid
+              JOIN pg_class AS pc ON pc.oid = i.inhparent
+              WHERE x.indrelid = p_part
+    LOOP
+        IF ix.child <> part || substr(ix.parent, 5) THEN
+            EXECUTE format('ALTER INDEX %I RENAME TO %I', ix.child, part || substr(ix.parent, 5));
+        END IF;
+    END LOOP;
+    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I PRIMARY KEY (run_id)', p_part,
+                   part || '_pkey');
+    EXECUTE format('CREATE UNIQUE INDEX %I ON %s (job_id) '
+                   'WHERE status = ''running'' AND overlap <> ''allow''',
+                   part || '_overlap_running', p_part);
+    EXECUTE format('CREATE STATISTICS %I ON (coalesce(finished_at, due_at)) FROM %s',
+                   part || '_ended', p_part);
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', p_part);
+    EXECUTE format($p$CREATE POLICY tenant_rows ON %s USING (
+        (SELECT current_setting('crondepot.tenant_id', true) = 'all')
+        OR tenant_id = (SELECT NULLIF(NULLIF(current_setting('crondepot.tenant_id', true),
+                                             'all'), '')::bigint))$p$, p_part);
+END
+$_$;
+
+--
+-- Name: crondepot_runs_partitions(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_runs_partitions() RETURNS TABLE(name text, lo timestamp with time zone, hi timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT c.relname::text,
+           CASE WHEN m[1] = 'MINVALUE' THEN '-infinity'::timestamptz
+                ELSE btrim(m[1], '''')::timestamptz END,
+           btrim(m[2], '''')::timestamptz
+    FROM pg_inherits AS i
+    JOIN pg_class AS c ON c.oid = i.inhrelid
+    CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                    'FROM \((.*)\) TO \((.*)\)') AS m
+    WHERE i.inhparent = to_regclass('runs') AND m IS NOT NULL
+$$;
+
+--
+-- Name: crondepot_runs_partitions_ahead(timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_runs_partitions_ahead(p_now timestamp with time zone, p_days integer) RETURNS SETOF text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '$user', 'public'
+    AS $$
+DECLARE
+    first date := (p_now AT TIME ZONE 'UTC')::date;
+    day   date;
+    part  text;
+BEGIN
+    IF (SELECT c.relkind FROM pg_class AS c WHERE c.oid = 'runs'::regclass) <> 'p' THEN
+        RETURN;
+    END IF;
+    FOR i IN 0 .. p_days LOOP
+        day := first + i;
+        part := 'runs_p' || to_char(day, 'YYYYMMDD');
+        CONTINUE WHEN to_regclass(part) IS NOT NULL;
+        BEGIN
+            EXECUTE format('CREATE TABLE %I PARTITION OF runs FOR VALUES FROM (%L) TO (%L)',
+                           part, day::timestamp AT TIME ZONE 'UTC',
+                           (day + 1)::timestamp AT TIME ZONE 'UTC');
+            PERFORM crondepot_runs_partition_own(part::regclass);
+            RETURN NEXT part;
+        EXCEPTION
+            WHEN invalid_object_definition OR check_violation OR lock_not_available
+                 OR duplicate_table THEN       -- (the last: another leader made it now)
+                NULL;
+        END;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: crondepot_runs_retire(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.crondepot_runs_retire(p_part text, p_cutoff timestamp with time zone, OUT moved bigint, OUT size bigint) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '$user', 'public'
+    AS $$
+DECLARE
+    upper timestamptz := (SELECT p.hi FROM crondepot_runs_partitions() AS p
+                          WHERE p.name = p_part);
+BEGIN
+    IF upper IS NULL AND to_regclass(p_part) IS NULL THEN
+        moved := 0;                 -- retired already, by another leader a moment ago
+        size := 0;
+        RETURN;
+    END IF;
+    IF upper IS NULL OR upper > p_cutoff THEN
+        RAISE EXCEPTION 'runs partition % does not end before the cut-off %', p_part, p_cutoff
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    size := (SELECT greatest(c.reltuples, 0)::bigint FROM pg_class AS c
+             WHERE c.oid = p_part::regclass);
+    EXECUTE format('DELETE FROM run_attempts AS a USING %I AS r WHERE a.run_id = r.run_id '
+                   'AND r.created_at < %L AND r.status IN '
+                   '(''succeeded'', ''failed'', ''skipped'', ''cancelled'')', p_part, p_cutoff);
+    EXECUTE format('ALTER TABLE runs DETACH PARTITION %I', p_part);
+    EXECUTE format('INSERT INTO runs SELECT * FROM %I AS r WHERE NOT (r.created_at < %L AND '
+                   'r.status IN (''succeeded'', ''failed'', ''skipped'', ''cancelled''))',
+                   p_part, p_cutoff);
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    EXECUTE format('DROP TABLE %I', p_part);
+END
+$$;
+
+--
 -- Name: crondepot_token_principal(bytea); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2010,6 +2218,45 @@ CREATE TABLE public.runs (
     CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))
+)
+PARTITION BY RANGE (nominal_at);
+
+--
+-- Name: runs_default; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.runs_default (
+    run_id text NOT NULL,
+    job_id bigint NOT NULL,
+    tenant_id bigint NOT NULL,
+    priority text NOT NULL,
+    nominal_at timestamp with time zone NOT NULL,
+    due_at timestamp with time zone NOT NULL,
+    status text DEFAULT 'queued'::text NOT NULL,
+    attempt integer DEFAULT 0 NOT NULL,
+    available_at timestamp with time zone NOT NULL,
+    lease_owner text,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    first_claimed_at timestamp with time zone,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    skip_reason text,
+    last_error text,
+    error_class text,
+    result jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_used interval DEFAULT '00:00:00'::interval NOT NULL,
+    deadline_at timestamp with time zone,
+    worker text,
+    held_available_at timestamp with time zone,
+    overlap text DEFAULT 'allow'::text NOT NULL,
+    replace_requested_at timestamp with time zone,
+    rate_limit text,
+    CONSTRAINT runs_check CHECK (((status <> 'running'::text) OR ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
+    CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['urgent'::text, 'normal'::text, 'bulk'::text]))),
+    CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'dead'::text, 'skipped'::text, 'cancelled'::text])))
 );
 
 --
@@ -2094,6 +2341,12 @@ CREATE TABLE public.workers (
     heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
     stopped_at timestamp with time zone
 );
+
+--
+-- Name: runs_default; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.runs ATTACH PARTITION public.runs_default DEFAULT;
 
 --
 -- Name: crondepot_restores id; Type: DEFAULT; Schema: public; Owner: -
@@ -2270,11 +2523,11 @@ ALTER TABLE ONLY public.rate_limits
     ADD CONSTRAINT rate_limits_pkey PRIMARY KEY (name);
 
 --
--- Name: runs runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+-- Name: runs_default runs_default_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
-ALTER TABLE ONLY public.runs
-    ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);
+ALTER TABLE ONLY public.runs_default
+    ADD CONSTRAINT runs_default_pkey PRIMARY KEY (run_id);
 
 --
 -- Name: tenants tenants_name_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2409,67 +2662,181 @@ CREATE INDEX run_attempts_run ON public.run_attempts USING btree (run_id, ended_
 -- Name: runs_dead; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_dead ON public.runs USING btree (tenant_id, finished_at) WHERE (status = 'dead'::text);
+CREATE INDEX runs_dead ON ONLY public.runs USING btree (tenant_id, finished_at) WHERE (status = 'dead'::text);
+
+--
+-- Name: runs_default_dead; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_dead ON public.runs_default USING btree (tenant_id, finished_at) WHERE (status = 'dead'::text);
 
 --
 -- Name: runs_finished_created; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_finished_created ON public.runs USING btree (created_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'cancelled'::text]));
+CREATE INDEX runs_finished_created ON ONLY public.runs USING btree (created_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'cancelled'::text]));
+
+--
+-- Name: runs_default_finished_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_finished_created ON public.runs_default USING btree (created_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'cancelled'::text]));
 
 --
 -- Name: runs_job; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_job ON public.runs USING btree (job_id, nominal_at DESC);
+CREATE INDEX runs_job ON ONLY public.runs USING btree (job_id, nominal_at DESC);
+
+--
+-- Name: runs_default_job; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_job ON public.runs_default USING btree (job_id, nominal_at DESC);
 
 --
 -- Name: runs_overlap_queued; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_overlap_queued ON public.runs USING btree (job_id, available_at) WHERE ((status = 'queued'::text) AND (overlap <> 'allow'::text));
+CREATE INDEX runs_overlap_queued ON ONLY public.runs USING btree (job_id, available_at) WHERE ((status = 'queued'::text) AND (overlap <> 'allow'::text));
 
 --
--- Name: runs_overlap_running; Type: INDEX; Schema: public; Owner: -
+-- Name: runs_default_overlap_queued; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE UNIQUE INDEX runs_overlap_running ON public.runs USING btree (job_id) WHERE ((status = 'running'::text) AND (overlap <> 'allow'::text));
+CREATE INDEX runs_default_overlap_queued ON public.runs_default USING btree (job_id, available_at) WHERE ((status = 'queued'::text) AND (overlap <> 'allow'::text));
+
+--
+-- Name: runs_default_overlap_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX runs_default_overlap_running ON public.runs_default USING btree (job_id) WHERE ((status = 'running'::text) AND (overlap <> 'allow'::text));
 
 --
 -- Name: runs_queued; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_queued ON public.runs USING btree (priority, tenant_id, available_at) WHERE (status = 'queued'::text);
+CREATE INDEX runs_queued ON ONLY public.runs USING btree (priority, tenant_id, available_at) WHERE (status = 'queued'::text);
+
+--
+-- Name: runs_default_queued; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_queued ON public.runs_default USING btree (priority, tenant_id, available_at) WHERE (status = 'queued'::text);
 
 --
 -- Name: runs_queued_deadline; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_queued_deadline ON public.runs USING btree (deadline_at) WHERE ((status = 'queued'::text) AND (deadline_at IS NOT NULL));
+CREATE INDEX runs_queued_deadline ON ONLY public.runs USING btree (deadline_at) WHERE ((status = 'queued'::text) AND (deadline_at IS NOT NULL));
+
+--
+-- Name: runs_default_queued_deadline; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_queued_deadline ON public.runs_default USING btree (deadline_at) WHERE ((status = 'queued'::text) AND (deadline_at IS NOT NULL));
 
 --
 -- Name: runs_queued_limit_deadline; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_queued_limit_deadline ON public.runs USING btree (priority, tenant_id, rate_limit, deadline_at, available_at) WHERE ((status = 'queued'::text) AND (rate_limit IS NOT NULL) AND (deadline_at IS NOT NULL));
+CREATE INDEX runs_queued_limit_deadline ON ONLY public.runs USING btree (priority, tenant_id, rate_limit, deadline_at, available_at) WHERE ((status = 'queued'::text) AND (rate_limit IS NOT NULL) AND (deadline_at IS NOT NULL));
+
+--
+-- Name: runs_default_queued_limit_deadline; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_queued_limit_deadline ON public.runs_default USING btree (priority, tenant_id, rate_limit, deadline_at, available_at) WHERE ((status = 'queued'::text) AND (rate_limit IS NOT NULL) AND (deadline_at IS NOT NULL));
 
 --
 -- Name: runs_running; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_running ON public.runs USING btree (lease_expires_at) WHERE (status = 'running'::text);
+CREATE INDEX runs_running ON ONLY public.runs USING btree (lease_expires_at) WHERE (status = 'running'::text);
+
+--
+-- Name: runs_default_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_running ON public.runs_default USING btree (lease_expires_at) WHERE (status = 'running'::text);
 
 --
 -- Name: runs_tenant_status_ended; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_tenant_status_ended ON public.runs USING btree (tenant_id, status, COALESCE(finished_at, due_at) DESC, run_id DESC) WHERE (status <> 'running'::text);
+CREATE INDEX runs_tenant_status_ended ON ONLY public.runs USING btree (tenant_id, status, COALESCE(finished_at, due_at) DESC, run_id DESC) WHERE (status <> 'running'::text);
+
+--
+-- Name: runs_default_tenant_status_ended; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_default_tenant_status_ended ON public.runs_default USING btree (tenant_id, status, COALESCE(finished_at, due_at) DESC, run_id DESC) WHERE (status <> 'running'::text);
 
 --
 -- Name: tenants_secret_overlap; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX tenants_secret_overlap ON public.tenants USING btree (previous_secret_until) WHERE (previous_secret_until IS NOT NULL);
+
+--
+-- Name: runs_default_dead; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_dead ATTACH PARTITION public.runs_default_dead;
+
+--
+-- Name: runs_default_finished_created; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_finished_created ATTACH PARTITION public.runs_default_finished_created;
+
+--
+-- Name: runs_default_job; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_job ATTACH PARTITION public.runs_default_job;
+
+--
+-- Name: runs_default_overlap_queued; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_overlap_queued ATTACH PARTITION public.runs_default_overlap_queued;
+
+--
+-- Name: runs_default_queued; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_queued ATTACH PARTITION public.runs_default_queued;
+
+--
+-- Name: runs_default_queued_deadline; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_queued_deadline ATTACH PARTITION public.runs_default_queued_deadline;
+
+--
+-- Name: runs_default_queued_limit_deadline; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_queued_limit_deadline ATTACH PARTITION public.runs_default_queued_limit_deadline;
+
+--
+-- Name: runs_default_running; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_running ATTACH PARTITION public.runs_default_running;
+
+--
+-- Name: runs_default_tenant_status_ended; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.runs_tenant_status_ended ATTACH PARTITION public.runs_default_tenant_status_ended;
+
+--
+-- Name: runs_default_ended; Type: STATISTICS; Schema: public; Owner: -
+--
+
+CREATE STATISTICS public.runs_default_ended ON COALESCE(finished_at, due_at) FROM public.runs_default;
 
 --
 -- Name: runs_ended; Type: STATISTICS; Schema: public; Owner: -
@@ -2827,6 +3194,12 @@ ALTER TABLE public.run_attempts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.runs ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: runs_default; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.runs_default ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: api_tokens tenant_rows; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2917,6 +3290,12 @@ CREATE POLICY tenant_rows ON public.run_attempts USING ((( SELECT (current_setti
 --
 
 CREATE POLICY tenant_rows ON public.runs USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
+
+--
+-- Name: runs_default tenant_rows; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_rows ON public.runs_default USING ((( SELECT (current_setting('crondepot.tenant_id'::text, true) = 'all'::text)) OR (tenant_id = ( SELECT (NULLIF(NULLIF(current_setting('crondepot.tenant_id'::text, true), 'all'::text), ''::text))::bigint AS "nullif"))));
 
 --
 -- Name: tenants tenant_rows; Type: POLICY; Schema: public; Owner: -

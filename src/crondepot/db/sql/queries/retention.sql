@@ -1,8 +1,16 @@
 -- name: prune_cutoff
 -- The retention cut-off, on the database's clock unless %(now)s is given: computed by its own
--- statement so that prune_finished_runs gets it as a plain parameter (below).
-SELECT coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(keep_seconds)s::float8)
-    AS cutoff;
+-- statement so that prune_finished_runs gets it as a plain parameter (below). `cutoff` is
+-- the retention's own; `rows_before` is where the row-by-row prune stops: on a partitioned
+-- runs (migration 0040) no later than the start of the oldest day partition, because a day
+-- goes whole once the cut-off passes its end (crondepot_runs_retire), never row by row.
+-- The default and history partitions are pruned row by row. A day partition's runs have
+-- nominal times in it and were written at them or later, so the row prune finds none there.
+SELECT c.cutoff,
+       least(c.cutoff, (SELECT min(p.lo) FROM crondepot_runs_partitions() AS p
+                        WHERE p.lo > '-infinity')) AS rows_before
+FROM (SELECT coalesce(%(now)s::timestamptz, now())
+             - make_interval(secs => %(keep_seconds)s::float8) AS cutoff) AS c;
 
 -- name: prune_finished_runs
 -- Retention: delete up to %(limit)s finished runs created before %(cutoff)s, oldest first. A
