@@ -6,8 +6,10 @@ would find it, from pg_locks and pg_stat_activity.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,12 @@ def _silent_for(conn: psycopg.Connection[Any], app: str) -> float:
     return float(row[0])
 
 
+def _days_from_today(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT count(*) FROM crondepot_runs_partitions() "
+                       "WHERE hi > now()").fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def _stopped(proc: Proc) -> bool:
     stat = Path(f"/proc/{proc.popen.pid}/stat").read_text()
     return stat.rsplit(")", 1)[1].split()[0] == "T"
@@ -89,6 +97,9 @@ def test_one_leader_and_a_new_one_within_seconds_of_a_kill(db_url: str) -> None:
     with connect(db_url) as conn:
         try:
             wait_until(lambda: len(_leaders(conn)) == 1, timeout=30, message="a leader")
+            # Its runs_ahead service makes today's partition of runs and the next 7 days'.
+            wait_until(lambda: _days_from_today(conn) == 8, timeout=15,
+                       message="a week of runs' day partitions")
             time.sleep(3)   # several election rounds: still exactly one
             (leader,) = _leaders(conn)
             dead = "w0" if "worker-w0" in leader else "w1"
@@ -202,9 +213,39 @@ def test_prune_deletes_finished_runs_past_retention_and_keeps_the_rest(
     done = Proc("prune", "--db", db_url, "--retention-days", "30", "--json")
     assert done.popen.wait(timeout=60) == 0, done.output()
     # jobs 1, 2, 4 are old and succeeded; job 3 is old but dead (kept); 5 and 6 are recent.
-    assert '"pruned": 3' in done.output()
+    assert '"pruned": 3' in done.output() and '"partitions_dropped": []' in done.output()
     left = sorted(r[0] for r in conn.execute("SELECT job_id FROM runs"))
     assert left == [3, 5, 6]
+
+
+def test_prune_drops_a_day_of_runs_past_retention_whole(
+        db_url: str, conn: psycopg.Connection[Any]) -> None:
+    """A day partition of runs 40 days old goes whole; its dead run is kept (moved to the
+    default partition) and the day after retention's cut-off stays."""
+    old = conn.execute("SELECT date_trunc('day', now() - interval '40 days', 'UTC')"
+                       ).fetchone()
+    assert old is not None
+    made = conn.execute("SELECT * FROM crondepot_runs_partitions_ahead(%s, 20)",
+                        (old[0],)).fetchall()
+    assert len(made) == 21
+    queued_runs(conn, 4)
+    conn.execute("""
+        UPDATE runs SET status = CASE WHEN job_id = 1 THEN 'dead' ELSE 'succeeded' END,
+                        nominal_at = %s + interval '9 hours', created_at = %s""",
+                 (old[0], old[0]))
+    done = Proc("prune", "--db", db_url, "--retention-days", "30", "--json")
+    assert done.popen.wait(timeout=60) == 0, done.output()
+    day = f"runs_p{old[0].astimezone(UTC):%Y%m%d}"     # (the days are UTC days)
+    report = json.loads(done.output())
+    # That day and the empty ones after it up to retention's cut-off; none after it.
+    assert report["pruned"] == 0 and report["partitions_dropped"][0] == day, report
+    left = conn.execute("SELECT min(lo) > now() - interval '31 days', "
+                        "min(lo) <= now() - interval '30 days' "
+                        "FROM crondepot_runs_partitions()").fetchone()
+    assert left == (True, True) and len(report["partitions_dropped"]) + 11 == len(made)
+    assert conn.execute("SELECT to_regclass(%s)", (day,)).fetchone() == (None,)
+    left = conn.execute("SELECT job_id, tableoid::regclass::text FROM runs").fetchall()
+    assert left == [(1, "runs_default")]
 
 
 def test_prune_refuses_a_bad_retention_with_exit_2(db_url: str) -> None:

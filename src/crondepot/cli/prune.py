@@ -29,6 +29,7 @@ from crondepot.notices.sender import (
     SmtpRelay,
 )
 from crondepot.queue.lease import DEFAULT_MAX_LEASE_SECONDS
+from crondepot.runs.partitions import Retired, retire_ended
 from crondepot.runs.retention import PRUNE_BATCH, prune_cutoff, prune_finished_runs
 
 
@@ -121,8 +122,9 @@ def _notice_sender(args: argparse.Namespace) -> NoticeSender:
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
-        "prune", help="delete finished runs past the retention period now (the maintenance "
-                      "leader does it every minute)")
+        "prune", help="delete finished runs past the retention period now, and drop the "
+                      "day partitions of runs it has passed (the maintenance leader does it "
+                      "every minute)")
     add_database(parser)
     parser.add_argument("--retention-days", type=retention_days, metavar="DAYS",
                         default=os.environ.get("CRONDEPOT_RETENTION_DAYS", "30"),
@@ -134,10 +136,12 @@ def register(commands: Any) -> None:
 
 def run_prune(args: argparse.Namespace) -> int:
     total = 0
+    retired: list[Retired] = []
     if args.retention_days:
         keep = timedelta(days=args.retention_days)
         with database(args) as db, connect(db.url, application_name="crondepot-prune",
                                           tenants=ALL_TENANTS) as conn:
+            retired = retire_ended(conn, keep)   # days dropped whole, as the pruner does
             cutoff = prune_cutoff(conn, keep)
             while True:   # bounded passes: each a short transaction, whatever the backlog
                 pruned = prune_finished_runs(conn, keep, cutoff=cutoff)
@@ -145,9 +149,12 @@ def run_prune(args: argparse.Namespace) -> int:
                 if pruned < PRUNE_BATCH:
                     break
     if args.json:
-        print(json.dumps({"pruned": total, "retention_days": args.retention_days}))
+        print(json.dumps({"pruned": total, "retention_days": args.retention_days,
+                          "partitions_dropped": [r.name for r in retired]}))
     elif args.retention_days:
-        print(f"pruned {total} finished runs older than {args.retention_days:g} days")
+        print(f"pruned {total} finished runs older than {args.retention_days:g} days"
+              + "".join(f"; partition {r.name} dropped (~{max(r.estimated - r.moved, 0)} "
+                        f"runs, {r.moved} kept and moved to runs_default)" for r in retired))
     else:
         print("retention 0 keeps finished runs forever: nothing pruned")
     return 0

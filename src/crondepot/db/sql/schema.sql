@@ -719,7 +719,7 @@ BEGIN
                 (31001 * 65536 + ((job >> 31) & 65535))::integer,
                 (job & 2147483647)::integer);
             -- (A statement of its own, after the lock: its snapshot is fresh. One probe
-            -- of runs_overlap_running, unique: at most one row. It also reads whether
+            -- of each partition's runs_overlap_running: at most one row. It also reads whether
             -- that run was already asked to give way, for `replace`.) A job this claim
             -- leased a run of (busy) has no other run running.
             held := NULL;

@@ -1,4 +1,4 @@
--- revision: 2
+-- revision: 3
 -- crondepot_claim_overlap: the claim's overlap rules (issue 31, item 1; docs/worker.md,
 -- "Overlap rules in the claim"). Called by crondepot_claim_pick (claim_pick.sql) with a
 -- batch a take just locked (FOR UPDATE: every run of p_batch is this transaction's to
@@ -25,7 +25,10 @@
 --     between that snapshot and the row lock: two workers would lease two runs of the job;
 --   - runs_overlap_running (unique: one leased run per ruled job) is the database's own
 --     guarantee behind it: if the logic were ever wrong, the claim would fail, not lease
---     twice.
+--     twice. Since runs is partitioned by day (migration 0040) each partition has its own,
+--     so it holds for the runs of one day: across days the lock and this probe are the
+--     guarantee (tests/integration/test_runs_partitions.py claims two days' runs of one
+--     job from two workers at once).
 -- Not running: the oldest run is leased; the job is then busy for the rest of the batch.
 -- Busy: `skip` writes the run skipped 'overlap' (no attempt counted, never sent);
 -- `buffer_one` and `replace` leave the oldest waiting run queued and write any newer one
@@ -84,7 +87,7 @@ BEGIN
                 (31001 * 65536 + ((job >> 31) & 65535))::integer,
                 (job & 2147483647)::integer);
             -- (A statement of its own, after the lock: its snapshot is fresh. One probe
-            -- of runs_overlap_running, unique: at most one row. It also reads whether
+            -- of each partition's runs_overlap_running: at most one row. It also reads whether
             -- that run was already asked to give way, for `replace`.) A job this claim
             -- leased a run of (busy) has no other run running.
             held := NULL;
