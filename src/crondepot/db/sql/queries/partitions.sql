@@ -2,14 +2,6 @@
 -- Whether runs is the partitioned parent (migration 0040) or still one table.
 SELECT c.relkind = 'p' AS partitioned FROM pg_class AS c WHERE c.oid = 'runs'::regclass;
 
--- name: runs_partition_list
--- The partitions of runs but the default, oldest first, with their runs estimated from the
--- last ANALYZE (reltuples; -1 before any).
-SELECT p.name, p.lo, p.hi, c.reltuples::bigint AS estimated
-FROM crondepot_runs_partitions() AS p
-JOIN pg_class AS c ON c.oid = p.name::regclass
-ORDER BY p.hi;
-
 -- name: runs_lock_timeout
 -- How long this transaction's DDL on runs may wait for its lock: while it waits, every
 -- query of runs waits behind it, so a short bound and a later turn beat a long wait.

@@ -60,7 +60,7 @@ WHERE id = ANY(%(tenant_ids)s::bigint[]) AND delivery_window IS NOT NULL;
 -- run_id alone on the table named, which `runs` partitioned by nominal time cannot have
 -- (the partition key must be in it); without a target this statement works on both layouts,
 -- so a release that partitions runs can roll out beside this one (docs/operations.md,
--- "Retention").
+-- "Partitions of runs").
 -- Each run carries its job's overlap policy (migration 0026): the tick passes the one its
 -- claim read (the job row is locked until the tick commits, so it cannot change); a kind
 -- with a null one gets it read here, by one jobs_pkey probe per run, so no caller can
