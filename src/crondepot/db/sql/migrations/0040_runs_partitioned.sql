@@ -1,7 +1,7 @@
--- runs partitioned by range of nominal_at, a partition a UTC day (issue 34, item 3; decided
--- from bench/partition_insert.py: the 9:00 burst's insert into a day's partition took 40 per cent
--- less time and a quarter of the WAL of the insert into one table of 37 M runs).
--- docs/operations.md, "Partitions of runs", is the operator's side of it.
+-- runs partitioned by range of nominal_at, a partition a UTC day (issue 34, item 3): a burst's
+-- runs go into one day's indexes, not indexes of the whole history, and a day past retention
+-- is dropped, not deleted. docs/operations.md, "Partitions of runs", is the operator's side;
+-- the measurements that decided it are in docs/records/performance-runs.md.
 --
 -- The layout:
 --   - `runs` is the partitioned parent. It has the listing and claim indexes (each
