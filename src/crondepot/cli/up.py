@@ -45,6 +45,7 @@ from crondepot.db.connect import POOLED_URL_ENV, URL_ENV
 from crondepot.db.embedded import default_data_dir, up_holder, up_lock_path
 from crondepot.db.embedded import stop as stop_embedded
 from crondepot.runtime import logs
+from crondepot.runtime.lifecycle import on_signals
 
 CONSOLE_PATH = "/console"   # crondepot.api.console.session.PATH (not imported: FastAPI)
 
@@ -284,14 +285,13 @@ def _welcome(args: argparse.Namespace, demo_token: str | None,
 def supervise(children: list[Child]) -> int:
     stop = threading.Event()
 
-    def on_signal(signum: int, _frame: object) -> None:
+    def on_signal(signum: int) -> None:
         log.info("received %s, stopping", signal.Signals(signum).name)
         stop.set()
 
-    for signum in STOP_SIGNALS:
-        # Under nohup, SIGHUP stays ignored: the user asked to outlive the terminal.
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, on_signal)
+    # Under nohup, SIGHUP stays ignored: the user asked to outlive the terminal.
+    on_signals([signum for signum in STOP_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN], on_signal)
     for child in children:
         child.start()
     while not stop.wait(0.5):

@@ -3,14 +3,44 @@ while the database is away or refuses a statement."""
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
+import os
 import random
 import signal
 import threading
+from collections.abc import Callable, Iterable
 
 import psycopg
 from prometheus_client import Counter
+
+
+def on_signals(signums: Iterable[int], action: Callable[[int], None]) -> None:
+    """Call ``action(signum)`` on a thread of its own each time one of ``signums`` arrives.
+
+    Python runs a signal handler in the main thread between two bytecodes, which may be
+    inside ``Event.set()`` or a logging call, holding that object's lock. A handler taking
+    the same lock then waits on itself forever: a second SIGTERM a moment after the first
+    (a supervisor and a terminal both asking, Ctrl-C twice) froze a scheduler that way. So
+    the handler only writes the signal's number to a pipe, which takes no lock; the thread
+    reading the pipe does the rest, outside any handler."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+
+    def handler(signum: int, _frame: object) -> None:
+        # A full pipe already holds a stop the thread will see.
+        with contextlib.suppress(BlockingIOError):
+            os.write(write_end, bytes([signum]))
+
+    def relay() -> None:
+        while data := os.read(read_end, 64):
+            for signum in data:
+                action(signum)
+
+    threading.Thread(target=relay, name="signals", daemon=True).start()
+    for signum in signums:
+        signal.signal(signum, handler)
 
 
 class Stoppable:
@@ -24,10 +54,10 @@ class Stoppable:
         self._stop.set()
 
     def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
+        signums = [signal.SIGTERM, signal.SIGINT]
         if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:   # not under nohup
-            signal.signal(signal.SIGHUP, self.stop)
+            signums.append(signal.SIGHUP)
+        on_signals(signums, self.stop)
         # `kill -USR1 PID` prints every thread's stack to stderr: the one way to see what a
         # process that will not stop (or stalls) is waiting on, without a debugger.
         faulthandler.register(signal.SIGUSR1, all_threads=True)
