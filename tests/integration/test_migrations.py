@@ -137,3 +137,39 @@ def test_definitions_are_applied_by_revision_never_downgraded(empty_db_url: str)
                      "checksum = 'x' WHERE name = 'claim_runs'")
         with pytest.raises(MigrationError, match="needs a new revision"):
             migrate(conn)
+
+
+_DEFINER_PATHS = """
+    SELECT p.oid::regprocedure::text,
+           (SELECT c FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%%')
+    FROM pg_proc AS p
+    WHERE p.prosecdef AND p.pronamespace = current_schema()::regnamespace
+    ORDER BY 1"""
+
+
+def _unsafe_definers(conn: psycopg.Connection[object]) -> list[tuple[str, str | None]]:
+    """SECURITY DEFINER functions whose search_path does not end in pg_temp: without
+    pg_temp named, a temporary table of the caller is searched first."""
+    return [(name, path) for name, path in conn.execute(_DEFINER_PATHS).fetchall()
+            if path is None or not path.endswith("pg_temp")]
+
+
+def test_every_security_definer_function_searches_pg_temp_last(db_url: str) -> None:
+    with connect(db_url) as conn:
+        names = [name for name, _ in conn.execute(_DEFINER_PATHS).fetchall()]
+        assert any(n.startswith("crondepot_audit_summary(") for n in names)
+        assert any(n.startswith("crondepot_runs_retire(") for n in names)
+        assert _unsafe_definers(conn) == []
+
+
+def test_migration_0041_pins_the_paths_an_earlier_release_left_open(empty_db_url: str) -> None:
+    with connect(empty_db_url) as conn:
+        migrate(conn)
+        # As 0028 and 0031 left them on a database migrated by an earlier release.
+        for fn in ("crondepot_audit_summary(bigint, text, text, jsonb)",
+                   "crondepot_audit_connection_grants()"):
+            conn.execute(f"ALTER FUNCTION {fn} SET search_path = \"$user\", public")
+        assert len(_unsafe_definers(conn)) == 2
+        conn.execute("DELETE FROM crondepot_schema_migrations WHERE version = 41")
+        assert [m.version for m in migrate(conn)] == [41]
+        assert _unsafe_definers(conn) == []

@@ -150,6 +150,7 @@ def migrate_all(conn: psycopg.Connection[Any], *,
             if migration.version in applied:
                 continue
             with conn.transaction():
+                conn.execute(Q.safe_search_path)
                 conn.execute(migration.sql.encode())
                 conn.execute(
                     Q.record_migration,
@@ -160,6 +161,7 @@ def migrate_all(conn: psycopg.Connection[Any], *,
         redefined = stale_definitions(conn)
         for definition in redefined:
             with conn.transaction():
+                conn.execute(Q.safe_search_path)
                 conn.execute(definition.sql.encode())
                 conn.execute(Q.record_definition, {"name": definition.name,
                                                    "checksum": definition.checksum,

@@ -57,7 +57,7 @@ END $$;
 
 CREATE FUNCTION public.crondepot_audit_connection_grants() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO '$user', 'public'
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     actor constant text := crondepot_audit_actor();
@@ -326,7 +326,7 @@ END $$;
 
 CREATE FUNCTION public.crondepot_audit_summary(p_tenant_id bigint, p_action text, p_subject text, p_after jsonb) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO '$user', 'public'
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     IF p_action !~ '^(job\.bulk_(pause|resume|cancel)|job\.backfill|job\.apply|(rate_limit|host)\.(pause|resume))$'
@@ -1394,7 +1394,7 @@ $$;
 
 CREATE FUNCTION public.crondepot_runs_partitions_ahead(p_now timestamp with time zone, p_days integer) RETURNS SETOF text
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO '$user', 'public'
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     first date := (p_now AT TIME ZONE 'UTC')::date;
@@ -1429,7 +1429,7 @@ $$;
 
 CREATE FUNCTION public.crondepot_runs_retire(p_part text, p_cutoff timestamp with time zone, OUT moved bigint, OUT size bigint) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO '$user', 'public'
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     upper timestamptz := (SELECT p.hi FROM crondepot_runs_partitions() AS p

@@ -15,6 +15,14 @@ SELECT pg_advisory_lock(7301847220451893277);
 -- name: unlock_migrations
 SELECT pg_advisory_unlock(7301847220451893277);
 
+-- name: safe_search_path
+-- First in every migration's and definition's transaction: the schema, then pg_catalog,
+-- then pg_temp. A SECURITY DEFINER function written SET search_path FROM CURRENT keeps
+-- this, so a temporary table of the runtime role (named audit_log, runs) can never stand in
+-- for the real one inside it; with the default path pg_temp is searched first. Migrations
+-- 0028 and 0031 forgot to set it themselves (0041 mends what they made).
+SELECT set_config('search_path', format('%I, pg_catalog, pg_temp', current_schema()), true);
+
 -- name: applied_migrations
 SELECT version, name, checksum FROM crondepot_schema_migrations ORDER BY version;
 
