@@ -205,7 +205,7 @@ def one_table_url(empty_db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
             "     LATERAL (SELECT now() - make_interval(mins => g)) AS x(n)", (t,))
     monkeypatch.setattr(migrations, "available", every)
     with connect(empty_db_url) as conn:
-        assert [m.version for m in migrations.migrate(conn)][0] == 40
+        assert [m.version for m in migrations.migrate(conn)][:1] == [40]
         assert not partitions.partitioned(conn)
     return empty_db_url
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from crondepot.db.connect import (
     ALL_TENANTS,
     POOL_WAIT_SECONDS,
+    UNAVAILABLE,
     Database,
     Pool,
     bounded,
@@ -20,5 +21,18 @@ from crondepot.db.connect import (
 from crondepot.db.migrations import MigrationError, migrate
 from crondepot.db.queries import Q
 
-__all__ = ["ALL_TENANTS", "POOL_WAIT_SECONDS", "Database", "MigrationError", "Pool", "Q",
-           "bounded", "connect", "idle_check", "migrate", "open_database", "open_pool"]
+__all__ = [
+    "ALL_TENANTS",
+    "POOL_WAIT_SECONDS",
+    "UNAVAILABLE",
+    "Database",
+    "MigrationError",
+    "Pool",
+    "Q",
+    "bounded",
+    "connect",
+    "idle_check",
+    "migrate",
+    "open_database",
+    "open_pool",
+]

@@ -25,11 +25,11 @@ from typing import Any, Generic, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from crondepot.db.connect import UNAVAILABLE
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-# The errors that mean "the database is away", not "the answer is no".
-UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
 @dataclass(frozen=True, eq=False)

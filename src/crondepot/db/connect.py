@@ -66,6 +66,13 @@ from crondepot.db.embedded import EmbeddedPostgres, default_data_dir
 from crondepot.db.hosts import HOSTS, OrderedConnection, ordered_hosts
 from crondepot.db.queries import Q
 
+# Errors that mean the database is away or busy for a moment, not that its answer is no: a
+# lost connection, a restart, a failover's read-only answer, a statement or lock timeout, a
+# deadlock (all psycopg.OperationalError, as is psycopg_pool's PoolTimeout), a connection
+# closed under us (InterfaceError), and TimeoutError from a socket. Every loop that retries
+# on them, and only on them, uses this one tuple.
+UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, TimeoutError)
+
 URL_ENV = "CRONDEPOT_DATABASE_URL"
 POOLED_URL_ENV = "CRONDEPOT_POOLED_DATABASE_URL"
 DATA_DIR_ENV = "CRONDEPOT_DATA_DIR"

@@ -30,7 +30,7 @@ from psycopg_pool import ConnectionPool
 
 from crondepot.base.errors import CrondepotError, PermanentError
 from crondepot.base.vocab import LIMIT_NAME
-from crondepot.db import Q
+from crondepot.db import UNAVAILABLE, Q
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff
 
@@ -243,7 +243,7 @@ class RateLimiter:
                 row = conn.execute(Q.take_tokens, {"name": name, "want": want,
                                                    "hold": HOLD_SECONDS + SLACK_SECONDS}
                                    ).fetchone()
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        except UNAVAILABLE as exc:
             # The database is restarting, or a pooled connection died with it: wait for it
             # like any other token (the lease deadline still bounds the wait), never fail
             # the run for it.

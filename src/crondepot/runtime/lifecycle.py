@@ -12,8 +12,9 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 
-import psycopg
 from prometheus_client import Counter
+
+from crondepot.db import UNAVAILABLE
 
 
 def on_signals(signums: Iterable[int], action: Callable[[int], None]) -> None:
@@ -82,11 +83,6 @@ class Backoff:
 
     def reset(self) -> None:
         self.current = self.first
-
-
-# Errors that mean the database is away or busy for a moment: a lost connection, a restart,
-# a failover's read-only answer, a statement or lock timeout, a deadlock.
-UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, TimeoutError)
 
 
 class TurnErrors:

@@ -34,7 +34,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from crondepot.base.errors import PermanentError, TargetError, TemporaryError
-from crondepot.db import Q
+from crondepot.db import UNAVAILABLE, Q
 from crondepot.limits.buckets import HOLD_SECONDS, RateLimiter, UnknownLimit
 from crondepot.queue import (
     ClaimedRun,
@@ -151,7 +151,7 @@ class Executor:
         run = attempt.run
         try:
             uses = self._grants.get(run.tenant_id)
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        except UNAVAILABLE as exc:
             # No view of the tenant's grants and no database to read one: the run goes
             # back to the queue (or comes back after its lease), never called unchecked.
             log.warning("grants unavailable, run not started: %s", exc, extra=_fields(run))
@@ -389,7 +389,7 @@ class Executor:
             except LostLease:
                 self._finished(run, outcome, recorded=False)
                 return "lease lost"
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except UNAVAILABLE as exc:
                 if not tries_left:
                     raise
                 wait = backoff.next()

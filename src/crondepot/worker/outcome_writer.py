@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psycopg
 from psycopg_pool import ConnectionPool
 
+from crondepot.db import UNAVAILABLE
 from crondepot.queue import Success, record_successes
 from crondepot.runtime import metrics
 from crondepot.runtime.lifecycle import Backoff
@@ -140,7 +140,7 @@ class OutcomeWriter:
             try:
                 self._write(batch)
                 backoff.reset()
-            except (psycopg.OperationalError, psycopg.InterfaceError, TimeoutError) as exc:
+            except UNAVAILABLE as exc:
                 carried[:0] = batch                      # keep them, oldest first
                 if self._closing and time.monotonic() >= self._give_up_at:
                     _fail(carried, NotRecorded(f"database unavailable: {exc}"))

@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpcore
 import httpx
-import psycopg
-from psycopg_pool import PoolTimeout
 
 from crondepot.base.errors import PermanentError, TargetError, TemporaryError
+from crondepot.db import UNAVAILABLE
 from crondepot.job.guard import AddressGuard, Resolver, resolve
 from crondepot.runtime import tracing
 from crondepot.worker.targets.backend import GuardedBackend
@@ -390,7 +389,7 @@ class HttpTarget:
         try:
             return self._signing_keys.secrets_for(run.tenant_id, run.signing_secret,
                                                   run.db_now)
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+        except UNAVAILABLE as exc:
             raise TemporaryError(f"cannot read the tenant's signing secrets: {exc} "
                                  "(nothing was sent)") from None
 
