@@ -1434,6 +1434,10 @@ CREATE FUNCTION public.crondepot_runs_retire(p_part text, p_cutoff timestamp wit
 DECLARE
     upper timestamptz := (SELECT p.hi FROM crondepot_runs_partitions() AS p
                           WHERE p.name = p_part);
+    -- The row pruner's own condition (queries/retention.sql, prune_finished_runs), once.
+    prunable constant text := format(
+        'r.created_at < %L AND r.status IN '
+        '(''succeeded'', ''failed'', ''skipped'', ''cancelled'')', p_cutoff);
 BEGIN
     IF upper IS NULL AND to_regclass(p_part) IS NULL THEN
         moved := 0;                 -- retired already, by another leader a moment ago
@@ -1447,12 +1451,9 @@ BEGIN
     size := (SELECT greatest(c.reltuples, 0)::bigint FROM pg_class AS c
              WHERE c.oid = p_part::regclass);
     EXECUTE format('DELETE FROM run_attempts AS a USING %I AS r WHERE a.run_id = r.run_id '
-                   'AND r.created_at < %L AND r.status IN '
-                   '(''succeeded'', ''failed'', ''skipped'', ''cancelled'')', p_part, p_cutoff);
+                   'AND %s', p_part, prunable);
     EXECUTE format('ALTER TABLE runs DETACH PARTITION %I', p_part);
-    EXECUTE format('INSERT INTO runs SELECT * FROM %I AS r WHERE NOT (r.created_at < %L AND '
-                   'r.status IN (''succeeded'', ''failed'', ''skipped'', ''cancelled''))',
-                   p_part, p_cutoff);
+    EXECUTE format('INSERT INTO runs SELECT * FROM %I AS r WHERE NOT (%s)', p_part, prunable);
     GET DIAGNOSTICS moved = ROW_COUNT;
     EXECUTE format('DROP TABLE %I', p_part);
 END
