@@ -87,8 +87,13 @@ def test_two_workers_never_overlap_a_skip_or_buffer_one_job(db_url: str) -> None
                 for overlap in ("allow", "skip", "buffer_one")}
         for job_id in jobs.values():
             _owe_fires(conn, job_id, 4)               # five fires ready at once
-        procs = [Proc("scheduler", "--db", db_url, "--tick", "500ms"),
-                 *_workers(db_url, "w1", "w2")]
+        # The workers first, and the scheduler once both claim: its first tick writes the
+        # five fires of each job at once, and a buffer_one fire no worker could claim yet
+        # would be counted waiting below (CI once saw a worker start 3 s late under load).
+        procs = _workers(db_url, "w1", "w2")
+        wait_until(lambda: all("worker started" in p.output() for p in procs), timeout=60,
+                   message="both workers claiming")
+        procs.append(Proc("scheduler", "--db", db_url, "--tick", "500ms"))
         waiting: list[int] = []
         stop = threading.Event()
 
