@@ -45,13 +45,12 @@ from crondepot.db.connect import POOLED_URL_ENV, URL_ENV
 from crondepot.db.embedded import default_data_dir, up_holder, up_lock_path
 from crondepot.db.embedded import stop as stop_embedded
 from crondepot.runtime import logs
-from crondepot.runtime.lifecycle import on_signals
+from crondepot.runtime.lifecycle import STOP_SIGNALS, on_signals
 
 CONSOLE_PATH = "/console"   # crondepot.api.console.session.PATH (not imported: FastAPI)
 
 log = logging.getLogger("crondepot.up")
 # The signals that stop everything: Ctrl-C, `kill`, and the terminal closing.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class UpRefused(CrondepotError):
@@ -289,9 +288,7 @@ def supervise(children: list[Child]) -> int:
         log.info("received %s, stopping", signal.Signals(signum).name)
         stop.set()
 
-    # Under nohup, SIGHUP stays ignored: the user asked to outlive the terminal.
-    on_signals([signum for signum in STOP_SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN], on_signal)
+    on_signals(STOP_SIGNALS, on_signal)
     for child in children:
         child.start()
     while not stop.wait(0.5):

@@ -31,7 +31,6 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
-
 @dataclass(frozen=True, eq=False)
 class _Outcome(Generic[V]):
     """One read's result: its value, or why there is none. A new object each read, so a

@@ -19,6 +19,9 @@ from crondepot.db import UNAVAILABLE
 
 def on_signals(signums: Iterable[int], action: Callable[[int], None]) -> None:
     """Call ``action(signum)`` on a thread of its own each time one of ``signums`` arrives.
+    A signal ignored when this is called stays ignored: under nohup SIGHUP is (the user asked
+    to outlive the terminal), and a shell ignores SIGINT for a job it starts in the
+    background (Python itself then raises no KeyboardInterrupt).
 
     Python runs a signal handler in the main thread between two bytecodes, which may be
     inside ``Event.set()`` or a logging call, holding that object's lock. A handler taking
@@ -41,7 +44,11 @@ def on_signals(signums: Iterable[int], action: Callable[[int], None]) -> None:
 
     threading.Thread(target=relay, name="signals", daemon=True).start()
     for signum in signums:
-        signal.signal(signum, handler)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, handler)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Stoppable:
@@ -55,10 +62,7 @@ class Stoppable:
         self._stop.set()
 
     def install_signal_handlers(self) -> None:
-        signums = [signal.SIGTERM, signal.SIGINT]
-        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:   # not under nohup
-            signums.append(signal.SIGHUP)
-        on_signals(signums, self.stop)
+        on_signals(STOP_SIGNALS, self.stop)
         # `kill -USR1 PID` prints every thread's stack to stderr: the one way to see what a
         # process that will not stop (or stalls) is waiting on, without a debugger.
         faulthandler.register(signal.SIGUSR1, all_threads=True)

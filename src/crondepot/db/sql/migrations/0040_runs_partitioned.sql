@@ -154,11 +154,12 @@ $$;
 -- Day partitions made ahead: one per UTC day from p_now's day to p_days later, each that does
 -- not exist yet; returns the names made. SECURITY DEFINER: the runtime role may not create
 -- tables; this is all it may do with its owner's right. (Its search_path, FROM CURRENT, is
--- the one the migration runner sets safe: queries/migrations.sql, safe_search_path.) A day is passed over, not made, when
--- another partition covers part of it (the history partition's last days after a
--- conversion), when the default already holds runs of it (they stay there: the default
--- keeps what no day holds), or when the lock is not granted within the caller's
--- lock_timeout (the parent's lock for a moment: the next turn tries again).
+-- the one the migration runner sets safe: queries/migrations.sql, safe_search_path.) A day
+-- is passed over, not made, when another partition covers part of it (the history
+-- partition's last days after a conversion), when the default already holds runs of it
+-- (they stay there: the default keeps what no day holds), or when the lock is not granted
+-- within the caller's lock_timeout (the parent's lock for a moment: the next turn tries
+-- again).
 CREATE FUNCTION crondepot_runs_partitions_ahead(p_now timestamptz, p_days integer)
 RETURNS SETOF text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$

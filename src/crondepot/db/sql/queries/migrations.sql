@@ -19,8 +19,7 @@ SELECT pg_advisory_unlock(7301847220451893277);
 -- First in every migration's and definition's transaction: the schema, then pg_catalog,
 -- then pg_temp. A SECURITY DEFINER function written SET search_path FROM CURRENT keeps
 -- this, so a temporary table of the runtime role (named audit_log, runs) can never stand in
--- for the real one inside it; with the default path pg_temp is searched first. Migrations
--- 0028 and 0031 forgot to set it themselves (0041 mends what they made).
+-- for the real one inside it; with the default path pg_temp is searched first.
 SELECT set_config('search_path', format('%I, pg_catalog, pg_temp', current_schema()), true);
 
 -- name: applied_migrations
