@@ -25,7 +25,7 @@ from crondepot.api import ApiSettings, create_app
 from crondepot.db import roles
 from crondepot.limits.holds import hold
 from crondepot_testkit.processes import free_port
-from tests.console.test_browser import CHROMIUM, browser  # noqa: F401
+from tests.console.test_browser import CHROMIUM, browser, text_of  # noqa: F401
 from tests.support.console import World, add_job
 from tests.support.nine import LIMIT, last_nine, nine_oclock_wave, processes, queue_fire
 
@@ -59,11 +59,6 @@ def _until(driver: WebDriver, check: Any, what: str, timeout: float = 20) -> Any
     return WebDriverWait(driver, timeout).until(lambda d: check(d), message=what)
 
 
-def _text(driver: WebDriver, css: str) -> str:
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return found[0].text if found else ""
-
-
 def _shot(driver: WebDriver, folder: Path, name: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     height = driver.execute_script("return document.documentElement.scrollHeight")
@@ -88,32 +83,32 @@ def test_the_nine_oclock_panels_in_chromium(
 
     # the overview: the backlog behind the limit, and no scheduler connected
     _login(browser, server, world.admin, "#tenant")
-    assert _text(browser, waiting) == "300"
-    assert "none connected" in _text(browser, "#schedulers")
+    assert text_of(browser, waiting) == "300"
+    assert "none connected" in text_of(browser, "#schedulers")
     _shot(browser, shots, "01-overview-wave")
 
     # it refreshes itself: the next fire's runs, the schedulers and the leader appear
     # without a reload (the page's own marker survives: no navigation happened)
     browser.execute_script("document.body.setAttribute('data-not-reloaded', 'yes')")
     queue_fire(conn, ids[:100], last_nine() - 86_400)     # yesterday's, still queued
-    _until(browser, lambda d: _text(d, waiting) == "400", "the panel to show 400 waiting")
-    _until(browser, lambda d: "400" in _text(d, "#queue"), "the queue depth to follow")
+    _until(browser, lambda d: text_of(d, waiting) == "400", "the panel to show 400 waiting")
+    _until(browser, lambda d: "400" in text_of(d, "#queue"), "the queue depth to follow")
     with processes(db_url):
-        _until(browser, lambda d: "scheduler-2" in _text(d, "#schedulers"), "schedulers")
-        assert "node-a" in _text(browser, "#leader")
-        assert "clean" in _text(browser, "#ledger")
+        _until(browser, lambda d: "scheduler-2" in text_of(d, "#schedulers"), "schedulers")
+        assert "node-a" in text_of(browser, "#leader")
+        assert "clean" in text_of(browser, "#ledger")
         assert browser.find_element(By.TAG_NAME, "body").get_attribute(
             "data-not-reloaded") == "yes"
         _shot(browser, shots, "02-overview-live")
 
         # the limit panel, then a hold: "held", no drain estimate
         browser.find_element(By.LINK_TEXT, "Limits").click()
-        _until(browser, lambda d: _text(d, waiting) == "400", "the limit panel")
-        assert "~16 s" in _text(browser, f'tr[data-limit="{LIMIT}"] .limit-drain')
+        _until(browser, lambda d: text_of(d, waiting) == "400", "the limit panel")
+        assert "~16 s" in text_of(browser, f'tr[data-limit="{LIMIT}"] .limit-drain')
         hold(conn, world.tenant_id, "rate_limit", LIMIT)
-        _until(browser, lambda d: "held" in _text(d, f'tr[data-limit="{LIMIT}"] .limit-held'),
+        _until(browser, lambda d: "held" in text_of(d, f'tr[data-limit="{LIMIT}"] .limit-held'),
                "the hold to show")
-        assert "after resume" in _text(browser, f'tr[data-limit="{LIMIT}"] .limit-drain')
+        assert "after resume" in text_of(browser, f'tr[data-limit="{LIMIT}"] .limit-drain')
         _shot(browser, shots, "03-limits-held")
 
     # the job page: payload (escaped, indented), labels, spread, rate limit
@@ -121,17 +116,17 @@ def test_the_nine_oclock_panels_in_chromium(
                   rate_limit=LIMIT, labels={"product": "renewal"}, spread={"seconds": 300},
                   payload={"text": "<script>alert(1)</script> renew by Friday", "n": 2})
     browser.get(f"{server}/console/jobs/{job}")
-    payload = _until(browser, lambda d: _text(d, "#job-payload pre"), "the payload")
+    payload = _until(browser, lambda d: text_of(d, "#job-payload pre"), "the payload")
     assert '"text": "<script>alert(1)</script> renew by Friday"' in payload
     assert '\n  "n": 2' in payload
-    assert "product=renewal" in _text(browser, "#job-labels")
-    assert LIMIT in _text(browser, "#job-rate-limit")
-    assert "300 s" in _text(browser, "#job-spread")
+    assert "product=renewal" in text_of(browser, "#job-labels")
+    assert LIMIT in text_of(browser, "#job-rate-limit")
+    assert "300 s" in text_of(browser, "#job-spread")
     _shot(browser, shots, "04-job-payload")
 
     # a tenant asking for the operator view: not found
     browser.get(f"{server}/console/operator")
-    assert "404" in _text(browser, "h1") and "bank42" not in _text(browser, "main")
+    assert "404" in text_of(browser, "h1") and "bank42" not in text_of(browser, "main")
 
     # the operator: every tenant side by side, refreshed live
     browser.delete_all_cookies()
@@ -140,11 +135,11 @@ def test_the_nine_oclock_panels_in_chromium(
     bank = 'tr[data-tenant="bank42"] td:nth-child(2)'
     other = 'tr[data-tenant="otherbank"] td:nth-child(2)'
     # bank42's 400 are held (not ready): the world's one queued run is
-    assert _text(browser, bank) == "1" and _text(browser, other) == "0"
-    assert "held" in _text(browser, f'tr[data-limit="{LIMIT}"] .limit-held')
+    assert text_of(browser, bank) == "1" and text_of(browser, other) == "0"
+    assert "held" in text_of(browser, f'tr[data-limit="{LIMIT}"] .limit-held')
     theirs = add_job(conn, _other_id(conn), key="ob:nine", cron="0 9 * * *")
     queue_fire(conn, [theirs], last_nine())
-    _until(browser, lambda d: _text(d, other) == "1", "otherbank's queue to refresh")
+    _until(browser, lambda d: text_of(d, other) == "1", "otherbank's queue to refresh")
     _shot(browser, shots, "05-operator")
 
     # /redoc: rendered from the app's own files, nothing fetched from elsewhere
