@@ -1,3 +1,12 @@
+-- The fence. A worker's write to a run it holds finds the run by its id and lease token
+-- and checks that it is still running: `status = 'running' COLLATE "C"`. Under the C
+-- collation text equality is the same test, but the planner proves a partial index's
+-- predicate only in the collation it was written in, so the partial index runs_running
+-- (status = 'running', the reaper's) is never a path for these statements, and the primary
+-- key is the only one. A generic plan made on statistics taken while nothing was running
+-- otherwise found runs_running as cheap and read every running run for each write
+-- (tests/integration/claim/test_claim_plans.py, fenced writes).
+
 -- name: claim_runs
 -- A worker's claim, in one call: its runs, the lending between queues, the lease, the
 -- deadline check. The steps are the function crondepot_claim_runs (functions/claim_runs.sql),
@@ -26,7 +35,7 @@ SET lease_expires_at = least(clock.now + make_interval(secs => h.lease_seconds),
     updated_at = clock.now
 FROM clock, unnest(%(run_ids)s::text[], %(tokens)s::uuid[], %(lease_seconds)s::integer[])
      AS h(run_id, token, lease_seconds)
-WHERE r.run_id = h.run_id AND r.lease_token = h.token AND r.status = 'running'
+WHERE r.run_id = h.run_id AND r.lease_token = h.token AND r.status = 'running' COLLATE "C"
   AND r.lease_expires_at > clock.now
 RETURNING r.run_id, r.lease_expires_at, clock.now AS db_now,
           r.replace_requested_at IS NOT NULL AS replace;
@@ -63,7 +72,8 @@ WITH found AS (
                             * power(2::float8, least(greatest(r.attempt - 1, 0), 60))),
                     %(at_least)s::float8) AS delay
     FROM runs AS r LEFT JOIN jobs AS j ON j.id = r.job_id
-    WHERE r.run_id = %(run_id)s AND r.lease_token = %(token)s AND r.status = 'running'
+    WHERE r.run_id = %(run_id)s AND r.lease_token = %(token)s
+      AND r.status = 'running' COLLATE "C"
 ), attempt AS (
     SELECT run_id, job_id, attempt, started_at, lease_owner, used, delay,
            used >= make_interval(secs => %(max_lease)s) AS capped,
@@ -86,7 +96,8 @@ WITH found AS (
         worker = r.lease_owner,
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
     FROM attempt AS a
-    WHERE r.run_id = a.run_id AND r.lease_token = %(token)s AND r.status = 'running'
+    WHERE r.run_id = a.run_id AND r.lease_token = %(token)s
+      AND r.status = 'running' COLLATE "C"
     RETURNING r.run_id, r.job_id, r.status, a.delay
 ), kept AS (
     INSERT INTO run_attempts (run_id, attempt, started_at, ended_at, outcome, error,
@@ -109,7 +120,7 @@ WITH done AS (
     SET status = %(status)s::text, finished_at = now(), updated_at = now(),
         last_error = %(error)s, error_class = %(error_class)s, worker = lease_owner,
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running' COLLATE "C"
     RETURNING job_id
 ), failing AS (
     UPDATE jobs AS j SET failing_fires = j.failing_fires + 1
@@ -128,7 +139,7 @@ UPDATE runs
 SET status = 'skipped', skip_reason = 'replaced', finished_at = now(), updated_at = now(),
     last_error = %(error)s, error_class = 'Replaced', worker = lease_owner,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running' COLLATE "C"
 RETURNING run_id;
 
 -- name: release_run
@@ -137,7 +148,7 @@ RETURNING run_id;
 UPDATE runs
 SET status = 'queued', attempt = attempt - 1, available_at = now(), updated_at = now(),
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running' COLLATE "C";
 
 -- name: claimed_delivery_windows
 -- The delivery windows in force for the jobs of a claim (the job's own, else its tenant's;
@@ -172,7 +183,7 @@ UPDATE runs
 SET status = 'queued', attempt = attempt - 1, available_at = %(opening)s::timestamptz,
     due_at = greatest(due_at, %(opening)s::timestamptz), updated_at = now(),
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running';
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running' COLLATE "C";
 
 -- name: defer_queued_run
 -- A retry queued for a time outside its delivery window: moved to the window's next opening
@@ -192,7 +203,7 @@ UPDATE runs
 SET status = 'skipped', skip_reason = 'deadline_passed', attempt = attempt - 1,
     finished_at = now(), updated_at = now(),
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running'
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'running' COLLATE "C"
   AND deadline_at < now()
 RETURNING run_id, job_id
 ), failing AS (
