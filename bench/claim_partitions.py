@@ -22,9 +22,7 @@ and p99 in ms.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,7 +30,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
-from common import admin_connect
+from common import admin_connect, timed_calls
 from crondepot.db import migrations
 from crondepot.tenancy.tenants import create_tenant
 
@@ -97,28 +95,17 @@ def database(admin_url: str, name: str, args: argparse.Namespace,
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _timed(calls: int, call: Callable[[int], None]) -> str:
-    took = []
-    for i in range(calls):
-        start = time.perf_counter()
-        call(i)
-        took.append((time.perf_counter() - start) * 1000)
-    took = sorted(took[calls // 20:])       # the first calls plan and warm the caches
-    return (f"p50 {statistics.median(took):6.2f} ms, "
-            f"p99 {took[int(len(took) * 0.99)]:6.2f} ms")
-
-
 def measure(url: str, claims: int) -> dict[str, str]:
     out = {}
     with psycopg.connect(url, autocommit=True) as conn:
-        out["claim of 20"] = _timed(claims, lambda _: conn.execute(CLAIM).fetchall())
+        out["claim of 20"] = timed_calls(claims, lambda _: conn.execute(CLAIM).fetchall())
         leased: list[tuple[Any, ...]] = conn.execute(
             "SELECT run_id, lease_token, attempt FROM runs WHERE status = 'running'"
         ).fetchall()
         batches = [Jsonb([{"run_id": run_id, "token": str(token), "attempt": attempt,
                            "result": None} for run_id, token, attempt in leased[i:i + 20]])
                    for i in range(0, len(leased), 20)]
-        out["success batch of 20"] = _timed(len(batches), lambda i: conn.execute(
+        out["success batch of 20"] = timed_calls(len(batches), lambda i: conn.execute(
             RECORD, (batches[i],)).fetchall())
     return out
 

@@ -19,14 +19,11 @@ Prints p50 and p99 in ms.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
-from common import admin_connect, fresh_database
+from common import admin_connect, fresh_database, timed_calls
 from crondepot.queue import ClaimedRun, claim_runs, extend_acquired_leases, release_run
 from crondepot.queue.lease import HeldLease
 from crondepot.tenancy.tenants import create_tenant
@@ -44,17 +41,6 @@ INSERT INTO runs (run_id, job_id, tenant_id, priority, nominal_at, due_at, avail
 SELECT j.id || ':1791171000', j.id, %(tenant)s, 'normal', now(), now(), now() FROM j"""
 
 
-def _timed(calls: int, call: Callable[[int], object]) -> str:
-    took = []
-    for i in range(calls):
-        start = time.perf_counter()
-        call(i)
-        took.append((time.perf_counter() - start) * 1000)
-    took = sorted(took[calls // 20:])       # the first calls plan and warm the caches
-    return (f"p50 {statistics.median(took):6.2f} ms, "
-            f"p99 {took[int(len(took) * 0.99)]:6.2f} ms")
-
-
 def measure(conn: psycopg.Connection[Any], held: list[ClaimedRun], calls: int) -> dict[str, str]:
     def release(i: int) -> None:
         run = held[i % len(held)]
@@ -63,8 +49,8 @@ def measure(conn: psycopg.Connection[Any], held: list[ClaimedRun], calls: int) -
 
     leases = [HeldLease(r.run_id, r.lease_token, 60) for r in held]
     return {
-        "release": _timed(calls, release),
-        "heartbeat of 20": _timed(calls, lambda i: extend_acquired_leases(
+        "release": timed_calls(calls, release),
+        "heartbeat of 20": timed_calls(calls, lambda i: extend_acquired_leases(
             conn, leases[(i * 20) % len(leases):][:20])),
     }
 
