@@ -1,13 +1,13 @@
 """Overlap policies end to end (issue 31, item 1): a real scheduler and two real workers, a
 slow handler, fires coming faster than it ends. skip and buffer_one jobs never have two
-calls at once; the fires they drop are written skipped 'overlap'; buffer_one keeps at most
-one waiting; the ledger stays clean; and a buffered run still runs when the worker holding
+calls at once; the fires they drop are written skipped 'overlap'; buffer_one runs the one
+that waited; the ledger stays clean; and a buffered run still runs when the worker holding
 its predecessor is SIGKILLed."""
 
 from __future__ import annotations
 
 import signal
-import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -87,33 +87,12 @@ def test_two_workers_never_overlap_a_skip_or_buffer_one_job(db_url: str) -> None
                 for overlap in ("allow", "skip", "buffer_one")}
         for job_id in jobs.values():
             _owe_fires(conn, job_id, 4)               # five fires ready at once
-        # The workers first, and the scheduler once both claim: its first tick writes the
-        # five fires of each job at once, and a buffer_one fire no worker could claim yet
-        # would be counted waiting below (CI once saw a worker start 3 s late under load).
+        # The workers first, and the scheduler once both claim (CI once saw a worker start
+        # 3 s late under load).
         procs = _workers(db_url, "w1", "w2")
         wait_until(lambda: all("worker started" in p.output() for p in procs), timeout=60,
                    message="both workers claiming")
         procs.append(Proc("scheduler", "--db", db_url, "--tick", "500ms"))
-        waiting: list[int] = []
-        stop = threading.Event()
-
-        def sample() -> None:
-            # The buffer_one job's runs waiting: queued and ready, written 3 s ago or more. A
-            # fire written less than that ago may not have been seen by a claim yet (workers
-            # claim on each notification and every second), so it is not counted: a claim
-            # that sees it decides at once whether it waits or is skipped.
-            with connect(db_url) as own:
-                while not stop.is_set():
-                    (n,) = own.execute(
-                        "SELECT count(*) FROM runs WHERE job_id = %s AND status = 'queued' "
-                        "AND available_at <= now() "
-                        "AND created_at <= now() - interval '3 seconds'",
-                        (jobs["buffer_one"],)).fetchone() or (0,)
-                    waiting.append(n)
-                    stop.wait(0.05)
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
         try:
             # Then a fire every 0.4 s for 6 s, each named after its second (a trigger),
             # while each call takes 1.5 s: the every-second job a slow handler cannot keep
@@ -121,13 +100,11 @@ def test_two_workers_never_overlap_a_skip_or_buffer_one_job(db_url: str) -> None
             for _ in range(15):
                 for overlap in ("skip", "buffer_one"):
                     trigger_job(conn, t, jobs[overlap])
-                stop.wait(0.4)
+                time.sleep(0.4)
             wait_until(lambda: all(
                 not ({("queued", None), ("running", None)} & set(_statuses(conn, j)))
                 for j in jobs.values()), timeout=120, message="every run settled")
         finally:
-            stop.set()
-            sampler.join()
             for proc in procs:
                 proc.stop()
         report = verify(conn)
@@ -145,7 +122,10 @@ def test_two_workers_never_overlap_a_skip_or_buffer_one_job(db_url: str) -> None
         assert states[overlap][("succeeded", None)] == len(calls[overlap])
     # buffer_one ran the one that waited each time: more of its fires than skip's
     assert states["buffer_one"][("succeeded", None)] > states["skip"][("succeeded", None)]
-    assert waiting and max(waiting) <= 1, waiting
+    # That at most one waits is the claim's rule, proven where it is decided, without a
+    # clock: tests/integration/claim/test_claim_overlap.py, one claim after another and two
+    # at the same instant. Counted here by sampling, it needed a guess of how soon a claim
+    # sees a new fire, and a loaded machine outran the guess (3 waiting "for 3 s").
 
 
 @pytest.mark.slow
