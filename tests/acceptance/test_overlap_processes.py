@@ -6,6 +6,7 @@ its predecessor is SIGKILLed."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import time
 from datetime import datetime
@@ -30,6 +31,17 @@ def _calls(conn: psycopg.Connection[Any], job_id: int) -> list[tuple[datetime, d
         "ON e.run_id = s.run_id AND e.attempt = -s.attempt "
         "WHERE s.attempt > 0 AND s.run_id LIKE %s ORDER BY s.at", (f"{job_id}:%",)).fetchall()
     return [(start, end) for start, end in rows]
+
+
+def _waited(conn: psycopg.Connection[Any], job_id: int) -> int:
+    """The job's calls whose run was written before the job's previous call ended: fires
+    that came while a call ran and were run after it."""
+    rows = conn.execute(
+        "SELECT r.created_at, e.at FROM runs AS r "
+        "JOIN test_calls AS s ON s.run_id = r.run_id AND s.attempt > 0 "
+        "JOIN test_calls AS e ON e.run_id = s.run_id AND e.attempt = -s.attempt "
+        "WHERE r.job_id = %s ORDER BY s.at", (job_id,)).fetchall()
+    return sum(1 for (_, ended), (written, _) in itertools.pairwise(rows) if written < ended)
 
 
 def _most_at_once(calls: list[tuple[datetime, datetime]]) -> int:
@@ -110,6 +122,7 @@ def test_two_workers_never_overlap_a_skip_or_buffer_one_job(db_url: str) -> None
         report = verify(conn)
         calls = {overlap: _calls(conn, job_id) for overlap, job_id in jobs.items()}
         states = {overlap: _statuses(conn, job_id) for overlap, job_id in jobs.items()}
+        waited = _waited(conn, jobs["buffer_one"])
 
     assert report.clean, report.document()
     # The control: allowed, the five caught-up fires ran side by side.
@@ -120,8 +133,10 @@ def test_two_workers_never_overlap_a_skip_or_buffer_one_job(db_url: str) -> None
         assert states[overlap][("skipped", "overlap")] >= 3, (overlap, states[overlap])
         assert set(states[overlap]) == {("succeeded", None), ("skipped", "overlap")}
         assert states[overlap][("succeeded", None)] == len(calls[overlap])
-    # buffer_one ran the one that waited each time: more of its fires than skip's
-    assert states["buffer_one"][("succeeded", None)] > states["skip"][("succeeded", None)]
+    # buffer_one ran a fire that came while its previous call ran. The caught-up fires come
+    # together, so one of them waits for the first call whatever the machine's load
+    # (counting more calls of buffer_one than of skip, as this test once did, depended on it).
+    assert waited >= 1, calls["buffer_one"]
     # That at most one waits is the claim's rule, proven where it is decided, without a
     # clock: tests/integration/claim/test_claim_overlap.py, one claim after another and two
     # at the same instant. Counted here by sampling, it needed a guess of how soon a claim
