@@ -50,7 +50,6 @@ from crondepot.runtime.lifecycle import STOP_SIGNALS, on_signals
 CONSOLE_PATH = "/console"   # crondepot.api.console.session.PATH (not imported: FastAPI)
 
 log = logging.getLogger("crondepot.up")
-# The signals that stop everything: Ctrl-C, `kill`, and the terminal closing.
 
 
 class UpRefused(CrondepotError):

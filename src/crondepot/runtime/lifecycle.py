@@ -48,6 +48,7 @@ def on_signals(signums: Iterable[int], action: Callable[[int], None]) -> None:
             signal.signal(signum, handler)
 
 
+# The signals that stop a process: `kill`, Ctrl-C, and the terminal closing.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 

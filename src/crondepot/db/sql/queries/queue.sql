@@ -3,9 +3,8 @@
 -- collation text equality is the same test, but the planner proves a partial index's
 -- predicate only in the collation it was written in, so the partial index runs_running
 -- (status = 'running', the reaper's) is never a path for these statements, and the primary
--- key is the only one. A generic plan made on statistics taken while nothing was running
--- otherwise found runs_running as cheap and read every running run for each write
--- (tests/integration/claim/test_claim_plans.py, fenced writes).
+-- key is the only one, whatever the statistics were when the plan was made. Each write
+-- reads its own run, however many run (tests/integration/claim/test_claim_plans.py).
 
 -- name: claim_runs
 -- A worker's claim, in one call: its runs, the lending between queues, the lease, the
